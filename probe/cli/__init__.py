@@ -1,0 +1,45 @@
+"""The ``probe`` command: a thin set of verbs, one module each.
+
+The CLI is the composition root: ``run`` imports only collection code before the target
+starts; analysis and rendering run afterwards, in the finisher process (see
+``probe.cli.finish``). Every ``ProbeError`` becomes one line on stderr and its exit status.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from probe import __version__
+from probe.cli.run import run_command
+from probe.errors import ProbeError
+
+__all__ = ["cli", "main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="probe")
+def cli() -> None:
+    """Profile a Python inference service and say what limits it.
+
+    \b
+    Start with:  probe run service.py [ARGS]...
+    """
+
+
+cli.add_command(run_command)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        cli.main(args=argv, prog_name="probe", standalone_mode=False)
+    except ProbeError as e:
+        click.echo(f"probe: error: {e}", err=True)
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted!", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)

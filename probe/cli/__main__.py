@@ -1,0 +1,5 @@
+"""``python -m probe.cli`` is ``probe``."""
+
+from probe.cli import main
+
+main()

@@ -1,0 +1,165 @@
+"""``probe run``: run a script or module under collection, then summarise it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from probe.errors import ProbeError
+from probe.launcher import default_run_dir, resolve_target, run
+from probe.rundir.writer import prepare_run_dir
+from probe.session import Settings
+
+__all__ = ["run_command"]
+
+
+def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and value <= 0:
+        raise click.BadParameter("must be greater than 0")
+    return value
+
+
+@click.command(
+    "run",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option(
+    "-m", "module", metavar="MODULE", help="Run a library module as a script (like python -m)."
+)
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(path_type=Path),
+    metavar="DIR",
+    help="Run directory to write. [default: .probe/runs/<UTC time>-<name>/]",
+)
+@click.option(
+    "--duration",
+    type=float,
+    callback=_positive,
+    metavar="SECONDS",
+    help="Stop the target after this long, as Ctrl-C would.",
+)
+@click.option(
+    "--hz",
+    type=float,
+    default=100.0,
+    show_default=True,
+    callback=_positive,
+    help="Stack samples per second.",
+)
+@click.option(
+    "--resource-hz",
+    type=float,
+    default=10.0,
+    show_default=True,
+    callback=_positive,
+    help="Process, host and GPU readings per second.",
+)
+@click.option(
+    "--memory",
+    is_flag=True,
+    help="Trace allocations (tracemalloc snapshots, gc counts) to hunt leaks. "
+    "Slows allocation-heavy code several times.",
+)
+@click.option(
+    "--memory-interval",
+    type=float,
+    default=5.0,
+    show_default=True,
+    callback=_positive,
+    metavar="SECONDS",
+    help="Seconds between memory snapshots.",
+)
+@click.option(
+    "--trace",
+    "trace_s",
+    type=float,
+    callback=_positive,
+    metavar="SECONDS",
+    help="Also record a full viztracer trace of the first SECONDS (trace.json, "
+    "opens in Perfetto). Costly: keep it short.",
+)
+@click.option(
+    "--log-spans", is_flag=True, help="Log one JSON line per span on the 'probe.spans' logger."
+)
+@click.option("--no-gpu", is_flag=True, help="Do not query NVML for GPUs.")
+@click.option("--no-report", is_flag=True, help="Write the run directory only; no summary.")
+@click.argument("target", nargs=-1, type=click.UNPROCESSED, metavar="SCRIPT [ARGS]...")
+def run_command(
+    module: str | None,
+    out: Path | None,
+    duration: float | None,
+    hz: float,
+    resource_hz: float,
+    memory: bool,
+    memory_interval: float,
+    trace_s: float | None,
+    log_spans: bool,
+    no_gpu: bool,
+    no_report: bool,
+    target: tuple[str, ...],
+) -> None:
+    """Run SCRIPT (or -m MODULE) with its ARGS under low-overhead collection.
+
+    \b
+    Records stack samples split into on-CPU and waiting (and what was waited
+    on), process-tree and GPU resources, and probe.stage/probe.span spans, into
+    a run directory; prints a summary when the target ends. The target's exit
+    status is probe's exit status.
+
+    \b
+    Examples:
+      probe run service.py --port 8000
+      probe run --duration 60 -m my_service.main
+      probe run --memory --out runs/leak leaky.py
+    """
+    if module:
+        script, args = None, target
+    elif target:
+        script, args = target[0], target[1:]
+    else:
+        raise click.UsageError("give a SCRIPT to run, or -m MODULE")
+    resolved = resolve_target(script, module, tuple(args))
+    run_dir = prepare_run_dir(out if out is not None else default_run_dir(resolved))
+    if log_spans:
+        _ensure_span_log_handler()
+    settings = Settings(
+        hz=hz,
+        resource_hz=resource_hz,
+        memory=memory,
+        memory_interval_s=memory_interval,
+        gpu=not no_gpu,
+        log_spans=log_spans,
+    )
+
+    from probe.cli.finish import Finisher
+
+    finisher = Finisher.spawn(run_dir)
+    try:
+        outcome = run(
+            resolved,
+            run_dir,
+            settings,
+            duration_s=duration,
+            trace_s=trace_s,
+            argv=["probe", *sys.argv[1:]],
+        )
+    except ProbeError:
+        finisher.abandon()
+        raise
+    finisher.finish(report=not no_report, status=outcome.status)
+    sys.exit(outcome.status)
+
+
+def _ensure_span_log_handler() -> None:
+    import logging
+
+    logger = logging.getLogger("probe.spans")
+    logger.setLevel(logging.INFO)
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)

@@ -1,0 +1,283 @@
+"""Running a target script or module in this process, under a collection session.
+
+The target gets what ``python script.py args`` / ``python -m module args`` would give it:
+its own ``sys.argv``, ``__name__ == "__main__"``, ``sys.path[0]`` (the script's folder, or
+the working directory for ``-m``) and its exit status. The run ends at script end (after
+the target's non-daemon threads finish, as the interpreter would wait for them), on
+``sys.exit``, an uncaught exception, SIGINT, SIGTERM or ``--duration``; every path goes
+through ``Session.stop`` so the run directory is complete.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import runpy
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from probe import __version__
+from probe.errors import ProbeError
+from probe.redact import redact_argv
+from probe.rundir.schema import SCHEMA_NAME, SCHEMA_VERSION
+from probe.session import Session, Settings
+
+__all__ = ["Outcome", "Target", "default_run_dir", "resolve_target", "run"]
+
+# Conventional shell statuses for death by signal: 128 + signal number.
+_STATUS_SIGINT = 128 + signal.SIGINT
+_STATUS_SIGTERM = 128 + signal.SIGTERM
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str  # "script" or "module"
+    name: str  # path of the script, or dotted module name
+    args: tuple[str, ...] = ()
+
+    @property
+    def short_name(self) -> str:
+        return Path(self.name).stem if self.kind == "script" else self.name.rsplit(".", 1)[-1]
+
+
+@dataclass
+class Outcome:
+    status: int
+    ended_by: str  # completed, sys.exit, exception, SIGINT, SIGTERM, duration
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_target(script: str | None, module: str | None, args: tuple[str, ...]) -> Target:
+    """Check the target exists before anything runs (ProbeError, exit 2, if not)."""
+    if module:
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError) as e:
+            raise ProbeError(f"No module named {module!r} ({e})") from None
+        if spec is None:
+            raise ProbeError(f"No module named {module!r}")
+        return Target("module", module, args)
+    if not script:
+        raise ProbeError("nothing to run: give a SCRIPT or -m MODULE")
+    path = Path(script)
+    if not path.exists():
+        raise ProbeError(f"can't open file {script!r}: no such file")
+    if path.is_dir() and not (path / "__main__.py").is_file():
+        raise ProbeError(f"can't find '__main__' module in {script!r}")
+    return Target("script", str(path), args)
+
+
+def default_run_dir(target: Target, root: Path = Path(".probe/runs")) -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    base = root / f"{stamp}-{target.short_name}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = Path(f"{base}-{n}")
+    return path
+
+
+def build_meta(target: Target, settings: Settings, argv: list[str]) -> dict[str, Any]:
+    import psutil
+
+    now_unix, now_perf = time.time_ns(), time.perf_counter_ns()
+    try:
+        mem_total = int(psutil.virtual_memory().total)
+    except OSError:
+        mem_total = None
+    return {
+        "schema": SCHEMA_NAME,
+        "schema_version": SCHEMA_VERSION,
+        "probe_version": __version__,
+        "command": redact_argv(argv),
+        "target": {
+            "kind": target.kind,
+            "name": target.name,
+            "argv": redact_argv([target.name, *target.args]),
+        },
+        "cwd": os.getcwd(),
+        "pid": os.getpid(),
+        "python": {
+            "version": platform.python_version(),
+            "implementation": platform.python_implementation(),
+            "executable": sys.executable,
+        },
+        "host": {
+            "hostname": socket.gethostname(),
+            "platform": platform.platform(),
+            "cpu_count": os.cpu_count(),
+            "memory_total_bytes": mem_total,
+        },
+        "start_unix_ns": now_unix,
+        "start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now_unix / 1e9)),
+        "clock": {"perf_ns": now_perf, "unix_ns": now_unix, "source": "time.perf_counter_ns"},
+    }
+
+
+class _Terminated(SystemExit):
+    """Raised in the main thread by our SIGTERM handler, so ``finally`` blocks run."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated(_STATUS_SIGTERM)
+
+
+def _target_traceback(tb: TracebackType | None) -> TracebackType | None:
+    """Drop the launcher's and runpy's frames, as Python's own traceback would not show them."""
+    own = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(runpy.__file__ or ""))
+    while tb is not None:
+        filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if filename.startswith(own[0] + os.sep) or filename == os.path.abspath(runpy.__file__):
+            tb = tb.tb_next
+            continue
+        break
+    return tb
+
+
+def _exit_status(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF if code >= 0 else code % 256
+    print(code, file=sys.stderr)  # sys.exit("message") prints it and exits 1
+    return 1
+
+
+def _wait_for_target_threads() -> None:
+    # The interpreter waits for non-daemon threads before exiting; so do we, before we
+    # stop collecting (they are still the target's work).
+    main = threading.main_thread()
+    for t in threading.enumerate():
+        if t is not main and not t.daemon and t is not threading.current_thread():
+            while t.is_alive():
+                t.join(0.2)
+
+
+class _Trace:
+    """A viztracer trace of the first ``seconds`` of the run (``--trace``)."""
+
+    def __init__(self, path: Path, seconds: float) -> None:
+        from viztracer import VizTracer
+
+        self.path = path
+        self._tracer = VizTracer(
+            output_file=str(path), verbose=0, register_global=False, tracer_entries=2_000_000
+        )
+        self._lock = threading.Lock()
+        self._done = False
+        self._timer = threading.Timer(seconds, self.finish)
+        self._timer.daemon = True
+
+    def start(self) -> None:
+        self._tracer.start()
+        self._timer.start()
+
+    def finish(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            self._timer.cancel()
+            self._tracer.stop()
+            self._tracer.save(str(self.path))
+
+
+def run(
+    target: Target,
+    run_dir: Path,
+    settings: Settings,
+    *,
+    duration_s: float | None = None,
+    trace_s: float | None = None,
+    argv: list[str] | None = None,
+) -> Outcome:
+    """Run ``target`` under collection, writing ``run_dir``; never raises for the target."""
+    meta = build_meta(target, settings, argv if argv is not None else sys.argv)
+    meta["duration_limit_s"] = duration_s
+    meta["trace_s"] = trace_s
+    session = Session(run_dir, settings, meta=meta)
+
+    saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    if target.kind == "script":
+        sys.argv = [target.name, *target.args]
+        path0 = os.path.dirname(os.path.abspath(target.name))
+        if os.path.isdir(target.name):
+            path0 = os.path.abspath(target.name)
+    else:
+        sys.argv = [target.name, *target.args]  # runpy puts the module's file in argv[0]
+        path0 = os.getcwd()
+    if sys.path:
+        sys.path[0] = path0
+    else:
+        sys.path.insert(0, path0)
+
+    previous_term = signal.signal(signal.SIGTERM, _on_sigterm)
+    duration_hit = threading.Event()
+    main_ident = threading.get_ident()
+
+    def stop_for_duration() -> None:
+        duration_hit.set()
+        signal.pthread_kill(main_ident, signal.SIGINT)
+
+    timer = None
+    if duration_s is not None:
+        timer = threading.Timer(duration_s, stop_for_duration)
+        timer.daemon = True
+    trace = _Trace(run_dir / "trace.json", trace_s) if trace_s else None
+
+    status, ended_by = 0, "completed"
+    session.start()
+    try:
+        if trace is not None:
+            trace.start()
+        if timer is not None:
+            timer.start()
+        try:
+            if target.kind == "script":
+                runpy.run_path(target.name, run_name="__main__")
+            else:
+                runpy.run_module(target.name, run_name="__main__", alter_sys=True)
+            _wait_for_target_threads()
+        except _Terminated:
+            status, ended_by = _STATUS_SIGTERM, "SIGTERM"
+        except SystemExit as e:
+            status, ended_by = _exit_status(e.code), "sys.exit"
+        except KeyboardInterrupt as e:
+            if duration_hit.is_set():
+                status, ended_by = 0, "duration"
+            else:
+                status, ended_by = _STATUS_SIGINT, "SIGINT"
+                sys.excepthook(type(e), e, _target_traceback(e.__traceback__))
+        except BaseException as e:
+            status, ended_by = 1, "exception"
+            sys.excepthook(type(e), e, _target_traceback(e.__traceback__))
+            meta["exception"] = "".join(traceback.format_exception_only(type(e), e)).strip()
+    finally:
+        if timer is not None:
+            timer.cancel()
+        if trace is not None:
+            try:
+                trace.finish()
+            except Exception as e:  # a failed trace must not cost the rest of the run
+                meta["trace_error"] = str(e)
+        sys.argv = saved_argv
+        if saved_path0 is not None and sys.path:
+            sys.path[0] = saved_path0
+        # A second Ctrl-C or SIGTERM must not tear the run directory half-written.
+        previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            final_meta = session.stop(exit_status=status, ended_by=ended_by)
+        finally:
+            signal.signal(signal.SIGINT, previous_int)
+            signal.signal(signal.SIGTERM, previous_term)
+    return Outcome(status=status, ended_by=ended_by, meta=final_meta)

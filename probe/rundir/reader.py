@@ -1,0 +1,185 @@
+"""Loading a run directory into DataFrames, and compacting it to Parquet.
+
+``load(path)`` reads ``meta.json`` and every table, Parquet first and the live
+``.jsonl`` otherwise. A run whose process was killed leaves ``.jsonl`` files whose last
+line may be cut short: complete rows are kept and ``Run.notes`` says what was dropped.
+``compact(path)`` turns the ``.jsonl`` tables into Parquet (atomically, one table at a
+time), the step that ends every run.
+
+This module imports pandas and pyarrow; collection never imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from probe.errors import ProbeError
+from probe.rundir.schema import COLUMNS, SCHEMA_NAME, SCHEMA_VERSION, TABLES
+
+__all__ = ["Run", "compact", "load", "read_meta"]
+
+_ARROW_TYPES = {
+    "int64": pa.int64(),
+    "Int64": pa.int64(),
+    "float64": pa.float64(),
+    "string": pa.string(),
+    "bool": pa.bool_(),
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    """A loaded run directory: its metadata, its tables, and what loading had to drop."""
+
+    path: Path
+    meta: dict[str, Any]
+    tables: dict[str, pd.DataFrame]
+    notes: list[str] = field(default_factory=list)
+
+    def __getattr__(self, name: str) -> pd.DataFrame:
+        tables = object.__getattribute__(self, "tables")
+        if name in tables:
+            return tables[name]
+        raise AttributeError(name)
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    meta_path = path / "meta.json"
+    if not path.is_dir():
+        raise ProbeError(f"{path}: no such run directory")
+    if not meta_path.is_file():
+        raise ProbeError(f"{path}: not a probe run directory (no meta.json)")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ProbeError(f"{meta_path}: unreadable ({e})") from None
+    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA_NAME:
+        raise ProbeError(f"{meta_path}: not a probe run (schema {meta.get('schema')!r})")
+    version = meta.get("schema_version")
+    if not isinstance(version, int):
+        raise ProbeError(f"{meta_path}: schema_version missing or not a number")
+    if version > SCHEMA_VERSION:
+        raise ProbeError(
+            f"{path}: run directory schema version {version} is newer than this probe "
+            f"understands (version {SCHEMA_VERSION}); upgrade probe to read it"
+        )
+    return meta
+
+
+def _empty_frame(table: str) -> pd.DataFrame:
+    return pd.DataFrame(
+        {name: pd.Series(dtype=dtype) for name, dtype in COLUMNS[table]},
+    )
+
+
+def _frame_from_rows(table: str, rows: list[Any]) -> pd.DataFrame:
+    columns = COLUMNS[table]
+    if not rows:
+        return _empty_frame(table)
+    width = len(columns)
+    # Rows written by an older probe with fewer trailing columns are padded.
+    rows = [r if len(r) == width else (list(r) + [None] * width)[:width] for r in rows]
+    df = pd.DataFrame(rows, columns=[c for c, _ in columns])
+    return _coerce(table, df)
+
+
+def _coerce(table: str, df: pd.DataFrame) -> pd.DataFrame:
+    for name, dtype in COLUMNS[table]:
+        if name not in df.columns:
+            df[name] = pd.Series([None] * len(df), dtype=dtype)
+        elif dtype == "string":
+            df[name] = df[name].astype("string")
+        elif dtype == "bool":
+            df[name] = df[name].astype(bool)
+        else:
+            df[name] = df[name].astype(dtype)
+    return df
+
+
+def _read_jsonl(path: Path, table: str) -> tuple[pd.DataFrame, list[str]]:
+    """Parse a live table; a torn last line (the process was killed) is dropped."""
+    raw = path.read_bytes()
+    notes: list[str] = []
+    if not raw:
+        return _empty_frame(table), notes
+    end = raw.rfind(b"\n")
+    complete, tail = raw[: end + 1], raw[end + 1 :]
+    if tail.strip():
+        notes.append(f"{table}: dropped 1 incomplete row at the end ({len(tail)} bytes)")
+    text = complete.decode("utf-8", errors="replace").rstrip("\n")
+    if not text:
+        return _empty_frame(table), notes
+    try:
+        # One C-level parse of the whole table: each line is a JSON array and json never
+        # writes a raw newline inside a value, so newline -> comma makes a valid list.
+        rows = json.loads("[" + text.replace("\n", ",") + "]")
+    except ValueError:
+        rows, bad = [], 0
+        for line in text.split("\n"):
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                bad += 1
+        notes.append(f"{table}: dropped {bad} corrupt row(s)")
+    return _frame_from_rows(table, rows), notes
+
+
+def _read_table(path: Path, table: str) -> tuple[pd.DataFrame, list[str]]:
+    parquet, jsonl = path / f"{table}.parquet", path / f"{table}.jsonl"
+    for _attempt in range(2):
+        if parquet.is_file():
+            try:
+                return _coerce(table, pq.read_table(parquet).to_pandas()), []
+            except (OSError, pa.ArrowException) as e:
+                if not jsonl.is_file():
+                    return _empty_frame(table), [f"{table}: unreadable Parquet dropped ({e})"]
+        if jsonl.is_file():
+            try:
+                return _read_jsonl(jsonl, table)
+            except FileNotFoundError:
+                continue  # compacted under our feet: read the Parquet on the next pass
+        break
+    return _empty_frame(table), []
+
+
+def load(path: str | os.PathLike[str], *, tables: list[str] | None = None) -> Run:
+    """Load a run directory (complete, live or left behind by a killed process)."""
+    root = Path(path)
+    meta = read_meta(root)
+    frames: dict[str, pd.DataFrame] = {}
+    notes: list[str] = []
+    for table in tables or TABLES:
+        if table not in COLUMNS:
+            raise ProbeError(f"unknown table {table!r}; tables are {', '.join(TABLES)}")
+        frames[table], table_notes = _read_table(root, table)
+        notes.extend(table_notes)
+    if "end" not in meta:
+        notes.insert(0, "the run did not finish cleanly (no end time): data up to the last flush")
+    return Run(path=root, meta=meta, tables=frames, notes=notes)
+
+
+def compact(path: str | os.PathLike[str]) -> list[str]:
+    """Convert every ``.jsonl`` table of a run directory to Parquet; returns notes."""
+    root = Path(path)
+    notes: list[str] = []
+    for table in TABLES:
+        jsonl = root / f"{table}.jsonl"
+        if not jsonl.is_file():
+            continue
+        df, table_notes = _read_jsonl(jsonl, table)
+        notes.extend(table_notes)
+        schema = pa.schema([(c, _ARROW_TYPES[t]) for c, t in COLUMNS[table]])
+        arrow = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
+        tmp = root / f".{table}.parquet.tmp"
+        pq.write_table(arrow, tmp, compression="zstd")
+        os.replace(tmp, root / f"{table}.parquet")
+        jsonl.unlink()
+    return notes

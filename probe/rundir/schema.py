@@ -1,0 +1,142 @@
+"""The run directory's tables: names, columns and the schema version.
+
+A run directory holds ``meta.json`` and one table per kind of record. While the target
+runs, each table is a ``<table>.jsonl`` file (one JSON array per row, columns in the order
+given here) appended and flushed at least once a second; when the run ends each is
+compacted to ``<table>.parquet``. Readers accept either (Parquet first).
+
+Times are ``time.perf_counter_ns()`` values of the profiled process (CLOCK_MONOTONIC on
+Linux); ``meta.json`` gives ``clock.perf_ns``/``clock.unix_ns`` read together at start, so
+any timestamp converts to wall-clock time.
+
+Bump ``SCHEMA_VERSION`` when a column changes meaning or disappears; adding a table or a
+trailing column is compatible and keeps the version.
+"""
+
+from __future__ import annotations
+
+__all__ = ["COLUMNS", "SCHEMA_NAME", "SCHEMA_VERSION", "TABLES"]
+
+SCHEMA_NAME = "probe.run"
+SCHEMA_VERSION = 1
+
+# table name -> ordered (column, pandas/arrow dtype) pairs
+COLUMNS: dict[str, list[tuple[str, str]]] = {
+    # One row per finished span. thread_id is threading.get_ident(); attrs is JSON text.
+    "spans": [
+        ("span_id", "int64"),
+        ("parent_id", "Int64"),
+        ("name", "string"),
+        ("category", "string"),
+        ("thread_id", "int64"),
+        ("start_ns", "int64"),
+        ("end_ns", "int64"),
+        ("request_id", "string"),
+        ("attrs", "string"),
+    ],
+    # Threads seen by the span recorder or the stack sampler.
+    "threads": [
+        ("thread_id", "int64"),
+        ("native_id", "Int64"),
+        ("name", "string"),
+        ("first_seen_ns", "int64"),
+    ],
+    # One row per sampled interval of one thread: the interval ends at ts_ns and lasted
+    # wall_ns, of which cpu_ns on a CPU; the rest waiting, for wait_reason (empty when the
+    # thread was on-CPU all along). Consecutive fully-waiting intervals in the same stack
+    # are merged; ``samples`` counts the ticks a row stands for.
+    "samples": [
+        ("ts_ns", "int64"),
+        ("thread_id", "int64"),
+        ("stack_id", "int64"),
+        ("wall_ns", "int64"),
+        ("cpu_ns", "int64"),
+        ("wait_reason", "string"),
+        ("samples", "int64"),
+    ],
+    # Interned stacks: frame ids root first, and the line the leaf frame was on.
+    "stacks": [
+        ("stack_id", "int64"),
+        ("frame_ids", "string"),
+        ("leaf_line", "int64"),
+        ("leaf_call", "string"),
+    ],
+    "frames": [
+        ("frame_id", "int64"),
+        ("function", "string"),
+        ("filename", "string"),
+        ("first_line", "int64"),
+    ],
+    # Process tree, one row per process per tick. Counters are cumulative (as the kernel
+    # gives them); uss, fds-derived counts and open files come at a lower rate (NaN else).
+    "resources": [
+        ("ts_ns", "int64"),
+        ("pid", "int64"),
+        ("ppid", "int64"),
+        ("is_root", "bool"),
+        ("cpu_user_s", "float64"),
+        ("cpu_system_s", "float64"),
+        ("rss_bytes", "int64"),
+        ("uss_bytes", "float64"),
+        ("read_bytes", "float64"),
+        ("write_bytes", "float64"),
+        ("ctx_voluntary", "int64"),
+        ("ctx_involuntary", "int64"),
+        ("num_threads", "int64"),
+        ("num_fds", "float64"),
+        ("open_files", "float64"),
+        ("sockets", "float64"),
+    ],
+    # Per OS thread CPU of every process in the tree (native threads included).
+    "os_threads": [
+        ("ts_ns", "int64"),
+        ("pid", "int64"),
+        ("tid", "int64"),
+        ("cpu_user_s", "float64"),
+        ("cpu_system_s", "float64"),
+    ],
+    # Whole machine: CPU % since the previous row, memory available, network bytes.
+    "system": [
+        ("ts_ns", "int64"),
+        ("cpu_percent", "float64"),
+        ("mem_available_bytes", "int64"),
+        ("net_sent_bytes", "int64"),
+        ("net_recv_bytes", "int64"),
+    ],
+    "gpu": [
+        ("ts_ns", "int64"),
+        ("gpu", "int64"),
+        ("util_percent", "float64"),
+        ("mem_bw_util_percent", "float64"),
+        ("mem_used_bytes", "float64"),
+        ("mem_total_bytes", "float64"),
+        ("power_w", "float64"),
+        ("sm_clock_mhz", "float64"),
+        ("pcie_rx_kbps", "float64"),
+        ("pcie_tx_kbps", "float64"),
+    ],
+    "gpu_processes": [
+        ("ts_ns", "int64"),
+        ("gpu", "int64"),
+        ("pid", "int64"),
+        ("mem_used_bytes", "float64"),
+    ],
+    # tracemalloc snapshots (--memory): top sites by size, plus one "<other>" row holding
+    # the rest so that per-snapshot totals stay exact.
+    "memory_sites": [
+        ("ts_ns", "int64"),
+        ("snapshot", "int64"),
+        ("site", "string"),
+        ("traceback", "string"),
+        ("size_bytes", "int64"),
+        ("count", "int64"),
+    ],
+    "gc_types": [
+        ("ts_ns", "int64"),
+        ("snapshot", "int64"),
+        ("type", "string"),
+        ("count", "int64"),
+    ],
+}
+
+TABLES = tuple(COLUMNS)

@@ -1,0 +1,95 @@
+"""Writing a run directory while the target runs (collection side: stdlib only).
+
+Rows are appended to ``<table>.jsonl`` as JSON arrays and flushed to the OS by
+``flush()``, which the collector calls at least once a second: a process killed with
+SIGKILL loses at most what it collected since the last flush (the page cache keeps the
+rest). ``meta.json`` is replaced atomically (write a temporary file, rename).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from probe.errors import ProbeError
+from probe.rundir.schema import COLUMNS
+
+__all__ = ["RunWriter", "prepare_run_dir", "write_json_atomic"]
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, default=str)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def prepare_run_dir(path: Path) -> Path:
+    """Create ``path`` for a new run, or raise ProbeError before anything runs."""
+    if path.exists() and not path.is_dir():
+        raise ProbeError(f"--out {path}: exists and is not a directory")
+    if path.is_dir() and any(path.iterdir()):
+        raise ProbeError(f"--out {path}: directory is not empty (it may hold another run)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe_file = path / ".write-test"
+        probe_file.write_bytes(b"")
+        probe_file.unlink()
+    except OSError as e:
+        raise ProbeError(f"--out {path}: cannot write there ({e.strerror or e})") from None
+    return path
+
+
+class RunWriter:
+    """Appends rows to the tables of one run directory."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._files: dict[str, IO[str]] = {}
+        self._dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
+        self.rows_written: dict[str, int] = {}
+
+    def _file(self, table: str) -> IO[str]:
+        f = self._files.get(table)
+        if f is None:
+            if table not in COLUMNS:
+                raise KeyError(f"unknown table {table!r}")
+            f = open(self.path / f"{table}.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+            self._files[table] = f
+        return f
+
+    def append(self, table: str, rows: Sequence[Sequence[Any]] | Iterable[Sequence[Any]]) -> None:
+        dumps = self._dumps
+        lines = [dumps(row) for row in rows]
+        if not lines:
+            return
+        lines.append("")
+        self._file(table).write("\n".join(lines))
+        self.rows_written[table] = self.rows_written.get(table, 0) + len(lines) - 1
+
+    def flush(self) -> None:
+        for f in self._files.values():
+            f.flush()
+
+    def close(self) -> None:
+        for f in self._files.values():
+            try:
+                f.close()
+            except OSError:
+                pass
+        self._files.clear()
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        write_json_atomic(self.path / "meta.json", meta)

@@ -1,0 +1,104 @@
+"""The memory sampler (``--memory``): tracemalloc snapshots by site and gc type counts.
+
+tracemalloc costs 5-6x on allocation-heavy code (see DESIGN.md), which is why it is
+opt-in. Each snapshot is stored as its top ``top_sites`` allocation sites (grouped by
+traceback; ``site`` is the most recent frame) plus one ``<other>`` row with the rest, so
+per-snapshot totals stay exact while the table stays small. Allocations made by probe
+itself and by tracemalloc are filtered out.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+import tracemalloc
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["MemorySampler"]
+
+_PROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _type_name(t: type) -> str:
+    module = t.__module__
+    return t.__qualname__ if module == "builtins" else f"{module}.{t.__qualname__}"
+
+
+class MemorySampler:
+    """Takes tracemalloc snapshots and gc counts; ``sample()`` is called every few seconds."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        frames: int = 5,
+        top_sites: int = 200,
+        top_types: int = 100,
+        gc_objects: Callable[[], list[Any]] = gc.get_objects,
+    ) -> None:
+        self._clock = clock
+        self._frames = frames
+        self._top_sites = top_sites
+        self._top_types = top_types
+        self._gc_objects = gc_objects
+        self._started_tracing = False
+        self._snapshot = 0
+        self._rows: dict[str, list[tuple[Any, ...]]] = {"memory_sites": [], "gc_types": []}
+        self._filters = [
+            tracemalloc.Filter(False, tracemalloc.__file__),
+            tracemalloc.Filter(False, os.path.join(_PROBE_DIR, "*")),
+            tracemalloc.Filter(False, "<frozen importlib._bootstrap*>"),
+        ]
+
+    def start(self) -> None:
+        if not tracemalloc.is_tracing():
+            tracemalloc.start(self._frames)
+            self._started_tracing = True
+
+    def stop(self) -> None:
+        if self._started_tracing and tracemalloc.is_tracing():
+            tracemalloc.stop()
+        self._started_tracing = False
+
+    def sample(self) -> None:
+        now = self._clock()
+        self._snapshot += 1
+        if tracemalloc.is_tracing():
+            self._sample_sites(now, tracemalloc.take_snapshot().filter_traces(self._filters))
+        self._sample_types(now)
+
+    def _sample_sites(self, now: int, snapshot: tracemalloc.Snapshot) -> None:
+        stats = snapshot.statistics("traceback")
+        rows = self._rows["memory_sites"]
+        for stat in stats[: self._top_sites]:
+            frames = list(stat.traceback)  # oldest first
+            leaf = frames[-1] if frames else None
+            site = f"{leaf.filename}:{leaf.lineno}" if leaf else "<unknown>"
+            trace = " <- ".join(f"{f.filename}:{f.lineno}" for f in reversed(frames))
+            rows.append((now, self._snapshot, site, trace, stat.size, stat.count))
+        rest = stats[self._top_sites :]
+        if rest:
+            rows.append(
+                (
+                    now,
+                    self._snapshot,
+                    "<other>",
+                    "",
+                    sum(s.size for s in rest),
+                    sum(s.count for s in rest),
+                )
+            )
+
+    def _sample_types(self, now: int) -> None:
+        counts = Counter(type(o) for o in self._gc_objects())
+        self._rows["gc_types"].extend(
+            (now, self._snapshot, _type_name(t), n) for t, n in counts.most_common(self._top_types)
+        )
+
+    def drain(self) -> dict[str, list[tuple[Any, ...]]]:
+        out = self._rows
+        self._rows = {name: [] for name in out}
+        return out

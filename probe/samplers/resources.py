@@ -1,0 +1,180 @@
+"""The resource sampler: CPU, memory, I/O and threads of the process tree, and the host.
+
+Default 10 Hz. Per process of the tree (the target and every descendant): cumulative CPU
+user/system, RSS, read/write bytes, context switches, thread count; per OS thread CPU
+(native threads too -- BLAS, intra-op pools); host CPU %, available memory, network bytes.
+Costlier figures (USS reads smaps, fd and socket counts walk /proc) and the search for new
+children come every ``slow_every`` ticks. A process that vanishes or denies access is
+skipped for that tick, never an error.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+
+__all__ = ["ResourceSampler", "count_sockets"]
+
+_GONE = (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, ProcessLookupError)
+
+
+def count_sockets(pid: int) -> int | None:
+    """Open sockets of a process, from its fd links (None where /proc is unavailable)."""
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        names = os.listdir(fd_dir)
+    except OSError:
+        return None
+    n = 0
+    for name in names:
+        try:
+            if os.readlink(f"{fd_dir}/{name}").startswith("socket:"):
+                n += 1
+        except OSError:
+            continue
+    return n
+
+
+class ResourceSampler:
+    """Samples the process tree rooted at ``pid``; rows go to three tables."""
+
+    def __init__(
+        self,
+        pid: int | None = None,
+        *,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        process: Callable[[int], Any] = psutil.Process,
+        host: Any = psutil,
+        sockets: Callable[[int], int | None] = count_sockets,
+        slow_every: int = 10,
+    ) -> None:
+        self._clock = clock
+        self._process = process
+        self._host = host
+        self._sockets = sockets
+        self._slow_every = max(1, slow_every)
+        self.root_pid = pid if pid is not None else os.getpid()
+        self._procs: dict[int, Any] = {self.root_pid: process(self.root_pid)}
+        self._tick = 0
+        self.peak_rss = 0
+        self.pids_seen: set[int] = {self.root_pid}
+        self._rows: dict[str, list[tuple[Any, ...]]] = {
+            "resources": [],
+            "os_threads": [],
+            "system": [],
+        }
+        try:
+            host.cpu_percent(interval=None)  # primes the host CPU % baseline
+        except Exception:
+            pass
+
+    def tree_pids(self) -> list[int]:
+        return list(self._procs)
+
+    def _refresh_children(self) -> None:
+        root = self._procs.get(self.root_pid)
+        if root is None:
+            return
+        try:
+            children = root.children(recursive=True)
+        except _GONE:
+            return
+        alive = {self.root_pid}
+        for child in children:
+            alive.add(child.pid)
+            if child.pid not in self._procs:
+                self._procs[child.pid] = child
+                self.pids_seen.add(child.pid)
+        for pid in [p for p in self._procs if p not in alive]:
+            del self._procs[pid]
+
+    def sample(self) -> None:
+        now = self._clock()
+        slow = self._tick % self._slow_every == 0
+        self._tick += 1
+        if slow:
+            self._refresh_children()
+        resources, os_threads = self._rows["resources"], self._rows["os_threads"]
+        for pid, proc in list(self._procs.items()):
+            try:
+                row, threads = self._sample_process(pid, proc, now, slow)
+            except _GONE:
+                if pid != self.root_pid:
+                    self._procs.pop(pid, None)
+                continue
+            resources.append(row)
+            os_threads.extend(threads)
+        try:
+            vm = self._host.virtual_memory()
+            net = self._host.net_io_counters()
+            self._rows["system"].append(
+                (
+                    now,
+                    float(self._host.cpu_percent(interval=None)),
+                    int(vm.available),
+                    int(net.bytes_sent) if net is not None else 0,
+                    int(net.bytes_recv) if net is not None else 0,
+                )
+            )
+        except (OSError, RuntimeError):
+            pass
+
+    def _sample_process(
+        self, pid: int, proc: Any, now: int, slow: bool
+    ) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
+        nan = float("nan")
+        with proc.oneshot():
+            cpu = proc.cpu_times()
+            mem = proc.memory_info()
+            try:
+                io = proc.io_counters()
+                read_b, write_b = float(io.read_bytes), float(io.write_bytes)
+            except (AttributeError, psutil.AccessDenied):
+                read_b = write_b = nan
+            ctx = proc.num_ctx_switches()
+            n_threads = proc.num_threads()
+            threads = [(now, pid, t.id, t.user_time, t.system_time) for t in proc.threads()]
+            ppid = proc.ppid()
+        uss = fds = files = socks = nan
+        if slow:
+            try:
+                uss = float(proc.memory_full_info().uss)
+            except (AttributeError, psutil.AccessDenied):
+                pass
+            try:
+                fds = float(proc.num_fds())
+                files = float(len(proc.open_files()))
+            except (AttributeError, psutil.AccessDenied):
+                pass
+            n_socks = self._sockets(pid)
+            socks = float(n_socks) if n_socks is not None else nan
+        if pid == self.root_pid and mem.rss > self.peak_rss:
+            self.peak_rss = mem.rss
+        row = (
+            now,
+            pid,
+            ppid,
+            pid == self.root_pid,
+            cpu.user,
+            cpu.system,
+            int(mem.rss),
+            uss,
+            read_b,
+            write_b,
+            int(ctx.voluntary),
+            int(ctx.involuntary),
+            int(n_threads),
+            fds,
+            files,
+            socks,
+        )
+        return row, threads
+
+    def drain(self) -> dict[str, list[tuple[Any, ...]]]:
+        out = self._rows
+        self._rows = {name: [] for name in out}
+        return out

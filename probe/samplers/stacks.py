@@ -1,0 +1,231 @@
+"""The stack sampler: every thread's stack, on-CPU vs waiting, and what it waits on.
+
+Each tick reads ``sys._current_frames()`` and each thread's CPU clock. For every thread
+the interval since its previous sample is split into on-CPU time (its CPU-clock delta)
+and waiting time (the rest), and the waiting part gets a reason from the leaf frame
+(``waits.WaitClassifier``), or ``gil`` when the thread was runnable (no blocking call)
+while another Python thread ran, or ``unknown``.
+
+Bounded memory: code objects and stacks are interned (at most ``max_stacks`` distinct
+stacks; past that new stacks share one overflow id), rows are handed to the collector
+every second, and consecutive fully-waiting intervals in the same stack are merged.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from types import CodeType, FrameType
+from typing import Any
+
+from probe.samplers.waits import WaitClassifier
+
+__all__ = ["OVERFLOW_STACK_ID", "StackSampler", "thread_cpu_ns"]
+
+OVERFLOW_STACK_ID = 0
+# A thread on-CPU for under this fraction of an interval counts as fully waiting
+# for merging purposes (a blocked thread still wakes briefly: signals, timeouts).
+_IDLE_CPU_FRACTION = 0.05
+# A thread on-CPU for at least this fraction of an interval has no wait reason.
+_BUSY_CPU_FRACTION = 0.95
+
+
+def _thread_clock_id(native_id: int) -> int:
+    # Linux encodes a thread's CPU clock as MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED):
+    # (~tid << 3) | 4 (per-thread) | 2 (sched). Unlike pthread_getcpuclockid on a stale
+    # pthread_t, a TID that has exited just fails with EINVAL.
+    return ((~native_id) << 3) | 6
+
+
+def thread_cpu_ns(native_id: int) -> int | None:
+    """CPU time of a thread of this process, in ns (None if it has exited)."""
+    try:
+        return time.clock_gettime_ns(_thread_clock_id(native_id))
+    except OSError:
+        return None
+
+
+def _threads_by_ident() -> dict[int, threading.Thread]:
+    return {t.ident: t for t in threading.enumerate() if t.ident is not None}
+
+
+class StackSampler:
+    """Samples the stacks of this process's Python threads; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        current_frames: Callable[[], dict[int, FrameType]] = sys._current_frames,
+        thread_cpu: Callable[[int], int | None] = thread_cpu_ns,
+        threads: Callable[[], dict[int, threading.Thread]] = _threads_by_ident,
+        exclude: Iterable[int] = (),
+        max_depth: int = 128,
+        max_stacks: int = 50_000,
+        root_marker: tuple[str, str] | None = ("runpy.py", "_run_code"),
+    ) -> None:
+        self._clock = clock
+        self._current_frames = current_frames
+        self._thread_cpu = thread_cpu
+        self._threads = threads
+        self.exclude: set[int] = set(exclude)
+        self._max_depth = max_depth
+        self._max_stacks = max_stacks
+        self._root_marker = root_marker
+        self._classifier = WaitClassifier()
+        self._lock = threading.Lock()
+
+        self._frame_ids: dict[CodeType, int] = {}
+        self._stack_ids: dict[tuple[Any, ...], int] = {}
+        self._stack_reason: dict[int, str | None] = {OVERFLOW_STACK_ID: None}
+        self._native: dict[int, int | None] = {}  # thread ident -> native id
+        self._last: dict[int, tuple[int, int]] = {}  # ident -> (ts_ns, cpu_ns)
+        self._open: dict[int, list[Any]] = {}  # ident -> last pending row (for merging)
+
+        self._rows: list[list[Any]] = []
+        self._new_frames: list[tuple[Any, ...]] = []
+        self._new_stacks: list[tuple[Any, ...]] = [(OVERFLOW_STACK_ID, "", -1, "<overflow>")]
+        self._new_threads: list[tuple[Any, ...]] = []
+        self.ticks = 0
+
+    # -- interning ---------------------------------------------------------------------
+    def _frame_id(self, code: CodeType) -> int:
+        fid = self._frame_ids.get(code)
+        if fid is None:
+            fid = len(self._frame_ids) + 1
+            self._frame_ids[code] = fid
+            self._new_frames.append((fid, code.co_qualname, code.co_filename, code.co_firstlineno))
+        return fid
+
+    def _stack_id(self, frame: FrameType) -> int:
+        codes: list[CodeType] = []
+        f: FrameType | None = frame
+        depth = 0
+        while f is not None and depth < self._max_depth:
+            codes.append(f.f_code)
+            f = f.f_back
+            depth += 1
+        key = (*codes, frame.f_lasti)
+        sid = self._stack_ids.get(key)
+        if sid is not None:
+            return sid
+        if len(self._stack_ids) >= self._max_stacks:
+            return OVERFLOW_STACK_ID
+        sid = len(self._stack_ids) + 1
+        self._stack_ids[key] = sid
+        codes.reverse()  # root first
+        marker = self._root_marker
+        if marker is not None:
+            # Drop the launcher's frames (probe CLI, runpy) above the target's module.
+            for k, code in enumerate(codes[:-1]):
+                if code.co_name == marker[1] and code.co_filename.endswith(marker[0]):
+                    codes = codes[k + 1 :]
+                    break
+        frame_ids = ";".join(str(self._frame_id(c)) for c in codes)
+        callee, reason = self._classifier.classify(frame.f_code, frame.f_lasti)
+        self._stack_reason[sid] = reason
+        self._new_stacks.append((sid, frame_ids, frame.f_lineno or -1, callee))
+        return sid
+
+    def _register_thread(self, ident: int, now: int) -> int | None:
+        thread = self._threads().get(ident)
+        native = thread.native_id if thread is not None else None
+        name = thread.name if thread is not None else f"thread-{ident}"
+        self._native[ident] = native
+        self._new_threads.append((ident, native, name, now))
+        return native
+
+    # -- sampling ----------------------------------------------------------------------
+    def sample(self) -> None:
+        """Take one sample of every thread (the sampler thread calls this each tick)."""
+        with self._lock:
+            self._sample()
+
+    def _sample(self) -> None:
+        now = self._clock()
+        frames = self._current_frames()
+        # The dict holds our own running frame, whose locals hold the dict: returning
+        # would leave a reference cycle keeping every sampled frame object -- and, once
+        # those frames exit, the target's locals (large arrays) -- alive until the cyclic
+        # GC runs. Measured: 2x page faults and +40% wall time on numpy FFT code.
+        frames.pop(threading.get_ident(), None)
+        self._sample_frames(now, frames)
+
+    def _sample_frames(self, now: int, frames: dict[int, FrameType]) -> None:
+        exclude = self.exclude
+        seen: list[tuple[int, int, int, int]] = []  # ident, stack, wall, cpu
+        total_cpu = 0
+        for ident, frame in frames.items():
+            if ident in exclude:
+                continue
+            native = self._native.get(ident, -1)
+            if native == -1:
+                native = self._register_thread(ident, now)
+            cpu = self._thread_cpu(native) if native is not None else None
+            if cpu is None:
+                continue
+            last = self._last.get(ident)
+            self._last[ident] = (now, cpu)
+            if last is None:
+                continue  # first sight: nothing to split yet
+            wall = now - last[0]
+            if wall <= 0:
+                continue
+            cpu_d = min(max(cpu - last[1], 0), wall)
+            total_cpu += cpu_d
+            seen.append((ident, self._stack_id(frame), wall, cpu_d))
+        self.ticks += 1
+        if len(self._last) > len(frames):
+            for ident in [i for i in self._last if i not in frames]:
+                del self._last[ident]
+                self._open.pop(ident, None)
+                self._native.pop(ident, None)
+        for ident, sid, wall, cpu_d in seen:
+            self._emit(now, ident, sid, wall, cpu_d, total_cpu - cpu_d)
+
+    def _emit(self, now: int, ident: int, sid: int, wall: int, cpu: int, others_cpu: int) -> None:
+        if cpu >= wall * _BUSY_CPU_FRACTION:
+            reason = ""
+        else:
+            reason = self._stack_reason.get(sid) or ""
+            if not reason:
+                # Runnable Python that did not run: the GIL if another thread of ours ran
+                # for at least half of the time this one waited, else the OS scheduler.
+                reason = "gil" if others_cpu * 2 >= wall - cpu else "unknown"
+        idle = cpu <= wall * _IDLE_CPU_FRACTION
+        row = self._open.get(ident)
+        if (
+            idle
+            and row is not None
+            and row[2] == sid
+            and row[5] == reason
+            and row[4] <= row[3] * _IDLE_CPU_FRACTION
+        ):
+            row[0] = now
+            row[3] += wall
+            row[4] += cpu
+            row[6] += 1
+            return
+        row = [now, ident, sid, wall, cpu, reason, 1]
+        self._rows.append(row)
+        self._open[ident] = row
+
+    # -- hand-off ----------------------------------------------------------------------
+    def drain(self) -> dict[str, list[Any]]:
+        """Rows collected since the last drain, per table."""
+        with self._lock:
+            out: dict[str, list[Any]] = {
+                "samples": self._rows,
+                "stacks": self._new_stacks,
+                "frames": self._new_frames,
+                "threads": self._new_threads,
+            }
+            self._rows, self._new_stacks, self._new_frames, self._new_threads = [], [], [], []
+            self._open.clear()
+        return out
+
+    @property
+    def distinct_stacks(self) -> int:
+        return len(self._stack_ids)

@@ -1,0 +1,71 @@
+"""A daemon thread that calls one function at a fixed rate until stopped."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+__all__ = ["Ticker"]
+
+_log = logging.getLogger("probe")
+
+
+class Ticker:
+    """Calls ``tick()`` every ``interval_s`` seconds on a daemon thread.
+
+    A tick that overruns does not cause a burst of catch-up ticks: the schedule slips.
+    An exception in ``tick`` is logged once and counted, never raised into the target.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        interval_s: float,
+        tick: Callable[[], None],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if interval_s <= 0:
+            raise ValueError("interval must be positive")
+        self.name = name
+        self.interval_s = interval_s
+        self._tick = tick
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.errors = 0
+
+    @property
+    def ident(self) -> int | None:
+        return self._thread.ident if self._thread is not None else None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        # Keep SIGINT/SIGTERM off our threads so the kernel delivers them to the target's
+        # threads, where they interrupt a blocking call in the main thread promptly.
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        clock, interval = self._clock, self.interval_s
+        due = clock() + interval
+        while not self._stop.wait(max(0.0, due - clock())):
+            try:
+                self._tick()
+            except Exception:  # a sampler bug must never take the service down
+                self.errors += 1
+                if self.errors == 1:
+                    _log.exception("probe: %s tick failed (further failures not logged)", self.name)
+            now = clock()
+            due += interval
+            if due < now:
+                due = now + interval

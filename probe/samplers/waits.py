@@ -1,0 +1,226 @@
+"""What a waiting thread waits on, read from its leaf Python frame.
+
+A thread blocked in C (``time.sleep``, ``sock.recv``, ``lock.acquire``) shows no frame
+for the C function: its leaf Python frame sits on the ``CALL`` instruction. We recover
+the callee's name from the bytecode before that ``CALL`` (walking back over the
+arguments with ``dis.stack_effect``), e.g. ``time.sleep`` or ``sock.recv_into``, and
+classify from the callee name and the leaf frame's module. Results are cached per
+(code object, instruction offset), so the bytecode is read once per call site.
+
+Reasons: ``network``, ``disk``, ``sleep``, ``lock`` (locks, queues, events, futures,
+joins), ``subprocess``, ``gpu_sync``; the sampler adds ``gil`` and ``unknown`` for runnable
+threads that did not get a CPU.
+"""
+
+from __future__ import annotations
+
+import dis
+import os
+from types import CodeType
+
+__all__ = ["REASONS", "WaitClassifier", "callee_at"]
+
+REASONS = ("network", "disk", "sleep", "lock", "subprocess", "gpu_sync", "gil", "unknown")
+
+# Stdlib modules inside which any blocking is of one kind, whatever the call.
+_MODULE_REASON = {
+    "socket.py": "network",
+    "ssl.py": "network",
+    "selectors.py": "network",
+    "http/client.py": "network",
+    "urllib/request.py": "network",
+    "asyncio/base_events.py": "network",
+    "asyncio/selector_events.py": "network",
+    "threading.py": "lock",
+    "queue.py": "lock",
+    "concurrent/futures/_base.py": "lock",
+    "concurrent/futures/thread.py": "lock",
+    "asyncio/locks.py": "lock",
+    "subprocess.py": "subprocess",
+    "multiprocessing/connection.py": "subprocess",
+    "multiprocessing/popen_fork.py": "subprocess",
+    "multiprocessing/pool.py": "lock",
+    "torch/cuda/__init__.py": "gpu_sync",
+    "torch/cuda/streams.py": "gpu_sync",
+}
+
+# Callee names (the attribute or global called) and what blocking in them means.
+_CALL_REASON = {
+    "sleep": "sleep",
+    "usleep": "sleep",
+    # network
+    "recv": "network",
+    "recv_into": "network",
+    "recvfrom": "network",
+    "recvfrom_into": "network",
+    "recvmsg": "network",
+    "send": "network",
+    "sendall": "network",
+    "sendto": "network",
+    "sendmsg": "network",
+    "accept": "network",
+    "connect": "network",
+    "connect_ex": "network",
+    "create_connection": "network",
+    "getaddrinfo": "network",
+    "gethostbyname": "network",
+    "urlopen": "network",
+    "getresponse": "network",
+    "select": "network",
+    "poll": "network",
+    "epoll": "network",
+    "do_handshake": "network",
+    # disk
+    "read": "disk",
+    "readinto": "disk",
+    "readline": "disk",
+    "readlines": "disk",
+    "write": "disk",
+    "writelines": "disk",
+    "flush": "disk",
+    "fsync": "disk",
+    "fdatasync": "disk",
+    "open": "disk",
+    "stat": "disk",
+    "listdir": "disk",
+    "scandir": "disk",
+    "read_bytes": "disk",
+    "read_text": "disk",
+    "write_bytes": "disk",
+    "write_text": "disk",
+    "copyfileobj": "disk",
+    "sendfile": "disk",
+    "pread": "disk",
+    "pwrite": "disk",
+    # locks, queues, events, futures
+    "acquire": "lock",
+    "wait": "lock",
+    "wait_for": "lock",
+    "join": "lock",
+    "get": "lock",
+    "put": "lock",
+    "result": "lock",
+    "as_completed": "lock",
+    "_wait_for_tstate_lock": "lock",
+    # children
+    "waitpid": "subprocess",
+    "wait4": "subprocess",
+    "waitid": "subprocess",
+    "communicate": "subprocess",
+    "check_output": "subprocess",
+    "check_call": "subprocess",
+    # GPU synchronisation: blocking in these means the host waits for the device
+    "synchronize": "gpu_sync",
+    "cudaDeviceSynchronize": "gpu_sync",
+    "cudaStreamSynchronize": "gpu_sync",
+    "item": "gpu_sync",
+}
+
+# A callee whose name alone is ambiguous, decided by what it is called on.
+_OWNER_REASON = {
+    ("subprocess", "run"): "subprocess",
+    ("subprocess", "call"): "subprocess",
+    ("os", "read"): "disk",
+    ("os", "write"): "disk",
+    ("requests", "get"): "network",
+    ("requests", "post"): "network",
+    ("session", "get"): "network",
+    ("session", "post"): "network",
+    ("client", "get"): "network",
+    ("client", "post"): "network",
+    ("asyncio", "sleep"): "sleep",
+}
+
+_LOADS = {
+    "LOAD_METHOD",
+    "LOAD_ATTR",
+    "LOAD_GLOBAL",
+    "LOAD_NAME",
+    "LOAD_FAST",
+    "LOAD_DEREF",
+    "LOAD_CLOSURE",
+    "LOAD_FAST_CHECK",
+    "LOAD_SUPER_ATTR",
+}
+_ATTRS = {"LOAD_ATTR", "LOAD_METHOD"}
+_CALLS = {"CALL", "CALL_KW", "CALL_FUNCTION_EX"}
+
+
+def _instructions(code: CodeType) -> list[dis.Instruction]:
+    return [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "EXTENDED_ARG")]
+
+
+def callee_at(code: CodeType, lasti: int) -> str:
+    """``owner.name`` of the function called at ``lasti`` (``""`` if not a call)."""
+    ins = _instructions(code)
+    index = next((k for k, i in enumerate(ins) if i.offset == lasti), None)
+    if index is None or ins[index].opname not in _CALLS:
+        return ""
+    call = ins[index]
+    argc = 1 if call.opname == "CALL_FUNCTION_EX" else (call.arg or 0)
+    # Walk back over the arguments: the instruction at which the net stack growth
+    # reaches argc + 1 pushed the callable (LOAD_METHOD/LOAD_ATTR push it with self).
+    produced = 0
+    k = index - 1
+    # 3.11 splits a call into PRECALL n + CALL n (dis gives each a share of the net
+    # effect): skip this call's own PRECALL and KW_NAMES, keep those of nested calls.
+    while k >= 0 and ins[k].opname in ("PRECALL", "KW_NAMES"):
+        k -= 1
+    while k >= 0:
+        i = ins[k]
+        try:
+            produced += dis.stack_effect(
+                i.opcode, i.arg if i.opcode >= dis.HAVE_ARGUMENT else None, jump=False
+            )
+        except ValueError:
+            return ""
+        if produced >= argc + 1:
+            break
+        k -= 1
+    if k < 0 or ins[k].opname not in _LOADS:
+        return ""
+    # `time.sleep` may load `time` with the NULL slot (the walk stops there) and then
+    # replace it by its attribute: follow the attribute chain to the callable itself.
+    while k + 1 < index and ins[k + 1].opname in _ATTRS:
+        k += 1
+    name = str(ins[k].argval)
+    if ins[k].opname in _ATTRS and k > 0 and ins[k - 1].opname in _LOADS:
+        return f"{ins[k - 1].argval}.{name}"
+    return name
+
+
+def _module_key(filename: str) -> str:
+    parts = filename.replace(os.sep, "/").rsplit("/", 2)
+    return "/".join(parts[-2:])
+
+
+class WaitClassifier:
+    """Maps a leaf (code object, instruction offset) to (callee, base wait reason).
+
+    The base reason is what a thread blocked there waits on, or ``None`` when the leaf is
+    not a known blocking call: such a thread is runnable, and waits for the GIL or a CPU.
+    """
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[CodeType, int], tuple[str, str | None]] = {}
+
+    def classify(self, code: CodeType, lasti: int) -> tuple[str, str | None]:
+        key = (code, lasti)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._classify(code, lasti)
+            self._cache[key] = hit
+        return hit
+
+    @staticmethod
+    def _classify(code: CodeType, lasti: int) -> tuple[str, str | None]:
+        callee = callee_at(code, lasti)
+        if not callee:
+            return "", None
+        owner, _, name = callee.rpartition(".")
+        reason = _OWNER_REASON.get((owner.lower(), name))
+        if reason is None:
+            reason = _MODULE_REASON.get(_module_key(code.co_filename))
+        if reason is None:
+            reason = _CALL_REASON.get(name)
+        return callee, reason

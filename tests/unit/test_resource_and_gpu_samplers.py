@@ -1,0 +1,212 @@
+"""Resource sampler on a fake process table; GPU sampler on a fake NVML."""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from types import SimpleNamespace as NS
+
+import psutil
+
+from probe.samplers.gpu import GpuSampler
+from probe.samplers.resources import ResourceSampler
+
+
+class FakeProc:
+    def __init__(self, pid, ppid=1, rss=100, children=(), gone=False):
+        self.pid, self._ppid, self.rss, self._children, self.gone = (
+            pid,
+            ppid,
+            rss,
+            list(children),
+            gone,
+        )
+        self.user = 1.0
+
+    def _check(self):
+        if self.gone:
+            raise psutil.NoSuchProcess(self.pid)
+
+    def oneshot(self):
+        return nullcontext()
+
+    def cpu_times(self):
+        self._check()
+        return NS(user=self.user, system=0.5)
+
+    def memory_info(self):
+        return NS(rss=self.rss)
+
+    def memory_full_info(self):
+        return NS(uss=self.rss // 2)
+
+    def io_counters(self):
+        return NS(read_bytes=10, write_bytes=20)
+
+    def num_ctx_switches(self):
+        return NS(voluntary=3, involuntary=4)
+
+    def num_threads(self):
+        return 2
+
+    def threads(self):
+        return [
+            NS(id=self.pid, user_time=0.1, system_time=0.0),
+            NS(id=self.pid + 1, user_time=0.2, system_time=0.1),
+        ]
+
+    def ppid(self):
+        return self._ppid
+
+    def num_fds(self):
+        return 7
+
+    def open_files(self):
+        return [1, 2]
+
+    def children(self, recursive=True):
+        return self._children
+
+
+class FakeHost:
+    def cpu_percent(self, interval=None):
+        return 42.0
+
+    def virtual_memory(self):
+        return NS(available=1 << 30)
+
+    def net_io_counters(self):
+        return NS(bytes_sent=5, bytes_recv=6)
+
+
+def test_process_tree_rows_include_children_and_skip_vanished_ones():
+    child = FakeProc(11, ppid=10, rss=50)
+    root = FakeProc(10, rss=300, children=[child])
+    procs = {10: root}
+    clock = iter(range(0, 10**12, 100_000_000)).__next__
+    s = ResourceSampler(
+        10,
+        clock=clock,
+        process=procs.__getitem__,
+        host=FakeHost(),
+        sockets=lambda pid: 3,
+        slow_every=2,
+    )
+    s.sample()  # slow tick: finds the child, reads USS/fds/sockets
+    child.gone = True
+    s.sample()
+    out = s.drain()
+    rows = out["resources"]
+    assert [(r[1], r[3]) for r in rows] == [(10, True), (11, False), (10, True)]
+    first = rows[0]
+    assert first[6] == 300 and first[7] == 150 and first[13] == 7 and first[15] == 3
+    assert math.isnan(rows[2][7])  # USS only on slow ticks
+    assert {r[2] for r in out["os_threads"]} == {10, 11, 12}
+    assert out["system"][0][1:] == (42.0, 1 << 30, 5, 6)
+    assert s.peak_rss == 300
+    assert s.tree_pids() == [10]
+
+
+def test_no_nvml_is_recorded_as_absent_and_sampling_is_inert():
+    class Missing:
+        def nvmlInit(self):
+            raise OSError("NVML Shared Library Not Found")
+
+    g = GpuSampler(nvml=Missing())
+    status = g.start()
+    assert status["available"] is False and "Library Not Found" in status["reason"]
+    g.sample()
+    assert g.drain() == {"gpu": [], "gpu_processes": []}
+    g.close()
+
+
+class FakeNvml:
+    NVML_CLOCK_SM = 1
+    NVML_PCIE_UTIL_RX_BYTES = 0
+    NVML_PCIE_UTIL_TX_BYTES = 1
+
+    def __init__(self, count=1, failing=()):
+        self.count, self.failing, self.shut = count, set(failing), False
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        self.shut = True
+
+    def nvmlDeviceGetCount(self):
+        return self.count
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return f"h{i}"
+
+    def nvmlDeviceGetName(self, h):
+        return b"Fake A100"
+
+    def nvmlDeviceGetUUID(self, h):
+        return "GPU-" + h
+
+    def nvmlSystemGetDriverVersion(self):
+        return "550.1"
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        if "mem" in self.failing:
+            raise RuntimeError("NVML_ERROR_UNKNOWN")
+        return NS(total=80 << 30, used=10 << 30)
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        if "util" in self.failing:
+            raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
+        return NS(gpu=97, memory=60)
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        if "power" in self.failing:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+        return 250_000
+
+    def nvmlDeviceGetClockInfo(self, h, which):
+        return 1410
+
+    def nvmlDeviceGetPcieThroughput(self, h, which):
+        return 1000 + which
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        return [NS(pid=10, usedGpuMemory=2 << 30), NS(pid=999, usedGpuMemory=1)]
+
+
+def test_gpu_readings_and_our_processes_only():
+    nv = FakeNvml(count=2)
+    g = GpuSampler(nvml=nv, clock=lambda: 5, pids=lambda: [10])
+    status = g.start()
+    assert status["available"] and [d["name"] for d in status["devices"]] == ["Fake A100"] * 2
+    g.sample()
+    out = g.drain()
+    assert out["gpu"][0] == (
+        5,
+        0,
+        97.0,
+        60.0,
+        float(10 << 30),
+        float(80 << 30),
+        250.0,
+        1410.0,
+        1000.0,
+        1001.0,
+    )
+    assert out["gpu_processes"] == [(5, 0, 10, float(2 << 30)), (5, 1, 10, float(2 << 30))]
+    g.close()
+    assert nv.shut
+
+
+def test_unsupported_reading_is_empty_and_a_lost_gpu_is_dropped():
+    nv = FakeNvml(failing={"power"})
+    g = GpuSampler(nvml=nv, clock=lambda: 5)
+    g.start()
+    g.sample()
+    row = g.drain()["gpu"][0]
+    assert math.isnan(row[6]) and row[2] == 97.0
+    nv.failing = {"util", "mem"}
+    for _ in range(25):
+        g.sample()
+    assert g.drain()["gpu"] == []
+    assert g.notes and "dropped" in g.notes[0]

@@ -1,0 +1,268 @@
+"""The span API: one mechanism used as bare decorator, named decorator and context manager."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+
+import pytest
+
+import probe
+from probe import spans
+
+
+@pytest.fixture
+def recorder():
+    rec = spans.SpanRecorder()
+    spans.activate(rec)
+    yield rec
+    spans.activate(None)
+
+
+def records(rec: spans.SpanRecorder) -> list[dict]:
+    out = []
+    for buf, rows in rec.drain():
+        for sid, parent, name, cat, start, end, req, attrs in rows:
+            out.append(
+                dict(
+                    span_id=sid,
+                    parent_id=parent,
+                    name=name,
+                    category=cat,
+                    start=start,
+                    end=end,
+                    request_id=req,
+                    attrs=attrs,
+                    thread=buf.ident,
+                )
+            )
+    return out
+
+
+def test_bare_decorator_names_span_after_function(recorder):
+    @probe.stage
+    def preprocess(x):
+        return x + 1
+
+    assert preprocess(1) == 2
+    [r] = records(recorder)
+    assert r["name"].endswith("preprocess")
+    assert r["category"] == "stage"
+    assert r["end"] >= r["start"]
+
+
+def test_named_decorator_and_context_manager_record_name_and_attrs(recorder):
+    @probe.stage("model", batch=8)
+    def infer():
+        with probe.span("inner", kind="cpu"):
+            pass
+
+    infer()
+    by_name = {r["name"]: r for r in records(recorder)}
+    assert by_name["model"]["attrs"] == {"batch": 8}
+    assert by_name["inner"]["attrs"] == {"kind": "cpu"}
+    assert by_name["inner"]["parent_id"] == by_name["model"]["span_id"]
+    assert by_name["model"]["parent_id"] is None
+
+
+def test_methods_staticmethods_and_return_values_are_preserved(recorder):
+    class Model:
+        @probe.stage("forward")
+        def forward(self, x):
+            return x * 2
+
+        @probe.stage
+        @staticmethod
+        def helper(x):
+            return x - 1
+
+    m = Model()
+    assert m.forward(3) == 6
+    assert Model.helper(3) == 2
+    assert Model.forward.__name__ == "forward"
+    assert {r["name"] for r in records(recorder)} == {"forward", "Model.helper"}
+
+
+def test_exception_still_closes_span_and_propagates(recorder):
+    @probe.stage("boom")
+    def boom():
+        raise ValueError("x")
+
+    with pytest.raises(ValueError):
+        boom()
+    with pytest.raises(KeyError), probe.span("cm"):
+        raise KeyError("k")
+    names = [r["name"] for r in records(recorder)]
+    assert names == ["boom", "cm"]
+    assert probe.current_request_id() is None  # context restored
+
+
+def test_request_marks_nested_spans_with_its_id(recorder):
+    with probe.request(id="req-42"):
+        with probe.stage("decode"):
+            pass
+    with probe.request():
+        with probe.stage("decode"):
+            pass
+    rs = records(recorder)
+    reqs = [r for r in rs if r["category"] == "request"]
+    decodes = [r for r in rs if r["name"] == "decode"]
+    assert decodes[0]["request_id"] == "req-42"
+    assert reqs[0]["request_id"] == "req-42"
+    assert decodes[1]["request_id"] == reqs[1]["request_id"] is not None
+    assert decodes[1]["request_id"] != "req-42"
+
+
+def test_async_tasks_keep_their_own_parents(recorder):
+    @probe.stage("fetch")
+    async def fetch(i):
+        await asyncio.sleep(0.01)
+        with probe.span("parse"):
+            await asyncio.sleep(0)
+        return i
+
+    async def main():
+        async def handle(i):
+            with probe.request(id=f"r{i}"):
+                return await fetch(i)
+
+        return await asyncio.gather(*(handle(i) for i in range(3)))
+
+    assert asyncio.run(main()) == [0, 1, 2]
+    rs = records(recorder)
+    by_id = {r["span_id"]: r for r in rs}
+    for parse in [r for r in rs if r["name"] == "parse"]:
+        fetch_span = by_id[parse["parent_id"]]
+        request_span = by_id[fetch_span["parent_id"]]
+        assert fetch_span["name"] == "fetch"
+        assert request_span["category"] == "request"
+        assert parse["request_id"] == fetch_span["request_id"] == request_span["request_id"]
+    assert len({r["request_id"] for r in rs}) == 3
+
+
+def test_threads_record_into_their_own_buffers(recorder):
+    s = probe.stage("work")
+    together = threading.Barrier(4)  # alive at once: thread idents are reused after exit
+
+    def worker():
+        together.wait()
+        for _ in range(100):
+            with s:
+                pass
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    drained = recorder.drain()
+    assert len(drained) == 4
+    assert all(len(rows) == 100 for _, rows in drained)
+    assert len({buf.ident for buf, _ in drained}) == 4
+    # and nested parents never cross threads
+    assert all(row[1] is None for _, rows in drained for row in rows)
+
+
+def test_drain_while_appending_loses_nothing_and_duplicates_nothing(recorder):
+    stop = threading.Event()
+    calls = [0]
+
+    @probe.span("tick")
+    def tick():
+        pass
+
+    def producer():
+        while not stop.is_set():
+            tick()
+            calls[0] += 1
+
+    t = threading.Thread(target=producer)
+    t.start()
+    ids: list[int] = []
+    for _ in range(300):
+        ids.extend(row[0] for _, rows in recorder.drain() for row in rows)
+    stop.set()
+    t.join()
+    ids.extend(row[0] for _, rows in recorder.drain() for row in rows)
+    assert calls[0] > 0
+    assert len(ids) == calls[0]
+    assert len(set(ids)) == len(ids)
+
+
+def test_inactive_spans_record_nothing_but_emit_nvtx_ranges():
+    class FakeDomain:
+        def __init__(self):
+            self.events = []
+
+        def get_event_attributes(self, message):
+            return message
+
+        def push_range(self, attrs):
+            self.events.append(("push", attrs))
+
+        def pop_range(self):
+            self.events.append(("pop",))
+
+        def start_range(self, attrs):
+            self.events.append(("start", attrs))
+            return attrs
+
+        def end_range(self, rng):
+            self.events.append(("end", rng))
+
+    fake = FakeDomain()
+    previous = spans._set_nvtx_domain(fake)
+    try:
+        rec = spans.SpanRecorder()  # not activated
+
+        @probe.stage("pre")
+        def pre():
+            with probe.span("io"):
+                pass
+
+        async def coro():
+            return 1
+
+        pre()
+        asyncio.run(probe.stage("async-stage")(coro)())
+        assert rec.drain() == []
+        assert fake.events == [
+            ("push", "pre"),
+            ("push", "io"),
+            ("pop",),
+            ("pop",),
+            ("start", "async-stage"),
+            ("end", "async-stage"),
+        ]
+    finally:
+        spans._set_nvtx_domain(previous)
+
+
+def test_structured_log_line_per_span(caplog):
+    spans.log_spans(True)
+    try:
+        with caplog.at_level(logging.INFO, logger="probe.spans"):
+            with probe.span("download", url_count=3):
+                pass
+    finally:
+        spans.log_spans(False)
+    [rec] = [r for r in caplog.records if r.name == "probe.spans"]
+    line = json.loads(rec.getMessage())
+    assert line["name"] == "download" and line["category"] == "span"
+    assert line["attrs"] == {"url_count": 3}
+    assert line["duration_ms"] >= 0
+
+
+def test_generator_functions_are_refused_with_advice():
+    with pytest.raises(TypeError, match="generator"):
+
+        @probe.stage
+        def gen():
+            yield 1
+
+
+def test_context_manager_needs_a_name():
+    with pytest.raises(TypeError, match="needs a name"), probe.stage():
+        pass

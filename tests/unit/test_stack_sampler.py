@@ -1,0 +1,193 @@
+"""The stack sampler's arithmetic on a fake clock, fake CPU clocks and fake frames."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import pytest
+
+from probe.samplers.stacks import OVERFLOW_STACK_ID, StackSampler, thread_cpu_ns
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def blocked_frame():
+    """A live frame parked on `lock.acquire()` for the whole test."""
+    lock = threading.Lock()
+    lock.acquire()
+    started = threading.Event()
+
+    def waiter():
+        started.set()
+        lock.acquire()
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    started.wait()
+    frame = None
+    for _ in range(200):  # until the thread is inside the acquire call
+        frame = sys._current_frames()[t.ident]
+        if frame.f_code is waiter.__code__ and frame.f_lineno == waiter.__code__.co_firstlineno + 2:
+            break
+        time.sleep(0.005)
+    yield frame
+    lock.release()
+    t.join()
+
+
+def frame_running_python():
+    return sys._getframe()
+
+
+def make(frames, cpu, clock, **kw):
+    threads = {
+        ident: type("T", (), {"native_id": ident, "name": f"t{ident}"})() for ident in frames
+    }
+    return StackSampler(
+        clock=clock,
+        current_frames=lambda: frames,
+        thread_cpu=lambda n: cpu[n],
+        threads=lambda: threads,
+        **kw,
+    )
+
+
+def test_interval_split_into_on_cpu_and_waiting_with_reason(blocked_frame):
+    clock = Clock()
+    frames = {1: blocked_frame, 2: frame_running_python()}
+    cpu = {1: 0, 2: 0}
+    s = make(frames, cpu, clock)
+    s.sample()  # first sight: baselines only
+    clock.now = 10_000_000
+    cpu[1] += 0  # the sleeper used no CPU
+    cpu[2] += 10_000_000  # the busy thread ran the whole interval
+    s.sample()
+    out = s.drain()
+    rows = {r[1]: r for r in out["samples"]}
+    assert rows[1][3:6] == [10_000_000, 0, "lock"]
+    assert rows[2][3:6] == [10_000_000, 10_000_000, ""]
+    assert {t[0] for t in out["threads"]} == {1, 2}
+
+
+def test_runnable_thread_waiting_while_another_ran_is_attributed_to_gil():
+    clock = Clock()
+    busy = frame_running_python()
+    frames = {1: busy, 2: busy}
+    cpu = {1: 0, 2: 0}
+    s = make(frames, cpu, clock)
+    s.sample()
+    clock.now = 10_000_000
+    cpu[1] += 9_000_000
+    cpu[2] += 1_000_000
+    s.sample()
+    rows = {r[1]: r for r in s.drain()["samples"]}
+    assert rows[2][5] == "gil"  # waited 9 ms while the other ran 9 ms
+    assert rows[1][5] == "gil"  # waited 1 ms while the other ran 1 ms
+
+
+def test_runnable_thread_waiting_while_nothing_else_ran_is_unknown():
+    clock = Clock()
+    frames = {1: frame_running_python()}
+    cpu = {1: 0}
+    s = make(frames, cpu, clock)
+    s.sample()
+    clock.now = 10_000_000
+    cpu[1] += 2_000_000  # descheduled by the OS, not by another thread of ours
+    s.sample()
+    [row] = s.drain()["samples"]
+    assert row[5] == "unknown" and row[4] == 2_000_000
+
+
+def test_consecutive_idle_intervals_in_one_stack_merge_and_keep_totals(blocked_frame):
+    clock = Clock()
+    frames = {1: blocked_frame}
+    cpu = {1: 0}
+    s = make(frames, cpu, clock)
+    for k in range(101):
+        clock.now = k * 10_000_000
+        s.sample()
+    rows = s.drain()["samples"]
+    assert len(rows) == 1
+    assert rows[0][3] == 1_000_000_000 and rows[0][6] == 100
+
+
+def test_stack_table_is_bounded_and_overflow_is_counted(blocked_frame):
+    clock = Clock()
+    s = StackSampler(
+        clock=clock, current_frames=lambda: {}, thread_cpu=lambda n: 0, threads=dict, max_stacks=2
+    )
+    fs = [frame_running_python(), blocked_frame]
+
+    def nested():
+        return sys._getframe()
+
+    fs.append(nested())
+    ids = [s._stack_id(f) for f in fs]
+    assert ids[:2] == [1, 2]
+    assert ids[2] == OVERFLOW_STACK_ID
+    assert s.distinct_stacks == 2
+
+
+def test_threads_that_exit_are_forgotten():
+    clock = Clock()
+    frames = {1: frame_running_python(), 2: frame_running_python()}
+    cpu = {1: 0, 2: 0}
+    s = make(frames, cpu, clock)
+    s.sample()
+    del frames[2]
+    clock.now = 1_000_000
+    s.sample()
+    assert set(s._last) == {1}
+
+
+def test_thread_cpu_clock_reads_this_thread_and_fails_soft_for_dead_ones():
+    me = threading.current_thread().native_id
+    a = thread_cpu_ns(me)
+    x = 0
+    for i in range(200_000):
+        x += i
+    b = thread_cpu_ns(me)
+    assert a is not None and b is not None and b > a
+    assert thread_cpu_ns(2**22 + 12345) is None
+
+
+def test_sampling_does_not_keep_a_finished_frames_locals_alive():
+    """The target's locals die when its function returns, not at the next GC cycle."""
+    import gc
+    import weakref
+
+    class Big:
+        pass
+
+    ready, release = threading.Event(), threading.Event()
+    refs = []
+
+    def work():
+        big = Big()
+        refs.append(weakref.ref(big))
+        ready.set()
+        release.wait()  # sampled while parked here, `big` in its locals
+
+    s = StackSampler()
+    t = threading.Thread(target=work)
+    gc.disable()
+    try:
+        t.start()
+        ready.wait()
+        for _ in range(3):
+            s.sample()
+        release.set()
+        t.join()
+        s.sample()
+        assert refs[0]() is None, "a sampled frame outlived its function (reference cycle)"
+    finally:
+        gc.enable()

@@ -1,0 +1,138 @@
+"""Wait reasons read from the leaf frame's call site."""
+
+from __future__ import annotations
+
+import dis
+import queue
+import socket
+import subprocess
+import threading
+import time
+
+from probe.samplers.waits import WaitClassifier, callee_at
+
+
+def calls_in(fn) -> list[str]:
+    return [
+        callee_at(fn.__code__, i.offset)
+        for i in dis.get_instructions(fn)
+        if i.opname in ("CALL", "CALL_FUNCTION_EX")
+    ]
+
+
+def test_callee_names_for_every_call_shape():
+    def f(sock, lk, q, x, y, z, a):
+        time.sleep(1)
+        sock.recv(1024)
+        lk.acquire(timeout=1)
+        q.get(timeout=1)
+        foo(bar(1), 2)  # noqa: F821
+        x.y(z.w(a), a[1], k=3)
+        print(*a)
+
+    assert calls_in(f) == [
+        "time.sleep",
+        "sock.recv",
+        "lk.acquire",
+        "q.get",
+        "bar",
+        "foo",
+        "z.w",
+        "x.y",
+        "print",
+    ]
+
+
+def test_attribute_chains_report_owner_and_method():
+    class C:
+        def m(self, n):
+            return self.sock.recv_into(n)
+
+    assert calls_in(C.m) == ["sock.recv_into"]
+
+
+def reason_of(fn) -> list[str | None]:
+    c = WaitClassifier()
+    return [
+        c.classify(fn.__code__, i.offset)[1] for i in dis.get_instructions(fn) if i.opname == "CALL"
+    ]
+
+
+def test_reasons_for_classic_blocking_calls():
+    def f(sock, lk, q, ev, cuda):
+        time.sleep(0.1)
+        sock.recv(10)
+        lk.acquire()
+        q.get()
+        ev.wait()
+        subprocess.run(["true"])
+        cuda.synchronize()
+        open("x").read()
+
+    assert reason_of(f) == [
+        "sleep",
+        "network",
+        "lock",
+        "lock",
+        "lock",
+        "subprocess",
+        "gpu_sync",
+        "disk",
+        "disk",
+    ]
+
+
+def test_plain_python_call_has_no_wait_reason():
+    def f(xs):
+        return sorted(xs)
+
+    assert reason_of(f) == [None]
+
+
+def test_stdlib_module_decides_for_ambiguous_calls():
+    # queue.get's leaf is threading.Condition.wait; socket.makefile reads leaf in socket.py
+    c = WaitClassifier()
+    q: queue.Queue[int] = queue.Queue()
+
+    def waiter():
+        try:
+            q.get(timeout=2)
+        except queue.Empty:
+            pass
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.1)
+    import sys
+
+    leaf = sys._current_frames()[t.ident]
+    callee, reason = c.classify(leaf.f_code, leaf.f_lasti)  # while still blocked
+    q.put(1)
+    t.join()
+    assert reason == "lock"
+    assert leaf.f_code.co_filename.endswith("threading.py")
+    assert callee  # e.g. waiter.acquire
+
+
+def test_network_wait_in_socket_module():
+    a, b = socket.socketpair()
+    try:
+        f = a.makefile("rb")
+        import sys
+
+        seen = {}
+
+        def reader():
+            f.readline()
+
+        t = threading.Thread(target=reader)
+        t.start()
+        time.sleep(0.1)
+        leaf = sys._current_frames()[t.ident]
+        seen["r"] = WaitClassifier().classify(leaf.f_code, leaf.f_lasti)
+        b.sendall(b"x\n")
+        t.join()
+        assert seen["r"][1] == "network"
+    finally:
+        a.close()
+        b.close()
