@@ -194,7 +194,7 @@ def _native_cpu(os_threads: pd.DataFrame, threads: pd.DataFrame, root_pid: int |
         return 0.0
     mine = os_threads[os_threads["pid"] == root_pid]
     last = mine.sort_values("ts_ns").groupby("tid")[["cpu_user_s", "cpu_system_s"]].last()
-    python_tids = set(threads["native_id"].dropna().astype(int))
+    python_tids = set(threads["thread_id"].astype(int))
     native = last[~last.index.isin(python_tids)]
     return float((native["cpu_user_s"] + native["cpu_system_s"]).sum())
 

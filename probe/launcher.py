@@ -133,14 +133,19 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 def _target_traceback(tb: TracebackType | None) -> TracebackType | None:
     """Drop the launcher's and runpy's frames, as Python's own traceback would not show them."""
-    own = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(runpy.__file__ or ""))
     while tb is not None:
-        filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
-        if filename.startswith(own[0] + os.sep) or filename == os.path.abspath(runpy.__file__):
+        module = tb.tb_frame.f_globals.get("__name__", "")
+        if module == "runpy" or module == "probe" or module.startswith("probe."):
             tb = tb.tb_next
             continue
         break
     return tb
+
+
+def _show(e: BaseException) -> None:
+    # The default hook prints the exception's own __traceback__, whatever tb it is given.
+    e = e.with_traceback(_target_traceback(e.__traceback__))
+    sys.excepthook(type(e), e, e.__traceback__)
 
 
 def _exit_status(code: object) -> int:
@@ -199,12 +204,17 @@ def run(
     duration_s: float | None = None,
     trace_s: float | None = None,
     argv: list[str] | None = None,
+    sample_tree: bool = True,
 ) -> Outcome:
-    """Run ``target`` under collection, writing ``run_dir``; never raises for the target."""
+    """Run ``target`` under collection, writing ``run_dir``; never raises for the target.
+
+    ``sample_tree``: sample the process tree and GPUs in this process (False when a
+    sidecar samples them from outside, as ``probe run`` does).
+    """
     meta = build_meta(target, settings, argv if argv is not None else sys.argv)
     meta["duration_limit_s"] = duration_s
     meta["trace_s"] = trace_s
-    session = Session(run_dir, settings, meta=meta)
+    session = Session(run_dir, settings, meta=meta, sample_tree=sample_tree)
 
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     if target.kind == "script":
@@ -256,10 +266,10 @@ def run(
                 status, ended_by = 0, "duration"
             else:
                 status, ended_by = _STATUS_SIGINT, "SIGINT"
-                sys.excepthook(type(e), e, _target_traceback(e.__traceback__))
+                _show(e)
         except BaseException as e:
             status, ended_by = 1, "exception"
-            sys.excepthook(type(e), e, _target_traceback(e.__traceback__))
+            _show(e)
             meta["exception"] = "".join(traceback.format_exception_only(type(e), e)).strip()
     finally:
         if timer is not None:

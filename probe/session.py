@@ -1,10 +1,13 @@
 """The collection session: the one process-wide object of a run.
 
 A ``Session`` owns the run directory writer, the span recorder and the samplers, and two
-daemon threads: the stack sampler (``hz``, default 100) and the collector (resources and
-GPU at ``resource_hz``, memory snapshots every ``memory_interval_s``, and a flush of
-everything to the run directory at least every second). ``start()``/``stop()`` bracket
-the target; ``stop()`` is safe to call from any exit path and more than once.
+daemon threads: the stack sampler (``hz``, default 100) and the collector (a flush of
+everything to the run directory at least every second, and memory snapshots every
+``memory_interval_s``). The process tree and GPUs are sampled by ``probe run``'s sidecar
+process (``probe.samplers.tree``), outside the target; with ``sample_tree=True`` the
+session samples them itself at ``resource_hz`` (the fallback when no sidecar runs).
+``start()``/``stop()`` bracket the target; ``stop()`` is safe to call from any exit path
+and more than once.
 
 After ``os.fork()`` the child stops recording (its copies of our buffers are emptied
 under the writer lock, so nothing is written twice); its resources are still sampled by
@@ -13,8 +16,8 @@ the parent as part of the process tree.
 
 from __future__ import annotations
 
-import json
 import os
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -23,8 +26,9 @@ from typing import Any
 
 from probe import spans
 from probe.rundir.writer import RunWriter
-from probe.samplers import GpuSampler, MemorySampler, ResourceSampler, StackSampler, Ticker
+from probe.samplers import MemorySampler, StackSampler, Ticker
 from probe.samplers.stacks import thread_cpu_ns
+from probe.samplers.tree import TreeSampler
 
 __all__ = ["Session", "Settings"]
 
@@ -39,6 +43,12 @@ class Settings:
     flush_interval_s: float = 1.0
     gpu: bool = True
     log_spans: bool = False
+    # The sampler thread needs the GIL to read stacks. With CPython's default 5 ms switch
+    # interval it gets the GIL early at any GIL-releasing call (numpy, I/O) but waits 5 ms
+    # while the target runs pure Python, so samples pile up at those calls: measured on
+    # sample_services/tagging_cpu_bound.py, its 3% model stage drew 33% of samples at 5 ms,
+    # 6% at 1 ms. 0 leaves the target's own setting.
+    switch_interval_s: float = 0.001
 
 
 class Session:
@@ -51,9 +61,9 @@ class Session:
         *,
         meta: dict[str, Any],
         stack_sampler: StackSampler | None = None,
-        resource_sampler: ResourceSampler | None = None,
-        gpu_sampler: GpuSampler | None = None,
+        tree_sampler: TreeSampler | None = None,
         memory_sampler: MemorySampler | None = None,
+        sample_tree: bool = False,
         clock: Any = time.perf_counter_ns,
     ) -> None:
         self.run_dir = run_dir
@@ -64,33 +74,40 @@ class Session:
         self._write_lock = threading.Lock()
         self.recorder = spans.SpanRecorder()
         self.stacks = stack_sampler or StackSampler(clock=clock)
-        self.resources = resource_sampler or ResourceSampler(clock=clock)
-        self.gpu = gpu_sampler or GpuSampler(clock=clock, pids=self.resources.tree_pids)
+        self.tree = tree_sampler or (
+            TreeSampler(os.getpid(), gpu=settings.gpu, clock=clock) if sample_tree else None
+        )
         self.memory = (
             memory_sampler or MemorySampler(clock=clock, frames=settings.memory_frames)
             if settings.memory
             else None
         )
-        self._known_threads: set[tuple[int, int | None]] = set()  # (ident, native id)
+        self._known_threads: set[int] = set()  # thread ids (OS TIDs)
         self._stack_ticker = Ticker("probe-stack-sampler", 1.0 / settings.hz, self.stacks.sample)
-        self._collector = Ticker("probe-collector", 1.0 / settings.resource_hz, self._collect)
+        collect_every = settings.flush_interval_s
+        if self.tree is not None:
+            collect_every = min(collect_every, 1.0 / settings.resource_hz)
+        if self.memory is not None:
+            collect_every = min(collect_every, settings.memory_interval_s)
+        self._collector = Ticker("probe-collector", collect_every, self._collect)
         self._last_flush = 0
         self._last_memory = 0
         self._started = False
         self._stopped = False
         self._forked_child = False
+        self._saved_switch_interval = sys.getswitchinterval()
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
-        self.meta["gpus"] = (
-            self.gpu.start()
-            if self.settings.gpu
-            else {"available": False, "reason": "disabled (--no-gpu)"}
-        )
+        if self.tree is not None:
+            self.meta["gpus"] = self.tree.start()
         self.meta["settings"] = asdict(self.settings)
         self.writer.write_meta(self.meta)
         if self.memory is not None:
             self.memory.start()
+        self._saved_switch_interval = sys.getswitchinterval()
+        if self.settings.switch_interval_s > 0:
+            sys.setswitchinterval(self.settings.switch_interval_s)
         spans.activate(self.recorder)
         if self.settings.log_spans:
             spans.log_spans(True)
@@ -117,12 +134,15 @@ class Session:
         spans.activate(None)
         self._stack_ticker.stop()
         self._collector.stop()
+        sys.setswitchinterval(self._saved_switch_interval)
         self.stacks.sample()  # close every thread's last interval
-        self.resources.sample()
+        if self.tree is not None:
+            self.tree.sample()
+        if self.memory is not None:
+            self.memory.sample()  # the last snapshot: what was still held at the end
         self._flush()
         if self.memory is not None:
             self.memory.stop()
-        self.gpu.close()
         self.meta.update(extra or {})
         self.meta["end_unix_ns"] = time.time_ns()
         self.meta["end"] = _iso(self.meta["end_unix_ns"])
@@ -143,20 +163,21 @@ class Session:
             native = t._thread.native_id if t._thread is not None else None
             value = thread_cpu_ns(native) if native is not None else None
             cpu[t.name] = round(value / 1e9, 6) if value is not None else None
-        return {
-            "peak_rss_bytes": self.resources.peak_rss,
+        figures: dict[str, Any] = {
             "stack_ticks": self.stacks.ticks,
             "distinct_stacks": self.stacks.distinct_stacks,
             "rows_written": dict(self.writer.rows_written),
             "sampler_errors": self._stack_ticker.errors + self._collector.errors,
             "collector_cpu_s": cpu,
-            "gpu_notes": self.gpu.notes,
         }
+        if self.tree is not None:
+            figures.update(self.tree.stop())
+        return figures
 
     # -- collector thread --------------------------------------------------------------
     def _collect(self) -> None:
-        self.resources.sample()
-        self.gpu.sample()
+        if self.tree is not None:
+            self.tree.sample()
         now = self._clock()
         if (
             self.memory is not None
@@ -172,38 +193,28 @@ class Session:
         with self._write_lock:
             if self._forked_child:
                 return
-            tables: dict[str, list[Any]] = {"spans": [], "threads": []}
+            threads: list[Any] = []
             for buf, records in self.recorder.drain():
-                if (buf.ident, buf.native_id) not in self._known_threads:
-                    self._known_threads.add((buf.ident, buf.native_id))
-                    tables["threads"].append(
-                        (buf.ident, buf.native_id, buf.thread_name, records[0][4])
-                    )
-                tables["spans"].extend(
-                    (
-                        sid,
-                        parent,
-                        name,
-                        cat,
-                        buf.ident,
-                        start,
-                        end,
-                        req,
-                        json.dumps(attrs, default=str) if attrs else None,
-                    )
-                    for sid, parent, name, cat, start, end, req, attrs in records
-                )
-            sources = [self.stacks.drain(), self.resources.drain(), self.gpu.drain()]
+                tid = buf.native_id if buf.native_id is not None else buf.ident
+                if tid not in self._known_threads:
+                    self._known_threads.add(tid)
+                    threads.append((tid, buf.ident, buf.thread_name, records[0][4]))
+                # The recorder's tuples as they are: one encode per thread and second.
+                self.writer.append("spans", records, prefix=(tid,))
+            sources = [self.stacks.drain()]
+            if self.tree is not None:
+                sources.append(self.tree.drain())
             if self.memory is not None:
                 sources.append(self.memory.drain())
             for source in sources:
                 for table, rows in source.items():
-                    if table == "threads":  # idents are reused: a thread is (ident, tid)
-                        rows = [r for r in rows if (r[0], r[1]) not in self._known_threads]
-                        self._known_threads.update((r[0], r[1]) for r in rows)
-                    tables.setdefault(table, []).extend(rows)
-            for table, rows in tables.items():
-                self.writer.append(table, rows)
+                    if table == "threads":
+                        rows = [r for r in rows if r[0] not in self._known_threads]
+                        self._known_threads.update(r[0] for r in rows)
+                        threads.extend(rows)
+                    else:
+                        self.writer.append(table, rows)
+            self.writer.append("threads", threads)
             self.writer.flush()
 
     # -- fork safety -------------------------------------------------------------------

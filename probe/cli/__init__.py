@@ -1,8 +1,8 @@
 """The ``probe`` command: a thin set of verbs, one module each.
 
 The CLI is the composition root: ``run`` imports only collection code before the target
-starts; analysis and rendering run afterwards, in the finisher process (see
-``probe.cli.finish``). Every ``ProbeError`` becomes one line on stderr and its exit status.
+starts; analysis and rendering run afterwards, in the sidecar process (see
+``probe.cli.sidecar``). Every ``ProbeError`` becomes one line on stderr and its exit status.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from probe.errors import ProbeError
 from probe.launcher import default_run_dir, resolve_target, run
 from probe.rundir.writer import prepare_run_dir
 from probe.session import Settings
@@ -83,6 +82,15 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -
     "opens in Perfetto). Costly: keep it short.",
 )
 @click.option(
+    "--switch-interval",
+    type=float,
+    default=0.001,
+    show_default=True,
+    metavar="SECONDS",
+    help="GIL switch interval while profiling: bounds how far a sample can drift toward a "
+    "GIL-releasing call. 0 keeps the target's own.",
+)
+@click.option(
     "--log-spans", is_flag=True, help="Log one JSON line per span on the 'probe.spans' logger."
 )
 @click.option("--no-gpu", is_flag=True, help="Do not query NVML for GPUs.")
@@ -97,6 +105,7 @@ def run_command(
     memory: bool,
     memory_interval: float,
     trace_s: float | None,
+    switch_interval: float,
     log_spans: bool,
     no_gpu: bool,
     no_report: bool,
@@ -122,6 +131,8 @@ def run_command(
         script, args = target[0], target[1:]
     else:
         raise click.UsageError("give a SCRIPT to run, or -m MODULE")
+    if switch_interval < 0:
+        raise click.BadParameter("must be 0 or more", param_hint="--switch-interval")
     resolved = resolve_target(script, module, tuple(args))
     run_dir = prepare_run_dir(out if out is not None else default_run_dir(resolved))
     if log_spans:
@@ -133,24 +144,22 @@ def run_command(
         memory_interval_s=memory_interval,
         gpu=not no_gpu,
         log_spans=log_spans,
+        switch_interval_s=switch_interval,
     )
 
-    from probe.cli.finish import Finisher
+    from probe.cli.sidecar import Sidecar
 
-    finisher = Finisher.spawn(run_dir)
-    try:
-        outcome = run(
-            resolved,
-            run_dir,
-            settings,
-            duration_s=duration,
-            trace_s=trace_s,
-            argv=["probe", *sys.argv[1:]],
-        )
-    except ProbeError:
-        finisher.abandon()
-        raise
-    finisher.finish(report=not no_report, status=outcome.status)
+    sidecar = Sidecar.spawn(run_dir, resource_hz=resource_hz, gpu=not no_gpu)
+    outcome = run(
+        resolved,
+        run_dir,
+        settings,
+        duration_s=duration,
+        trace_s=trace_s,
+        argv=["probe", *sys.argv[1:]],
+        sample_tree=not sidecar.running,
+    )
+    sidecar.finish(report=not no_report)
     sys.exit(outcome.status)
 
 

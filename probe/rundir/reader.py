@@ -104,8 +104,22 @@ def _coerce(table: str, df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _expand(table: str, batches: list[Any]) -> list[Any]:
+    rows: list[Any] = []
+    for prefix, batch in batches:
+        if prefix:
+            rows.extend([*prefix, *r] for r in batch)
+        else:
+            rows.extend(batch)
+    if table == "spans":  # attrs: a JSON object in the journal, JSON text in the table
+        for r in rows:
+            if len(r) > 8 and r[8] is not None and not isinstance(r[8], str):
+                r[8] = json.dumps(r[8])
+    return rows
+
+
 def _read_jsonl(path: Path, table: str) -> tuple[pd.DataFrame, list[str]]:
-    """Parse a live table; a torn last line (the process was killed) is dropped."""
+    """Parse a live table; a torn last batch (the process was killed) is dropped."""
     raw = path.read_bytes()
     notes: list[str] = []
     if not raw:
@@ -113,22 +127,26 @@ def _read_jsonl(path: Path, table: str) -> tuple[pd.DataFrame, list[str]]:
     end = raw.rfind(b"\n")
     complete, tail = raw[: end + 1], raw[end + 1 :]
     if tail.strip():
-        notes.append(f"{table}: dropped 1 incomplete row at the end ({len(tail)} bytes)")
+        notes.append(f"{table}: dropped 1 incomplete batch at the end ({len(tail)} bytes)")
     text = complete.decode("utf-8", errors="replace").rstrip("\n")
     if not text:
         return _empty_frame(table), notes
     try:
-        # One C-level parse of the whole table: each line is a JSON array and json never
+        # One C-level parse of the whole journal: each line is a JSON array and json never
         # writes a raw newline inside a value, so newline -> comma makes a valid list.
-        rows = json.loads("[" + text.replace("\n", ",") + "]")
+        batches = json.loads("[" + text.replace("\n", ",") + "]")
     except ValueError:
-        rows, bad = [], 0
+        batches, bad = [], 0
         for line in text.split("\n"):
             try:
-                rows.append(json.loads(line))
+                batches.append(json.loads(line))
             except ValueError:
                 bad += 1
-        notes.append(f"{table}: dropped {bad} corrupt row(s)")
+        notes.append(f"{table}: dropped {bad} corrupt batch(es)")
+    try:
+        rows = _expand(table, batches)
+    except (TypeError, ValueError):
+        return _empty_frame(table), [*notes, f"{table}: unreadable journal dropped"]
     return _frame_from_rows(table, rows), notes
 
 

@@ -1,17 +1,18 @@
 """Writing a run directory while the target runs (collection side: stdlib only).
 
-Rows are appended to ``<table>.jsonl`` as JSON arrays and flushed to the OS by
-``flush()``, which the collector calls at least once a second: a process killed with
-SIGKILL loses at most what it collected since the last flush (the page cache keeps the
-rest). ``meta.json`` is replaced atomically (write a temporary file, rename).
+Rows are appended to ``<table>.jsonl`` in batches, one ``[prefix, rows]`` JSON line per
+``append`` (see ``schema``), and flushed to the OS by ``flush()``, which the collector
+calls at least once a second: a process killed with SIGKILL loses at most what it
+collected since the last flush (the page cache keeps the rest). ``meta.json`` is
+replaced atomically (write a temporary file, rename).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -22,9 +23,9 @@ __all__ = ["RunWriter", "prepare_run_dir", "write_json_atomic"]
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with open(tmp, "w", encoding="utf-8") as f:
             json.dump(data, f, indent=2, default=str)
             f.write("\n")
         os.replace(tmp, path)
@@ -70,14 +71,12 @@ class RunWriter:
             self._files[table] = f
         return f
 
-    def append(self, table: str, rows: Sequence[Sequence[Any]] | Iterable[Sequence[Any]]) -> None:
-        dumps = self._dumps
-        lines = [dumps(row) for row in rows]
-        if not lines:
+    def append(self, table: str, rows: Sequence[Sequence[Any]], prefix: Sequence[Any] = ()) -> None:
+        """Append one batch: each of ``rows`` stands for the row ``prefix + row``."""
+        if not rows:
             return
-        lines.append("")
-        self._file(table).write("\n".join(lines))
-        self.rows_written[table] = self.rows_written.get(table, 0) + len(lines) - 1
+        self._file(table).write(self._dumps([prefix, rows]) + "\n")
+        self.rows_written[table] = self.rows_written.get(table, 0) + len(rows)
 
     def flush(self) -> None:
         for f in self._files.values():

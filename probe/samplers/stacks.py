@@ -74,15 +74,17 @@ class StackSampler:
         self._max_depth = max_depth
         self._max_stacks = max_stacks
         self._root_marker = root_marker
+        self._root_fids: set[int] = set()  # frame ids of root_marker functions
         self._classifier = WaitClassifier()
         self._lock = threading.Lock()
 
-        self._frame_ids: dict[CodeType, int] = {}
+        self._frame_ids: dict[int, int] = {}  # id(code) -> frame id
+        self._codes: list[CodeType] = []
         self._stack_ids: dict[tuple[Any, ...], int] = {}
         self._stack_reason: dict[int, str | None] = {OVERFLOW_STACK_ID: None}
-        self._native: dict[int, int | None] = {}  # thread ident -> native id
-        self._last: dict[int, tuple[int, int]] = {}  # ident -> (ts_ns, cpu_ns)
-        self._open: dict[int, list[Any]] = {}  # ident -> last pending row (for merging)
+        self._tid: dict[int, int] = {}  # Python ident -> thread id (OS TID when known)
+        self._last: dict[int, tuple[int, int]] = {}  # tid -> (ts_ns, cpu_ns)
+        self._open: dict[int, list[Any]] = {}  # tid -> last pending row (for merging)
 
         self._rows: list[list[Any]] = []
         self._new_frames: list[tuple[Any, ...]] = []
@@ -92,22 +94,32 @@ class StackSampler:
 
     # -- interning ---------------------------------------------------------------------
     def _frame_id(self, code: CodeType) -> int:
-        fid = self._frame_ids.get(code)
+        fid = self._frame_ids.get(id(code))
         if fid is None:
             fid = len(self._frame_ids) + 1
-            self._frame_ids[code] = fid
+            self._frame_ids[id(code)] = fid
+            self._codes.append(code)  # keeps id(code) from being reused
+            marker = self._root_marker
+            if marker and code.co_name == marker[1] and code.co_filename.endswith(marker[0]):
+                self._root_fids.add(fid)
             self._new_frames.append((fid, code.co_qualname, code.co_filename, code.co_firstlineno))
         return fid
 
     def _stack_id(self, frame: FrameType) -> int:
-        codes: list[CodeType] = []
+        # Per sample: frame ids by id(code) (ints hash fast; code objects hash by content)
+        # plus the leaf's line and callee from the classifier's per-call-site cache.
+        callee, reason, line = self._classifier.classify(frame.f_code, frame.f_lasti)
+        ids: list[int] = []
+        frame_id = self._frame_ids.get
         f: FrameType | None = frame
         depth = 0
         while f is not None and depth < self._max_depth:
-            codes.append(f.f_code)
+            code = f.f_code
+            fid = frame_id(id(code))
+            ids.append(fid if fid is not None else self._frame_id(code))
             f = f.f_back
             depth += 1
-        key = (*codes, frame.f_lasti)
+        key = (*ids, line, callee)
         sid = self._stack_ids.get(key)
         if sid is not None:
             return sid
@@ -115,27 +127,26 @@ class StackSampler:
             return OVERFLOW_STACK_ID
         sid = len(self._stack_ids) + 1
         self._stack_ids[key] = sid
-        codes.reverse()  # root first
-        marker = self._root_marker
-        if marker is not None:
+        ids.reverse()  # root first
+        if self._root_fids:
             # Drop the launcher's frames (probe CLI, runpy) above the target's module.
-            for k, code in enumerate(codes[:-1]):
-                if code.co_name == marker[1] and code.co_filename.endswith(marker[0]):
-                    codes = codes[k + 1 :]
+            for k, fid in enumerate(ids[:-1]):
+                if fid in self._root_fids:
+                    ids = ids[k + 1 :]
                     break
-        frame_ids = ";".join(str(self._frame_id(c)) for c in codes)
-        callee, reason = self._classifier.classify(frame.f_code, frame.f_lasti)
         self._stack_reason[sid] = reason
-        self._new_stacks.append((sid, frame_ids, frame.f_lineno or -1, callee))
+        self._new_stacks.append((sid, ";".join(map(str, ids)), line, callee))
         return sid
 
-    def _register_thread(self, ident: int, now: int) -> int | None:
+    def _register_thread(self, ident: int, now: int) -> int:
+        """The thread's key (OS TID when known) for a Python ident seen in the frames."""
         thread = self._threads().get(ident)
         native = thread.native_id if thread is not None else None
         name = thread.name if thread is not None else f"thread-{ident}"
-        self._native[ident] = native
-        self._new_threads.append((ident, native, name, now))
-        return native
+        tid = native if native is not None else ident
+        self._tid[ident] = tid
+        self._new_threads.append((tid, ident, name, now))
+        return tid
 
     # -- sampling ----------------------------------------------------------------------
     def sample(self) -> None:
@@ -155,19 +166,25 @@ class StackSampler:
 
     def _sample_frames(self, now: int, frames: dict[int, FrameType]) -> None:
         exclude = self.exclude
-        seen: list[tuple[int, int, int, int]] = []  # ident, stack, wall, cpu
+        seen: list[tuple[int, int, int, int]] = []  # tid, stack, wall, cpu
+        live: set[int] = set()
         total_cpu = 0
         for ident, frame in frames.items():
             if ident in exclude:
                 continue
-            native = self._native.get(ident, -1)
-            if native == -1:
-                native = self._register_thread(ident, now)
-            cpu = self._thread_cpu(native) if native is not None else None
+            tid = self._tid.get(ident)
+            if tid is None:
+                tid = self._register_thread(ident, now)
+            cpu = self._thread_cpu(tid)
             if cpu is None:
-                continue
-            last = self._last.get(ident)
-            self._last[ident] = (now, cpu)
+                # The ident outlived its thread: a new thread reused it between two ticks.
+                tid = self._register_thread(ident, now)
+                cpu = self._thread_cpu(tid)
+                if cpu is None:
+                    continue
+            live.add(tid)
+            last = self._last.get(tid)
+            self._last[tid] = (now, cpu)
             if last is None:
                 continue  # first sight: nothing to split yet
             wall = now - last[0]
@@ -175,17 +192,18 @@ class StackSampler:
                 continue
             cpu_d = min(max(cpu - last[1], 0), wall)
             total_cpu += cpu_d
-            seen.append((ident, self._stack_id(frame), wall, cpu_d))
+            seen.append((tid, self._stack_id(frame), wall, cpu_d))
         self.ticks += 1
-        if len(self._last) > len(frames):
-            for ident in [i for i in self._last if i not in frames]:
-                del self._last[ident]
-                self._open.pop(ident, None)
-                self._native.pop(ident, None)
-        for ident, sid, wall, cpu_d in seen:
-            self._emit(now, ident, sid, wall, cpu_d, total_cpu - cpu_d)
+        if len(self._last) > len(live):
+            for tid in [t for t in self._last if t not in live]:
+                del self._last[tid]
+                self._open.pop(tid, None)
+            for ident in [i for i in self._tid if i not in frames]:
+                del self._tid[ident]
+        for tid, sid, wall, cpu_d in seen:
+            self._emit(now, tid, sid, wall, cpu_d, total_cpu - cpu_d)
 
-    def _emit(self, now: int, ident: int, sid: int, wall: int, cpu: int, others_cpu: int) -> None:
+    def _emit(self, now: int, tid: int, sid: int, wall: int, cpu: int, others_cpu: int) -> None:
         if cpu >= wall * _BUSY_CPU_FRACTION:
             reason = ""
         else:
@@ -195,7 +213,7 @@ class StackSampler:
                 # for at least half of the time this one waited, else the OS scheduler.
                 reason = "gil" if others_cpu * 2 >= wall - cpu else "unknown"
         idle = cpu <= wall * _IDLE_CPU_FRACTION
-        row = self._open.get(ident)
+        row = self._open.get(tid)
         if (
             idle
             and row is not None
@@ -208,9 +226,9 @@ class StackSampler:
             row[4] += cpu
             row[6] += 1
             return
-        row = [now, ident, sid, wall, cpu, reason, 1]
+        row = [now, tid, sid, wall, cpu, reason, 1]
         self._rows.append(row)
-        self._open[ident] = row
+        self._open[tid] = row
 
     # -- hand-off ----------------------------------------------------------------------
     def drain(self) -> dict[str, list[Any]]:

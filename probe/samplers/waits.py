@@ -150,9 +150,10 @@ def _instructions(code: CodeType) -> list[dis.Instruction]:
     return [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "EXTENDED_ARG")]
 
 
-def callee_at(code: CodeType, lasti: int) -> str:
+def callee_at(code: CodeType, lasti: int, ins: list[dis.Instruction] | None = None) -> str:
     """``owner.name`` of the function called at ``lasti`` (``""`` if not a call)."""
-    ins = _instructions(code)
+    if ins is None:
+        ins = _instructions(code)
     index = next((k for k, i in enumerate(ins) if i.offset == lasti), None)
     if index is None or ins[index].opname not in _CALLS:
         return ""
@@ -195,32 +196,48 @@ def _module_key(filename: str) -> str:
 
 
 class WaitClassifier:
-    """Maps a leaf (code object, instruction offset) to (callee, base wait reason).
+    """Maps a leaf (code object, instruction offset) to (callee, base reason, line).
 
     The base reason is what a thread blocked there waits on, or ``None`` when the leaf is
     not a known blocking call: such a thread is runnable, and waits for the GIL or a CPU.
+    Lookups are keyed by ``id(code)`` (code objects hash by content, which is slow) and
+    the code object is kept in the entry, so an id is never reused while cached.
     """
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[CodeType, int], tuple[str, str | None]] = {}
+        self._sites: dict[tuple[int, int], tuple[CodeType, str, str | None, int]] = {}
+        self._code: dict[int, tuple[CodeType, list[dis.Instruction], dict[int, int]]] = {}
 
-    def classify(self, code: CodeType, lasti: int) -> tuple[str, str | None]:
-        key = (code, lasti)
-        hit = self._cache.get(key)
-        if hit is None:
-            hit = self._classify(code, lasti)
-            self._cache[key] = hit
-        return hit
+    def classify(self, code: CodeType, lasti: int) -> tuple[str, str | None, int]:
+        hit = self._sites.get((id(code), lasti))
+        if hit is None or hit[0] is not code:
+            hit = (code, *self._classify(code, lasti))
+            self._sites[(id(code), lasti)] = hit
+        return hit[1], hit[2], hit[3]
 
-    @staticmethod
-    def _classify(code: CodeType, lasti: int) -> tuple[str, str | None]:
-        callee = callee_at(code, lasti)
+    def _code_info(self, code: CodeType) -> tuple[list[dis.Instruction], dict[int, int]]:
+        info = self._code.get(id(code))
+        if info is None or info[0] is not code:
+            ins = _instructions(code)
+            lines: dict[int, int] = {}
+            for start, end, line in code.co_lines():
+                if line is not None:
+                    for offset in range(start, end, 2):
+                        lines[offset] = line
+            info = (code, ins, lines)
+            self._code[id(code)] = info
+        return info[1], info[2]
+
+    def _classify(self, code: CodeType, lasti: int) -> tuple[str, str | None, int]:
+        ins, lines = self._code_info(code)
+        line = lines.get(lasti, code.co_firstlineno)
+        callee = callee_at(code, lasti, ins)
         if not callee:
-            return "", None
+            return "", None, line
         owner, _, name = callee.rpartition(".")
         reason = _OWNER_REASON.get((owner.lower(), name))
         if reason is None:
             reason = _MODULE_REASON.get(_module_key(code.co_filename))
         if reason is None:
             reason = _CALL_REASON.get(name)
-        return callee, reason
+        return callee, reason, line

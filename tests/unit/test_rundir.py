@@ -19,17 +19,21 @@ def new_run(tmp_path: Path) -> RunWriter:
     return w
 
 
-def span_row(i: int) -> list:
-    return [i, None, f"stage<{i}>", "stage", 7, i * 10, i * 10 + 5, "r1", json.dumps({"k": i})]
+def span_record(i: int) -> tuple:
+    """A span as the recorder holds it; the thread id goes in the batch prefix."""
+    return (i, None, f"stage<{i}>", "stage", i * 10, i * 10 + 5, "r1", {"k": i})
 
 
 def test_rows_round_trip_through_jsonl_and_parquet(tmp_path):
     w = new_run(tmp_path)
-    w.append("spans", [span_row(i) for i in range(5)])
+    w.append("spans", [span_record(i) for i in range(3)], prefix=(7,))
+    w.append("spans", [span_record(i) for i in range(3, 5)], prefix=(8,))
     w.append("samples", [[100, 7, 1, 10_000_000, 4_000_000, "network", 3]])
     w.flush()
     live = load(w.path)
     assert list(live.spans["name"]) == [f"stage<{i}>" for i in range(5)]
+    assert list(live.spans["thread_id"]) == [7, 7, 7, 8, 8]
+    assert json.loads(live.spans["attrs"].iloc[4]) == {"k": 4}
     assert live.samples.iloc[0]["wait_reason"] == "network"
     w.close()
     assert compact(w.path) == []
@@ -43,13 +47,13 @@ def test_rows_round_trip_through_jsonl_and_parquet(tmp_path):
 
 def test_torn_last_row_is_dropped_with_a_note(tmp_path):
     w = new_run(tmp_path)
-    w.append("spans", [span_row(i) for i in range(3)])
+    w.append("spans", [span_record(i) for i in range(3)], prefix=(7,))
     w.close()
     with open(w.path / "spans.jsonl", "a") as f:
-        f.write('[99,null,"cut sh')  # what SIGKILL mid-write leaves
+        f.write('[[7],[[99,null,"cut sh')  # what SIGKILL mid-write leaves
     run = load(w.path)
     assert len(run.spans) == 3
-    assert any("dropped 1 incomplete row" in n for n in run.notes)
+    assert any("dropped 1 incomplete batch" in n for n in run.notes)
     assert any("did not finish cleanly" in n for n in run.notes)
     notes = compact(w.path)
     assert any("incomplete" in n for n in notes)
@@ -58,12 +62,12 @@ def test_torn_last_row_is_dropped_with_a_note(tmp_path):
 
 def test_corrupt_middle_row_is_skipped_not_fatal(tmp_path):
     w = new_run(tmp_path)
-    w.append("spans", [span_row(0)])
+    w.append("spans", [span_record(0)], prefix=(7,))
     w.close()
     with open(w.path / "spans.jsonl", "a") as f:
         f.write("garbage\n")
     w2 = RunWriter(w.path)
-    w2.append("spans", [span_row(1)])
+    w2.append("spans", [span_record(1)], prefix=(7,))
     w2.close()
     run = load(w.path)
     assert list(run.spans["span_id"]) == [0, 1]

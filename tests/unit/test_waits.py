@@ -106,7 +106,7 @@ def test_stdlib_module_decides_for_ambiguous_calls():
     import sys
 
     leaf = sys._current_frames()[t.ident]
-    callee, reason = c.classify(leaf.f_code, leaf.f_lasti)  # while still blocked
+    callee, reason, _line = c.classify(leaf.f_code, leaf.f_lasti)  # while still blocked
     q.put(1)
     t.join()
     assert reason == "lock"

@@ -1,0 +1,114 @@
+"""Helpers for running real scripts under `probe run` in subprocesses."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+    run_dir: Path
+
+
+def write_script(tmp_path: Path, source: str, name: str = "target.py") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def probe_cmd(*args: str | os.PathLike[str]) -> list[str]:
+    return [sys.executable, "-m", "probe.cli", *map(str, args)]
+
+
+def sidecar_alive(run_dir: Path) -> bool:
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if "probe.cli.sidecar" in cmd and str(run_dir) in cmd:
+            return True
+    return False
+
+
+@pytest.fixture
+def run_probe(tmp_path):
+    """Run `probe run ARGS` to completion; no process it started may outlive the test."""
+    started: list[subprocess.Popen[str]] = []
+
+    def run(
+        *args: str | os.PathLike[str],
+        out: Path | None = None,
+        timeout: float = 120,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> Result:
+        run_dir = out or tmp_path / "run"
+        cmd = probe_cmd("run", "--out", run_dir, *args)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            cwd=cwd or tmp_path,
+            env={**os.environ, **(env or {})},
+        )
+        started.append(proc)
+        stdout, stderr = proc.communicate(timeout=timeout)
+        assert not sidecar_alive(run_dir), "the sidecar outlived `probe run`"
+        return Result(proc.returncode, stdout, stderr, run_dir)
+
+    def spawn(*args: str | os.PathLike[str], out: Path | None = None) -> subprocess.Popen[str]:
+        cmd = probe_cmd("run", "--out", out or tmp_path / "run", *args)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            cwd=tmp_path,
+        )
+        started.append(proc)
+        return proc
+
+    run.spawn = spawn  # type: ignore[attr-defined]
+    yield run
+    for proc in started:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()  # reaps it and closes its pipes
+
+
+def wait_for_line(stream, text: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = stream.readline()
+        if text in line:
+            return
+        if not line:
+            time.sleep(0.01)
+    raise AssertionError(f"never saw {text!r}")
+
+
+def wait_until(predicate, timeout: float = 30, interval: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise AssertionError("condition not met in time")

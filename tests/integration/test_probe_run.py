@@ -1,0 +1,446 @@
+"""`probe run` on real scripts in subprocesses: exits, signals, targets, attribution."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from probe.rundir import load
+
+from .conftest import probe_cmd, wait_for_line, wait_until, write_script
+
+pytestmark = pytest.mark.integration
+
+SPANNED_LOOP = """
+    import sys, time
+    import probe
+
+    @probe.stage("work")
+    def work():
+        x = 0
+        for i in range(20000):
+            x += i
+        return x
+
+    print("ready", flush=True)
+    while True:
+        with probe.request():
+            work()
+        time.sleep(0.001)
+"""
+
+
+def test_exit_status_of_target_is_probes_exit_status(tmp_path, run_probe):
+    script = write_script(tmp_path, "import sys\nprint('hello')\nsys.exit(3)\n")
+    r = run_probe(script)
+    assert r.returncode == 3
+    assert "hello" in r.stdout
+    run = load(r.run_dir)
+    assert run.meta["exit"] == {"status": 3, "ended_by": "sys.exit"}
+    assert (r.run_dir / "resources.parquet").is_file()
+
+
+def test_sys_exit_with_message_prints_it_and_exits_1(tmp_path, run_probe):
+    script = write_script(tmp_path, "import sys\nsys.exit('fatal: no model')\n")
+    r = run_probe(script)
+    assert r.returncode == 1
+    assert "fatal: no model" in r.stderr
+
+
+def test_uncaught_exception_shows_pythons_traceback_and_exits_1(tmp_path, run_probe):
+    script = write_script(
+        tmp_path,
+        """
+        def load_model():
+            raise ValueError("weights missing")
+
+        load_model()
+    """,
+    )
+    r = run_probe(script)
+    assert r.returncode == 1
+    assert "Traceback (most recent call last):" in r.stderr
+    assert f'File "{script}", line 5, in <module>' in r.stderr
+    assert "in load_model" in r.stderr and "ValueError: weights missing" in r.stderr
+    assert "launcher.py" not in r.stderr and "runpy.py" not in r.stderr
+    run = load(r.run_dir)
+    assert run.meta["exit"]["ended_by"] == "exception"
+    assert "ValueError: weights missing" in run.meta["exception"]
+    assert "Run directory:" in r.stdout
+
+
+def test_missing_script_is_one_line_error_exit_2_and_nothing_written(tmp_path):
+    r = subprocess.run(
+        probe_cmd("run", "no_such_service.py"), cwd=tmp_path, capture_output=True, text=True
+    )
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "no_such_service.py" in r.stderr
+    assert not (tmp_path / ".probe").exists()
+
+
+def test_missing_module_is_one_line_error_exit_2(tmp_path):
+    r = subprocess.run(
+        probe_cmd("run", "-m", "no_such_module_xyz"), cwd=tmp_path, capture_output=True, text=True
+    )
+    assert r.returncode == 2
+    assert "No module named 'no_such_module_xyz'" in r.stderr
+    assert r.stderr.strip().count("\n") == 0
+
+
+def test_out_that_is_a_file_fails_before_the_target_starts(tmp_path):
+    marker = tmp_path / "ran"
+    script = write_script(tmp_path, f"open({str(marker)!r}, 'w').write('x')\n")
+    out = tmp_path / "taken"
+    out.write_text("not a directory")
+    r = subprocess.run(probe_cmd("run", "--out", out, script), capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "not a directory" in r.stderr
+    assert not marker.exists()
+
+
+def test_script_gets_its_own_argv_main_and_path0(tmp_path, run_probe):
+    script = write_script(
+        tmp_path,
+        """
+        import json, sys
+        print(json.dumps({"argv": sys.argv, "name": __name__, "path0": sys.path[0],
+                          "file": __file__}))
+    """,
+        name="svc.py",
+    )
+    r = run_probe(script, "--port", "8000", "-v")
+    seen = json.loads(r.stdout.splitlines()[0])
+    assert seen["argv"] == [str(script), "--port", "8000", "-v"]
+    assert seen["name"] == "__main__"
+    assert seen["path0"] == str(tmp_path)
+    assert seen["file"] == str(script)
+
+
+def test_dash_m_runs_a_module_as_main_with_cwd_on_path(tmp_path, run_probe):
+    pkg = tmp_path / "svcpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "serve.py").write_text(
+        "import json, os, sys\n"
+        "print(json.dumps({'argv': sys.argv[1:], 'name': __name__, 'path0': sys.path[0]}))\n"
+    )
+    r = run_probe("-m", "svcpkg.serve", "--workers", "2", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    seen = json.loads(r.stdout.splitlines()[0])
+    assert seen == {"argv": ["--workers", "2"], "name": "__main__", "path0": str(tmp_path)}
+    assert load(r.run_dir).meta["target"]["kind"] == "module"
+
+
+def test_argv_secrets_are_redacted_in_meta(tmp_path, run_probe):
+    script = write_script(tmp_path, "pass\n")
+    r = run_probe(
+        script, "--token=s3cr3t", "--password", "hunter2", "https://user:pw@example.com/v1"
+    )
+    meta_text = (r.run_dir / "meta.json").read_text()
+    assert "s3cr3t" not in meta_text and "hunter2" not in meta_text and ":pw@" not in meta_text
+    argv = json.loads(meta_text)["target"]["argv"]
+    assert argv[1:] == ["--token=***", "--password", "***", "https://user:***@example.com/v1"]
+
+
+def test_no_gpu_is_recorded_once_as_absent(tmp_path, run_probe):
+    script = write_script(tmp_path, "pass\n")
+    r = run_probe(script)
+    assert r.returncode == 0
+    gpus = load(r.run_dir).meta["gpus"]
+    assert gpus["available"] is False and gpus["reason"]
+    assert load(r.run_dir).gpu.empty
+
+
+def test_duration_stops_an_endless_target_cleanly(tmp_path, run_probe):
+    script = write_script(tmp_path, SPANNED_LOOP)
+    r = run_probe("--duration", "1.5", script)
+    assert r.returncode == 0, r.stderr
+    run = load(r.run_dir)
+    assert run.meta["exit"] == {"status": 0, "ended_by": "duration"}
+    assert run.meta["duration_s"] >= 1.5
+    assert len(run.spans) > 10
+    assert not any(n.startswith("the run did not finish") for n in run.notes)
+
+
+def test_sigterm_mid_run_exits_143_with_a_complete_run_dir(tmp_path, run_probe):
+    script = write_script(tmp_path, SPANNED_LOOP)
+    proc = run_probe.spawn(script)
+    wait_for_line(proc.stdout, "ready")
+    wait_until(
+        lambda: (
+            (tmp_path / "run" / "spans.jsonl").exists()
+            and (tmp_path / "run" / "spans.jsonl").stat().st_size > 0
+        )
+    )
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    run = load(tmp_path / "run")
+    assert run.meta["exit"] == {"status": 143, "ended_by": "SIGTERM"}
+    assert len(run.spans) > 0 and len(run.samples) > 0
+    assert not list((tmp_path / "run").glob("*.jsonl")), "not compacted"
+
+
+def test_sigkill_mid_run_leaves_a_loadable_run_dir(tmp_path, run_probe):
+    script = write_script(tmp_path, SPANNED_LOOP)
+    proc = run_probe.spawn(script)
+    wait_for_line(proc.stdout, "ready")
+    wait_until(
+        lambda: (
+            (tmp_path / "run" / "samples.jsonl").exists()
+            and (tmp_path / "run" / "samples.jsonl").stat().st_size > 0
+        )
+    )
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    run = load(tmp_path / "run")  # straight away: salvage of the live files (or Parquet)
+    assert len(run.spans) > 0 and len(run.samples) > 0
+    # The sidecar notices and completes the directory on its own.
+    wait_until(lambda: load(tmp_path / "run").meta.get("exit", {}).get("ended_by") == "killed")
+    wait_until(lambda: not list((tmp_path / "run").glob("*.jsonl")))
+    done = load(tmp_path / "run")
+    assert len(done.spans) >= len(run.spans)
+
+
+def test_threads_and_asyncio_tasks_record_their_own_spans(tmp_path, run_probe):
+    script = write_script(
+        tmp_path,
+        """
+        import asyncio, threading
+        import probe
+
+        @probe.stage("thread_work")
+        def thread_work():
+            with probe.span("inner"):
+                sum(range(10000))
+
+        @probe.stage("fetch")
+        async def fetch(i):
+            await asyncio.sleep(0.01)
+
+        async def main():
+            async def handle(i):
+                with probe.request(id=f"req-{i}"):
+                    await fetch(i)
+            await asyncio.gather(*(handle(i) for i in range(5)))
+
+        threads = [threading.Thread(target=lambda: [thread_work() for _ in range(20)],
+                                    name=f"worker-{k}") for k in range(3)]
+        for t in threads: t.start()
+        asyncio.run(main())
+        for t in threads: t.join()
+    """,
+    )
+    r = run_probe(script)
+    assert r.returncode == 0, r.stderr
+    run = load(r.run_dir)
+    spans = run.spans
+    work = spans[spans["name"] == "thread_work"]
+    assert len(work) == 60 and work["thread_id"].nunique() == 3
+    names = set(run.threads["name"])
+    assert {"worker-0", "worker-1", "worker-2"} <= names
+    inner = spans[spans["name"] == "inner"]
+    assert set(inner["parent_id"]) <= set(work["span_id"])
+    fetches = spans[spans["name"] == "fetch"]
+    assert sorted(fetches["request_id"]) == [f"req-{i}" for i in range(5)]
+    reqs = spans[spans["category"] == "request"].set_index("span_id")
+    assert all(
+        reqs.loc[p, "request_id"] == rid
+        for p, rid in zip(fetches["parent_id"], fetches["request_id"], strict=True)
+    )
+
+
+def test_spinning_thread_is_on_cpu_and_socket_waiter_waits_on_network(tmp_path, run_probe):
+    script = write_script(
+        tmp_path,
+        """
+        import socket, threading, time
+
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+
+        def slow_upstream():
+            conn, _ = server.accept()
+            time.sleep(1.5)
+            conn.sendall(b"done")
+            conn.close()
+
+        def spin():
+            end = time.perf_counter() + 1.5
+            while time.perf_counter() < end:
+                pass
+
+        def download():
+            c = socket.create_connection(server.getsockname())
+            c.recv(16)
+            c.close()
+
+        threading.Thread(target=slow_upstream, name="upstream").start()
+        workers = [threading.Thread(target=spin, name="spinner"),
+                   threading.Thread(target=download, name="downloader")]
+        for t in workers: t.start()
+        for t in workers: t.join()
+        server.close()
+    """,
+    )
+    r = run_probe(script)
+    assert r.returncode == 0, r.stderr
+    run = load(r.run_dir)
+    threads = run.threads.drop_duplicates("thread_id").set_index("name")["thread_id"]
+    s = run.samples
+
+    def share(name, reason=None):
+        rows = s[s["thread_id"] == threads[name]]
+        wall = rows["wall_ns"].sum()
+        if reason is None:
+            return rows["cpu_ns"].sum() / wall
+        waiting = rows[rows["wait_reason"] == reason]
+        return (waiting["wall_ns"] - waiting["cpu_ns"]).sum() / wall
+
+    assert share("spinner") > 0.6  # on-CPU (it shares one core with the GIL and the sampler)
+    assert share("downloader", "network") > 0.8
+    assert share("upstream", "sleep") > 0.5
+
+
+def test_child_processes_are_sampled_as_part_of_the_tree(tmp_path, run_probe):
+    script = write_script(
+        tmp_path,
+        """
+        import subprocess, sys
+        child = subprocess.Popen([sys.executable, "-c",
+            "import time\\nend = time.time() + 1.5\\nwhile time.time() < end: pass"])
+        print(child.pid, flush=True)
+        child.wait()
+    """,
+    )
+    r = run_probe(script)
+    assert r.returncode == 0, r.stderr
+    child_pid = int(r.stdout.splitlines()[0])
+    res = load(r.run_dir).resources
+    child = res[res["pid"] == child_pid]
+    assert len(child) > 3
+    assert not child["is_root"].any()
+    cpu = child["cpu_user_s"] + child["cpu_system_s"]
+    assert cpu.max() - cpu.min() > 0.5
+
+
+def test_memory_flag_records_allocation_sites_and_gc_types(tmp_path, run_probe):
+    script = write_script(
+        tmp_path,
+        """
+        import time
+        class Entry:
+            def __init__(self): self.blob = bytearray(200_000)
+        cache = []
+        for i in range(30):
+            cache.append(Entry())
+            time.sleep(0.05)
+    """,
+    )
+    r = run_probe("--memory", "--memory-interval", "0.5", script)
+    assert r.returncode == 0, r.stderr
+    run = load(r.run_dir)
+    sites = run.memory_sites
+    per_snapshot = sites[sites["site"] == f"{script}:4"].groupby("snapshot")["size_bytes"].sum()
+    assert len(per_snapshot) >= 3
+    # grows while the target runs (the last snapshot, after the module ended, may not)
+    assert per_snapshot.max() > per_snapshot.iloc[0] + 1_000_000
+    entries = run.gc_types[run.gc_types["type"] == "__main__.Entry"]
+    counts = entries.sort_values("snapshot")["count"]
+    assert counts.max() - counts.iloc[0] >= 15  # gc sees tracked objects, not the blobs
+
+
+def test_trace_flag_writes_a_perfetto_trace(tmp_path, run_probe):
+    script = write_script(
+        tmp_path,
+        """
+        def f(i):
+            return i * 2
+        for i in range(1000):
+            f(i)
+    """,
+    )
+    r = run_probe("--trace", "2", script)
+    assert r.returncode == 0, r.stderr
+    trace = json.loads((r.run_dir / "trace.json").read_text())
+    assert any(e.get("name", "").startswith("f ") for e in trace["traceEvents"])
+
+
+def test_log_spans_emits_one_json_line_per_span(tmp_path, run_probe):
+    script = write_script(
+        tmp_path,
+        """
+        import probe
+        with probe.span("download", n=2):
+            pass
+    """,
+    )
+    r = run_probe("--log-spans", script)
+    lines = [json.loads(x) for x in r.stderr.splitlines() if x.startswith("{")]
+    assert [(x["name"], x["attrs"]) for x in lines] == [("download", {"n": 2})]
+
+
+def test_forked_child_does_not_write_into_the_parents_run(tmp_path, run_probe):
+    script = write_script(
+        tmp_path,
+        """
+        import os, time
+        import probe
+        for i in range(5):
+            with probe.span("parent"):
+                time.sleep(0.01)
+        pid = os.fork()
+        if pid == 0:
+            for i in range(5):
+                with probe.span("child"):
+                    time.sleep(0.01)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        time.sleep(1.2)
+    """,
+    )
+    r = run_probe(script)
+    assert r.returncode == 0, r.stderr
+    spans = load(r.run_dir).spans
+    assert list(spans["name"]) == ["parent"] * 5
+    assert spans["span_id"].is_unique
+
+
+def test_summary_names_where_time_went_and_the_run_dir(tmp_path, run_probe):
+    script = write_script(
+        tmp_path,
+        """
+        import time
+        import probe
+        @probe.stage("busy")
+        def busy():
+            end = time.perf_counter() + 0.8
+            while time.perf_counter() < end:
+                pass
+        busy()
+        time.sleep(0.5)
+    """,
+    )
+    r = run_probe(script)
+    assert r.returncode == 0
+    out = r.stdout
+    assert "on-cpu" in out and "sleep" in out and "time.sleep" in out
+    assert "busy" in out and "peak RSS" in out
+    assert f"Run directory: {r.run_dir}" in out
+
+
+def test_help_describes_the_verb():
+    r = subprocess.run(probe_cmd("run", "--help"), capture_output=True, text=True)
+    assert r.returncode == 0
+    for option in ("--out", "--duration", "--hz", "--memory", "--trace", "--no-report", "-m"):
+        assert option in r.stdout
+    v = subprocess.run(
+        [sys.executable, "-m", "probe.cli", "--version"], capture_output=True, text=True
+    )
+    assert "probe" in v.stdout
