@@ -93,6 +93,10 @@ def _threads(samples: pd.DataFrame, threads: pd.DataFrame) -> list[ThreadTime]:
 
 def _frame_labels(stacks: pd.DataFrame, frames: pd.DataFrame) -> pd.DataFrame:
     """stack_id -> leaf function name and location."""
+    if stacks.empty:
+        return pd.DataFrame(
+            {"stack_id": pd.Series(dtype="int64"), "function": [], "location": [], "leaf_call": []}
+        )
     f = frames.set_index("frame_id")
     leaf_ids = stacks["frame_ids"].fillna("").str.rsplit(";", n=1).str[-1]
     leaf = pd.to_numeric(leaf_ids, errors="coerce")

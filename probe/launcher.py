@@ -87,12 +87,10 @@ def default_run_dir(target: Target, root: Path = Path(".probe/runs")) -> Path:
 
 
 def build_meta(target: Target, settings: Settings, argv: list[str]) -> dict[str, Any]:
-    import psutil
-
     now_unix, now_perf = time.time_ns(), time.perf_counter_ns()
-    try:
-        mem_total = int(psutil.virtual_memory().total)
-    except OSError:
+    try:  # sysconf, not psutil: the profiled process does not need psutil at all
+        mem_total: int | None = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
         mem_total = None
     return {
         "schema": SCHEMA_NAME,

@@ -22,13 +22,16 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probe import spans
 from probe.rundir.writer import RunWriter
-from probe.samplers import MemorySampler, StackSampler, Ticker
-from probe.samplers.stacks import thread_cpu_ns
-from probe.samplers.tree import TreeSampler
+from probe.samplers.memory import MemorySampler
+from probe.samplers.stacks import StackSampler
+from probe.samplers.ticker import Ticker
+
+if TYPE_CHECKING:
+    from probe.samplers.tree import TreeSampler
 
 __all__ = ["Session", "Settings"]
 
@@ -74,9 +77,11 @@ class Session:
         self._write_lock = threading.Lock()
         self.recorder = spans.SpanRecorder()
         self.stacks = stack_sampler or StackSampler(clock=clock)
-        self.tree = tree_sampler or (
-            TreeSampler(os.getpid(), gpu=settings.gpu, clock=clock) if sample_tree else None
-        )
+        if tree_sampler is None and sample_tree:
+            from probe.samplers.tree import TreeSampler  # psutil: only when sampled here
+
+            tree_sampler = TreeSampler(os.getpid(), gpu=settings.gpu, clock=clock)
+        self.tree = tree_sampler
         self.memory = (
             memory_sampler or MemorySampler(clock=clock, frames=settings.memory_frames)
             if settings.memory
@@ -157,12 +162,7 @@ class Session:
         return self.meta
 
     def _collector_figures(self) -> dict[str, Any]:
-        threads = [t for t in (self._stack_ticker, self._collector) if t._thread is not None]
-        cpu = {}
-        for t in threads:
-            native = t._thread.native_id if t._thread is not None else None
-            value = thread_cpu_ns(native) if native is not None else None
-            cpu[t.name] = round(value / 1e9, 6) if value is not None else None
+        cpu = {t.name: t.cpu_s for t in (self._stack_ticker, self._collector)}
         figures: dict[str, Any] = {
             "stack_ticks": self.stacks.ticks,
             "distinct_stacks": self.stacks.distinct_stacks,
@@ -179,13 +179,12 @@ class Session:
         if self.tree is not None:
             self.tree.sample()
         now = self._clock()
-        if (
-            self.memory is not None
-            and now - self._last_memory >= self.settings.memory_interval_s * 1e9
+        if self.memory is not None and _due(
+            now, self._last_memory, self.settings.memory_interval_s
         ):
             self._last_memory = now
             self.memory.sample()
-        if now - self._last_flush >= self.settings.flush_interval_s * 1e9:
+        if _due(now, self._last_flush, self.settings.flush_interval_s):
             self._last_flush = now
             self._flush()
 
@@ -234,6 +233,12 @@ class Session:
         spans.activate(None)
         self.writer._files.clear()  # emptied by the pre-fork flush; the parent owns them
         self._write_lock = threading.Lock()
+
+
+def _due(now_ns: int, last_ns: int, interval_s: float) -> bool:
+    # Ticks jitter by a few ms around their schedule: a strict `>= interval` skips every
+    # other one when the tick and the interval are equal (a 0.5 s snapshot every 1 s).
+    return now_ns - last_ns >= interval_s * 0.9e9
 
 
 def _iso(unix_ns: int) -> str:

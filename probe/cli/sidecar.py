@@ -58,16 +58,17 @@ def _mark_killed(meta: dict[str, Any], run_dir: Path) -> None:
 
 def finish_run(run_dir: Path, *, report: bool, out: IO[str] | None = None) -> None:
     """Compact ``run_dir`` to Parquet and, with ``report``, print its summary."""
-    from probe.rundir.reader import compact, load
+    from probe.rundir.reader import compact_and_load
 
-    notes = compact(run_dir)
-    if notes:
-        _update_meta(run_dir, lambda meta: meta.setdefault("notes", []).extend(notes))
+    run = compact_and_load(run_dir)
+    dropped = [n for n in run.notes if "dropped" in n]
+    if dropped:
+        _update_meta(run_dir, lambda meta: meta.setdefault("notes", []).extend(dropped))
     if report:
         from analyzers.summary import summarize
         from reports.terminal import render_summary
 
-        text = render_summary(summarize(load(run_dir)))
+        text = render_summary(summarize(run))
         print(text, file=out or sys.stdout, flush=True)
 
 

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from probe.errors import ProbeError
 from probe.rundir.schema import COLUMNS, SCHEMA_NAME, SCHEMA_VERSION, TABLES
 
-__all__ = ["Run", "compact", "load", "read_meta"]
+__all__ = ["Run", "compact", "compact_and_load", "load", "read_meta"]
 
 _ARROW_TYPES = {
     "int64": pa.int64(),
@@ -74,34 +74,39 @@ def read_meta(path: Path) -> dict[str, Any]:
     return meta
 
 
-def _empty_frame(table: str) -> pd.DataFrame:
-    return pd.DataFrame(
-        {name: pd.Series(dtype=dtype) for name, dtype in COLUMNS[table]},
+def _schema(table: str) -> pa.Schema:
+    return pa.schema([(c, _ARROW_TYPES[t]) for c, t in COLUMNS[table]])
+
+
+def _arrow_from_rows(table: str, rows: list[Any]) -> pa.Table:
+    """Rows (lists in column order) -> an Arrow table, one C-level array per column."""
+    schema = _schema(table)
+    width = len(schema)
+    # Rows written by an older probe with fewer trailing columns are padded.
+    rows = [r if len(r) == width else (list(r) + [None] * width)[:width] for r in rows]
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in range(width)]
+    return pa.Table.from_arrays(
+        [
+            pa.array(col, type=field.type, from_pandas=True)
+            for col, field in zip(columns, schema, strict=True)
+        ],
+        schema=schema,
     )
 
 
-def _frame_from_rows(table: str, rows: list[Any]) -> pd.DataFrame:
-    columns = COLUMNS[table]
-    if not rows:
-        return _empty_frame(table)
-    width = len(columns)
-    # Rows written by an older probe with fewer trailing columns are padded.
-    rows = [r if len(r) == width else (list(r) + [None] * width)[:width] for r in rows]
-    df = pd.DataFrame(rows, columns=[c for c, _ in columns])
-    return _coerce(table, df)
-
-
-def _coerce(table: str, df: pd.DataFrame) -> pd.DataFrame:
+def _frame(table: str, arrow: pa.Table) -> pd.DataFrame:
+    """The one Arrow -> pandas conversion, so live and compacted runs give equal frames."""
+    df = arrow.to_pandas(types_mapper={pa.string(): pd.StringDtype()}.get)
     for name, dtype in COLUMNS[table]:
         if name not in df.columns:
             df[name] = pd.Series([None] * len(df), dtype=dtype)
-        elif dtype == "string":
-            df[name] = df[name].astype("string")
-        elif dtype == "bool":
-            df[name] = df[name].astype(bool)
-        else:
+        elif dtype in ("Int64", "bool") and str(df[name].dtype) != dtype:
             df[name] = df[name].astype(dtype)
-    return df
+    return df[[c for c, _ in COLUMNS[table]]]
+
+
+def _empty_frame(table: str) -> pd.DataFrame:
+    return _frame(table, _schema(table).empty_table())
 
 
 def _expand(table: str, batches: list[Any]) -> list[Any]:
@@ -118,19 +123,19 @@ def _expand(table: str, batches: list[Any]) -> list[Any]:
     return rows
 
 
-def _read_jsonl(path: Path, table: str) -> tuple[pd.DataFrame, list[str]]:
+def _read_jsonl(path: Path, table: str) -> tuple[pa.Table, list[str]]:
     """Parse a live table; a torn last batch (the process was killed) is dropped."""
     raw = path.read_bytes()
     notes: list[str] = []
     if not raw:
-        return _empty_frame(table), notes
+        return _schema(table).empty_table(), notes
     end = raw.rfind(b"\n")
     complete, tail = raw[: end + 1], raw[end + 1 :]
     if tail.strip():
         notes.append(f"{table}: dropped 1 incomplete batch at the end ({len(tail)} bytes)")
     text = complete.decode("utf-8", errors="replace").rstrip("\n")
     if not text:
-        return _empty_frame(table), notes
+        return _schema(table).empty_table(), notes
     try:
         # One C-level parse of the whole journal: each line is a JSON array and json never
         # writes a raw newline inside a value, so newline -> comma makes a valid list.
@@ -144,10 +149,9 @@ def _read_jsonl(path: Path, table: str) -> tuple[pd.DataFrame, list[str]]:
                 bad += 1
         notes.append(f"{table}: dropped {bad} corrupt batch(es)")
     try:
-        rows = _expand(table, batches)
-    except (TypeError, ValueError):
-        return _empty_frame(table), [*notes, f"{table}: unreadable journal dropped"]
-    return _frame_from_rows(table, rows), notes
+        return _arrow_from_rows(table, _expand(table, batches)), notes
+    except (TypeError, ValueError, pa.ArrowException):
+        return _schema(table).empty_table(), [*notes, f"{table}: unreadable journal dropped"]
 
 
 def _read_table(path: Path, table: str) -> tuple[pd.DataFrame, list[str]]:
@@ -155,13 +159,14 @@ def _read_table(path: Path, table: str) -> tuple[pd.DataFrame, list[str]]:
     for _attempt in range(2):
         if parquet.is_file():
             try:
-                return _coerce(table, pq.read_table(parquet).to_pandas()), []
+                return _frame(table, pq.read_table(parquet)), []
             except (OSError, pa.ArrowException) as e:
                 if not jsonl.is_file():
                     return _empty_frame(table), [f"{table}: unreadable Parquet dropped ({e})"]
         if jsonl.is_file():
             try:
-                return _read_jsonl(jsonl, table)
+                arrow, notes = _read_jsonl(jsonl, table)
+                return _frame(table, arrow), notes
             except FileNotFoundError:
                 continue  # compacted under our feet: read the Parquet on the next pass
         break
@@ -174,7 +179,7 @@ def load(path: str | os.PathLike[str], *, tables: list[str] | None = None) -> Ru
     meta = read_meta(root)
     frames: dict[str, pd.DataFrame] = {}
     notes: list[str] = []
-    for table in tables or TABLES:
+    for table in TABLES if tables is None else tables:
         if table not in COLUMNS:
             raise ProbeError(f"unknown table {table!r}; tables are {', '.join(TABLES)}")
         frames[table], table_notes = _read_table(root, table)
@@ -184,20 +189,33 @@ def load(path: str | os.PathLike[str], *, tables: list[str] | None = None) -> Ru
     return Run(path=root, meta=meta, tables=frames, notes=notes)
 
 
-def compact(path: str | os.PathLike[str]) -> list[str]:
-    """Convert every ``.jsonl`` table of a run directory to Parquet; returns notes."""
-    root = Path(path)
+def _compact(root: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    frames: dict[str, pd.DataFrame] = {}
     notes: list[str] = []
     for table in TABLES:
         jsonl = root / f"{table}.jsonl"
         if not jsonl.is_file():
             continue
-        df, table_notes = _read_jsonl(jsonl, table)
+        arrow, table_notes = _read_jsonl(jsonl, table)
         notes.extend(table_notes)
-        schema = pa.schema([(c, _ARROW_TYPES[t]) for c, t in COLUMNS[table]])
-        arrow = pa.Table.from_pandas(df, schema=schema, preserve_index=False)
         tmp = root / f".{table}.parquet.tmp"
         pq.write_table(arrow, tmp, compression="zstd")
         os.replace(tmp, root / f"{table}.parquet")
         jsonl.unlink()
-    return notes
+        frames[table] = _frame(table, arrow)
+    return frames, notes
+
+
+def compact(path: str | os.PathLike[str]) -> list[str]:
+    """Convert every ``.jsonl`` table of a run directory to Parquet; returns notes."""
+    return _compact(Path(path))[1]
+
+
+def compact_and_load(path: str | os.PathLike[str]) -> Run:
+    """``compact`` then ``load``, reusing the tables just parsed instead of reading back."""
+    root = Path(path)
+    frames, notes = _compact(root)
+    run = load(root, tables=[t for t in TABLES if t not in frames])
+    return Run(
+        path=root, meta=run.meta, tables={**run.tables, **frames}, notes=[*run.notes, *notes]
+    )

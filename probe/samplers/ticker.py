@@ -37,6 +37,7 @@ class Ticker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors = 0
+        self.cpu_s: float | None = None  # this thread's own CPU time, set when it stops
 
     @property
     def ident(self) -> int | None:
@@ -69,3 +70,4 @@ class Ticker:
             due += interval
             if due < now:
                 due = now + interval
+        self.cpu_s = time.thread_time()

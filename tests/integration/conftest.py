@@ -48,15 +48,13 @@ def run_probe(tmp_path):
     """Run `probe run ARGS` to completion; no process it started may outlive the test."""
     started: list[subprocess.Popen[str]] = []
 
-    def run(
+    def spawn(
         *args: str | os.PathLike[str],
         out: Path | None = None,
-        timeout: float = 120,
         env: dict[str, str] | None = None,
         cwd: Path | None = None,
-    ) -> Result:
-        run_dir = out or tmp_path / "run"
-        cmd = probe_cmd("run", "--out", run_dir, *args)
+    ) -> subprocess.Popen[str]:
+        cmd = probe_cmd("run", "--out", out or tmp_path / "run", *args)
         proc = subprocess.Popen(
             cmd,
             stdout=subprocess.PIPE,
@@ -67,22 +65,20 @@ def run_probe(tmp_path):
             env={**os.environ, **(env or {})},
         )
         started.append(proc)
+        return proc
+
+    def run(
+        *args: str | os.PathLike[str],
+        out: Path | None = None,
+        timeout: float = 120,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+    ) -> Result:
+        run_dir = out or tmp_path / "run"
+        proc = spawn(*args, out=run_dir, env=env, cwd=cwd)
         stdout, stderr = proc.communicate(timeout=timeout)
         assert not sidecar_alive(run_dir), "the sidecar outlived `probe run`"
         return Result(proc.returncode, stdout, stderr, run_dir)
-
-    def spawn(*args: str | os.PathLike[str], out: Path | None = None) -> subprocess.Popen[str]:
-        cmd = probe_cmd("run", "--out", out or tmp_path / "run", *args)
-        proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-            cwd=tmp_path,
-        )
-        started.append(proc)
-        return proc
 
     run.spawn = spawn  # type: ignore[attr-defined]
     yield run

@@ -35,6 +35,15 @@ SPANNED_LOOP = """
 """
 
 
+def start_spanned_loop(tmp_path, run_probe) -> subprocess.Popen[str]:
+    """`probe run` on an endless spanned loop, once spans and samples reach the disk."""
+    proc = run_probe.spawn(write_script(tmp_path, SPANNED_LOOP))
+    wait_for_line(proc.stdout, "ready")
+    journals = [tmp_path / "run" / f"{t}.jsonl" for t in ("spans", "samples")]
+    wait_until(lambda: all(j.exists() and j.stat().st_size > 0 for j in journals))
+    return proc
+
+
 def test_exit_status_of_target_is_probes_exit_status(tmp_path, run_probe):
     script = write_script(tmp_path, "import sys\nprint('hello')\nsys.exit(3)\n")
     r = run_probe(script)
@@ -168,15 +177,7 @@ def test_duration_stops_an_endless_target_cleanly(tmp_path, run_probe):
 
 
 def test_sigterm_mid_run_exits_143_with_a_complete_run_dir(tmp_path, run_probe):
-    script = write_script(tmp_path, SPANNED_LOOP)
-    proc = run_probe.spawn(script)
-    wait_for_line(proc.stdout, "ready")
-    wait_until(
-        lambda: (
-            (tmp_path / "run" / "spans.jsonl").exists()
-            and (tmp_path / "run" / "spans.jsonl").stat().st_size > 0
-        )
-    )
+    proc = start_spanned_loop(tmp_path, run_probe)
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=60)
     assert proc.returncode == 143
@@ -187,15 +188,7 @@ def test_sigterm_mid_run_exits_143_with_a_complete_run_dir(tmp_path, run_probe):
 
 
 def test_sigkill_mid_run_leaves_a_loadable_run_dir(tmp_path, run_probe):
-    script = write_script(tmp_path, SPANNED_LOOP)
-    proc = run_probe.spawn(script)
-    wait_for_line(proc.stdout, "ready")
-    wait_until(
-        lambda: (
-            (tmp_path / "run" / "samples.jsonl").exists()
-            and (tmp_path / "run" / "samples.jsonl").stat().st_size > 0
-        )
-    )
+    proc = start_spanned_loop(tmp_path, run_probe)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     run = load(tmp_path / "run")  # straight away: salvage of the live files (or Parquet)

@@ -1,0 +1,54 @@
+"""The public surface is explicit: pin it so a change to it is a decision."""
+
+import analyzers
+import probe
+import probe.rundir
+import probe.samplers
+import reports
+
+
+def test_probe_exports():
+    assert sorted(probe.__all__) == sorted(
+        [
+            "ProbeError",
+            "Span",
+            "__version__",
+            "current_request_id",
+            "log_spans",
+            "request",
+            "span",
+            "stage",
+        ]
+    )
+
+
+def test_subpackage_exports():
+    assert sorted(probe.rundir.__all__) == sorted(
+        [
+            "COLUMNS",
+            "SCHEMA_NAME",
+            "SCHEMA_VERSION",
+            "TABLES",
+            "Run",
+            "compact",
+            "load",
+            "read_meta",
+        ]
+    )
+    assert "StackSampler" in probe.samplers.__all__
+    assert analyzers.__all__ and reports.__all__
+    for module in (probe, probe.rundir, probe.samplers, analyzers, reports):
+        for name in module.__all__:
+            assert getattr(module, name) is not None
+
+
+def test_importing_probe_stays_light():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, probe; heavy = [m for m in ('pandas', 'pyarrow', 'nvtx', 'numpy',"
+        " 'plotly', 'psutil', 'click') if m in sys.modules]; print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    assert out.strip() == "[]"
