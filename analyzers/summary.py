@@ -143,16 +143,28 @@ def _states(samples: pd.DataFrame, labels: pd.DataFrame) -> list[WaitShare]:
 
 
 def _top_functions(samples: pd.DataFrame, labels: pd.DataFrame, top: int) -> list[FunctionTime]:
+    """Leaf functions by on-CPU time; the location is the function's hottest line."""
     if samples.empty:
         return []
     joined = samples.merge(labels, on="stack_id", how="left")
-    joined = joined.assign(wait_ns=joined["wall_ns"] - joined["cpu_ns"])
-    per = joined.groupby(["function", "location"])[["cpu_ns", "wait_ns"]].sum()
-    per = per[per["cpu_ns"] > 0].sort_values("cpu_ns", ascending=False).head(top)
+    joined = joined.assign(
+        wait_ns=joined["wall_ns"] - joined["cpu_ns"],
+        file=joined["location"].str.rsplit(":", n=1).str[0],
+    )
+    per_line = joined.groupby(["function", "file", "location"])[["cpu_ns", "wait_ns"]].sum()
+    per_fn = per_line.groupby(level=["function", "file"]).sum()
+    hottest = per_line["cpu_ns"].groupby(level=["function", "file"]).idxmax()
+    per_fn = per_fn[per_fn["cpu_ns"] > 0].sort_values("cpu_ns", ascending=False).head(top)
     total_cpu = float(samples["cpu_ns"].sum()) or 1.0
     return [
-        FunctionTime(str(fn), str(loc), row.cpu_ns / 1e9, row.cpu_ns / total_cpu, row.wait_ns / 1e9)
-        for (fn, loc), row in per.iterrows()
+        FunctionTime(
+            str(fn),
+            str(hottest[(fn, file)][2]),
+            row.cpu_ns / 1e9,
+            row.cpu_ns / total_cpu,
+            row.wait_ns / 1e9,
+        )
+        for (fn, file), row in per_fn.iterrows()
     ]
 
 

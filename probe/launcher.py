@@ -215,14 +215,14 @@ def run(
     session = Session(run_dir, settings, meta=meta, sample_tree=sample_tree)
 
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
-    if target.kind == "script":
-        sys.argv = [target.name, *target.args]
-        path0 = os.path.dirname(os.path.abspath(target.name))
-        if os.path.isdir(target.name):
-            path0 = os.path.abspath(target.name)
-    else:
-        sys.argv = [target.name, *target.args]  # runpy puts the module's file in argv[0]
+    sys.argv = [target.name, *target.args]  # for -m, runpy puts the module's file in argv[0]
+    if target.kind == "module":
         path0 = os.getcwd()
+    elif os.path.isdir(target.name) or target.name.endswith((".zip", ".pyz")):
+        # a folder or zip app with a __main__.py is its own sys.path[0]
+        path0 = os.path.abspath(target.name)
+    else:
+        path0 = os.path.dirname(os.path.abspath(target.name))
     if sys.path:
         sys.path[0] = path0
     else:
@@ -270,6 +270,8 @@ def run(
             _show(e)
             meta["exception"] = "".join(traceback.format_exception_only(type(e), e)).strip()
     finally:
+        if duration_hit.is_set() and ended_by in ("completed", "sys.exit"):
+            ended_by = "duration"  # the target handled the Ctrl-C and ended by itself
         if timer is not None:
             timer.cancel()
         if trace is not None:

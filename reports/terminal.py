@@ -50,7 +50,7 @@ def render_summary(s: RunSummary, *, max_threads: int = 8) -> str:
             lines.append(f"  … and {len(s.threads) - max_threads} more")
     if s.top_functions:
         lines.append("")
-        lines.append("Top functions by on-CPU time (leaf frames):")
+        lines.append("Top functions by on-CPU time (leaf frames; hottest line):")
         lines.extend(
             f"  {f.cpu_share:6.1%}  {f.cpu_s:7.2f} s  {f.function}  {f.location}"
             for f in s.top_functions

@@ -137,7 +137,7 @@ def serve_pipelined(images: list[bytes], weights: np.ndarray) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=120, help="images to tag")
+    parser.add_argument("--requests", type=int, default=700, help="images to tag")
     parser.add_argument("--fixed", action="store_true", help="vectorised, pipelined post-process")
     args = parser.parse_args(argv)
     images = make_images(args.requests)

@@ -22,6 +22,7 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -
 
 @click.command(
     "run",
+    short_help="Run a script or module under collection and summarise it.",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @click.option(
