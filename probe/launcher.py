@@ -54,6 +54,7 @@ class Outcome:
     status: int
     ended_by: str  # completed, sys.exit, exception, SIGINT, SIGTERM, duration
     meta: dict[str, Any] = field(default_factory=dict)
+    forked_child: bool = False  # True in a child the target forked: it owns no run
 
 
 def resolve_target(script: str | None, module: str | None, args: tuple[str, ...]) -> Target:
@@ -127,6 +128,22 @@ class _Terminated(SystemExit):
 
 def _on_sigterm(signum: int, frame: object) -> None:
     raise _Terminated(_STATUS_SIGTERM)
+
+
+# The SIGTERM disposition the target had before ours; forked children get it back.
+_target_sigterm: Any = signal.SIG_DFL
+
+
+def _restore_target_sigterm_in_child() -> None:
+    # Our handler is for the profiled process only. A forked child (a multiprocessing
+    # worker) must die of SIGTERM the way it would without probe: Pool.terminate() relies
+    # on it, and a handler that waits for the interpreter left workers blocked in a
+    # SemLock, hanging the pool's join (seen ~1 run in 40).
+    if signal.getsignal(signal.SIGTERM) is _on_sigterm:
+        signal.signal(signal.SIGTERM, _target_sigterm)
+
+
+os.register_at_fork(after_in_child=_restore_target_sigterm_in_child)
 
 
 def _target_traceback(tb: TracebackType | None) -> TracebackType | None:
@@ -228,7 +245,8 @@ def run(
     else:
         sys.path.insert(0, path0)
 
-    previous_term = signal.signal(signal.SIGTERM, _on_sigterm)
+    global _target_sigterm
+    previous_term = _target_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
     duration_hit = threading.Event()
     main_ident = threading.get_ident()
 
@@ -243,6 +261,7 @@ def run(
     trace = _Trace(run_dir / "trace.json", trace_s) if trace_s else None
 
     status, ended_by = 0, "completed"
+    profiled_pid = os.getpid()
     session.start()
     try:
         if trace is not None:
@@ -270,24 +289,28 @@ def run(
             _show(e)
             meta["exception"] = "".join(traceback.format_exception_only(type(e), e)).strip()
     finally:
-        if duration_hit.is_set() and ended_by in ("completed", "sys.exit"):
-            ended_by = "duration"  # the target handled the Ctrl-C and ended by itself
-        if timer is not None:
-            timer.cancel()
-        if trace is not None:
+        # In a child the target forked that ends through our frames (sys.exit rather than
+        # os._exit), the run belongs to the parent: touch nothing of it.
+        forked_child = os.getpid() != profiled_pid
+        if not forked_child:
+            if duration_hit.is_set() and ended_by in ("completed", "sys.exit"):
+                ended_by = "duration"  # the target handled the Ctrl-C and ended by itself
+            if timer is not None:
+                timer.cancel()
+            if trace is not None:
+                try:
+                    trace.finish()
+                except Exception as e:  # a failed trace must not cost the rest of the run
+                    meta["trace_error"] = str(e)
+            sys.argv = saved_argv
+            if saved_path0 is not None and sys.path:
+                sys.path[0] = saved_path0
+            # A second Ctrl-C or SIGTERM must not tear the run directory half-written.
+            previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             try:
-                trace.finish()
-            except Exception as e:  # a failed trace must not cost the rest of the run
-                meta["trace_error"] = str(e)
-        sys.argv = saved_argv
-        if saved_path0 is not None and sys.path:
-            sys.path[0] = saved_path0
-        # A second Ctrl-C or SIGTERM must not tear the run directory half-written.
-        previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            final_meta = session.stop(exit_status=status, ended_by=ended_by)
-        finally:
-            signal.signal(signal.SIGINT, previous_int)
-            signal.signal(signal.SIGTERM, previous_term)
-    return Outcome(status=status, ended_by=ended_by, meta=final_meta)
+                meta = session.stop(exit_status=status, ended_by=ended_by)
+            finally:
+                signal.signal(signal.SIGINT, previous_int)
+                signal.signal(signal.SIGTERM, previous_term)
+    return Outcome(status=status, ended_by=ended_by, meta=meta, forked_child=forked_child)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probe import spans
+from probe.errors import ProbeError
 from probe.rundir.writer import RunWriter
 from probe.samplers.memory import MemorySampler
 from probe.samplers.stacks import StackSampler
@@ -145,7 +146,10 @@ class Session:
             self.tree.sample()
         if self.memory is not None:
             self.memory.sample()  # the last snapshot: what was still held at the end
-        self._flush()
+        try:
+            self._flush()
+        except OSError as e:  # disk full, directory removed: still finish meta.json
+            self.meta.setdefault("notes", []).append(f"last flush failed: {e}")
         if self.memory is not None:
             self.memory.stop()
         self.meta.update(extra or {})
@@ -158,7 +162,10 @@ class Session:
         self.meta["collector"] = self._collector_figures()
         with self._write_lock:
             self.writer.close()
-            self.writer.write_meta(self.meta)
+            try:
+                self.writer.write_meta(self.meta)
+            except OSError as e:
+                raise ProbeError(f"{self.run_dir}: could not write meta.json ({e})") from None
         return self.meta
 
     def _collector_figures(self) -> dict[str, Any]:

@@ -160,7 +160,8 @@ def run_command(
         argv=["probe", *sys.argv[1:]],
         sample_tree=not sidecar.running,
     )
-    sidecar.finish(report=not no_report)
+    if not outcome.forked_child:
+        sidecar.finish(report=not no_report)
     sys.exit(outcome.status)
 
 

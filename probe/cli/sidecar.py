@@ -19,6 +19,7 @@ stdin carries one JSON line ``{"report": bool}``, or end-of-file.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -68,7 +69,14 @@ def finish_run(run_dir: Path, *, report: bool, out: IO[str] | None = None) -> No
         from analyzers.summary import summarize
         from reports.terminal import render_summary
 
-        text = render_summary(summarize(run))
+        summary = summarize(run)
+        try:  # as the user named it: relative to where they ran probe, when inside it
+            shown = os.path.relpath(run_dir)
+            if not shown.startswith(".."):
+                summary = dataclasses.replace(summary, run_dir=shown)
+        except ValueError:
+            pass
+        text = render_summary(summary)
         print(text, file=out or sys.stdout, flush=True)
 
 
@@ -121,11 +129,13 @@ class Sidecar:
             try:
                 proc.stdin.write(json.dumps({"report": report}).encode() + b"\n")
                 proc.stdin.close()
-                if proc.wait() == 0:
-                    return
             except OSError:
-                proc.wait()
-            print("probe: the sidecar process failed; finishing here", file=sys.stderr)
+                pass
+            code = proc.wait()
+            if code == 0:
+                return
+            how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+            print(f"probe: the sidecar process failed ({how}); finishing here", file=sys.stderr)
         finish_run(self.run_dir, report=report)
 
 

@@ -38,7 +38,11 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def prepare_run_dir(path: Path) -> Path:
-    """Create ``path`` for a new run, or raise ProbeError before anything runs."""
+    """Create ``path`` for a new run, or raise ProbeError before anything runs.
+
+    Returns the absolute path: the target may change its working directory.
+    """
+    path = path.absolute()
     if path.exists() and not path.is_dir():
         raise ProbeError(f"--out {path}: exists and is not a directory")
     if path.is_dir() and any(path.iterdir()):

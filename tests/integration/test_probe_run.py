@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -405,6 +406,80 @@ def test_forked_child_does_not_write_into_the_parents_run(tmp_path, run_probe):
     assert spans["span_id"].is_unique
 
 
+def test_forked_child_ending_with_sys_exit_leaves_the_parents_run_alone(tmp_path, run_probe):
+    script = write_script(
+        tmp_path,
+        """
+        import os, sys, time
+        import probe
+        if os.fork() == 0:
+            sys.exit(7)  # unwinds through probe's own frames in the child
+        os.wait()
+        for i in range(20):
+            with probe.span("parent"):
+                time.sleep(0.05)
+    """,
+    )
+    r = run_probe("--trace", "5", script)
+    assert r.returncode == 0, r.stderr
+    run = load(r.run_dir)
+    assert run.meta["exit"] == {"status": 0, "ended_by": "completed"}
+    assert list(run.spans["name"]) == ["parent"] * 20
+    assert r.stdout.count("Run directory:") == 1
+    assert json.loads((r.run_dir / "trace.json").read_text())["traceEvents"]
+
+
+def test_forked_children_die_of_sigterm_as_without_probe(tmp_path, run_probe):
+    # multiprocessing's Pool.terminate() relies on SIGTERM killing its workers outright.
+    script = write_script(
+        tmp_path,
+        """
+        import multiprocessing as mp, os, signal
+        def work(x):
+            return x * x
+        if __name__ == "__main__":
+            r, w = os.pipe()
+            if os.fork() == 0:
+                os.write(w, str(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL).encode())
+                os._exit(0)
+            os.wait()
+            print("child default:", os.read(r, 16).decode())
+            print("parent handled:", signal.getsignal(signal.SIGTERM) != signal.SIG_DFL)
+            with mp.get_context("fork").Pool(2) as pool:
+                print("pool:", sum(pool.map(work, range(100))))
+    """,
+    )
+    r = run_probe(script, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "child default: True" in r.stdout
+    assert "parent handled: True" in r.stdout
+    assert "pool: 328350" in r.stdout
+
+
+def test_target_that_changes_directory_still_fills_its_run_dir(tmp_path, run_probe):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    script = write_script(
+        tmp_path,
+        """
+        import os, threading, time
+        import probe
+        os.chdir("elsewhere")
+        for _ in range(15):
+            sum(range(100000)); time.sleep(0.1)
+        def late():
+            with probe.span("late"): time.sleep(0.1)
+        threading.Thread(target=late).start()
+    """,
+    )
+    r = run_probe(script, out=Path("rel-run"))  # a relative --out, as users type it
+    assert r.returncode == 0, r.stderr
+    run = load(tmp_path / "rel-run")
+    assert list(run.spans["name"]) == ["late"] and len(run.samples) > 0
+    assert not list(elsewhere.rglob("*.jsonl")) and not list(elsewhere.rglob("*.parquet"))
+    assert "Run directory: rel-run" in r.stdout
+
+
 def test_summary_names_where_time_went_and_the_run_dir(tmp_path, run_probe):
     script = write_script(
         tmp_path,
@@ -425,7 +500,7 @@ def test_summary_names_where_time_went_and_the_run_dir(tmp_path, run_probe):
     out = r.stdout
     assert "on-cpu" in out and "sleep" in out and "time.sleep" in out
     assert "busy" in out and "peak RSS" in out
-    assert f"Run directory: {r.run_dir}" in out
+    assert "Run directory: run\n" in out + "\n"  # relative to where probe ran
 
 
 def test_help_describes_the_verb():
