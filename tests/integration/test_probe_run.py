@@ -188,6 +188,17 @@ def test_sigterm_mid_run_exits_143_with_a_complete_run_dir(tmp_path, run_probe):
     assert not list((tmp_path / "run").glob("*.jsonl")), "not compacted"
 
 
+def test_ctrl_c_mid_run_exits_130_with_the_traceback_and_a_complete_run_dir(tmp_path, run_probe):
+    proc = start_spanned_loop(tmp_path, run_probe)
+    os.killpg(proc.pid, signal.SIGINT)  # what the terminal sends: the whole process group
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "KeyboardInterrupt" in stderr and "launcher.py" not in stderr
+    run = load(tmp_path / "run")
+    assert run.meta["exit"] == {"status": 130, "ended_by": "SIGINT"}
+    assert not list((tmp_path / "run").glob("*.jsonl")), "the sidecar did not finish"
+
+
 def test_sigkill_mid_run_leaves_a_loadable_run_dir(tmp_path, run_probe):
     proc = start_spanned_loop(tmp_path, run_probe)
     os.kill(proc.pid, signal.SIGKILL)
