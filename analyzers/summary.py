@@ -2,7 +2,8 @@
 
 ``summarize(run)`` -> ``RunSummary``: wall time, CPU time per thread, the share of sampled
 thread-time on-CPU vs waiting by reason (with the call most waited in), the top sampled
-functions by on-CPU time, peak RSS, and the stages recorded by spans. Pure: the loaded
+functions by on-CPU time (both through ``attribution.attribute``), peak RSS, and the
+stages recorded by spans. Pure: the loaded
 run in, a frozen dataclass out.
 """
 
@@ -12,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+
+from analyzers.attribution import attribute
 
 __all__ = ["FunctionTime", "RunSummary", "ThreadTime", "WaitShare", "summarize"]
 
@@ -113,23 +116,21 @@ def _frame_labels(stacks: pd.DataFrame, frames: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _states(samples: pd.DataFrame, labels: pd.DataFrame) -> list[WaitShare]:
-    if samples.empty:
+def _states(attributed: pd.DataFrame, labels: pd.DataFrame) -> list[WaitShare]:
+    if attributed.empty:
         return []
-    total = float(samples["wall_ns"].sum())
-    cpu = float(samples["cpu_ns"].sum())
-    waiting = samples.assign(wait_ns=samples["wall_ns"] - samples["cpu_ns"])
-    waiting = waiting[waiting["wait_ns"] > 0]
+    total = float(attributed["wall_ns"].sum())
+    cpu = float(attributed["cpu_ns"].sum())
     out = [WaitShare("on-cpu", cpu / 1e9, cpu / total if total else 0.0)]
+    waiting = attributed[attributed["wait_ns"] > 0].merge(labels, on="stack_id", how="left")
     if waiting.empty:
         return out
-    waiting = waiting.assign(wait_reason=waiting["wait_reason"].fillna("").replace("", "unknown"))
-    joined = waiting.merge(labels, on="stack_id", how="left")
-    by_reason = joined.groupby("wait_reason")["wait_ns"].sum().sort_values(ascending=False)
+    by_reason = waiting.groupby("reason")["wait_ns"].sum().sort_values(ascending=False)
     for reason, ns in by_reason.items():
-        part = joined[joined["wait_reason"] == reason]
-        top = part.groupby(["leaf_call", "function", "location"])["wait_ns"].sum().idxmax()
-        call, function, location = top
+        part = waiting[waiting["reason"] == reason]
+        call, function, location = (
+            part.groupby(["leaf_call", "function", "location"])["wait_ns"].sum().idxmax()
+        )
         where = f"{function} ({location})"
         out.append(
             WaitShare(
@@ -142,20 +143,17 @@ def _states(samples: pd.DataFrame, labels: pd.DataFrame) -> list[WaitShare]:
     return out
 
 
-def _top_functions(samples: pd.DataFrame, labels: pd.DataFrame, top: int) -> list[FunctionTime]:
+def _top_functions(attributed: pd.DataFrame, labels: pd.DataFrame, top: int) -> list[FunctionTime]:
     """Leaf functions by on-CPU time; the location is the function's hottest line."""
-    if samples.empty:
+    if attributed.empty:
         return []
-    joined = samples.merge(labels, on="stack_id", how="left")
-    joined = joined.assign(
-        wait_ns=joined["wall_ns"] - joined["cpu_ns"],
-        file=joined["location"].str.rsplit(":", n=1).str[0],
-    )
+    joined = attributed.merge(labels, on="stack_id", how="left")
+    joined = joined.assign(file=joined["location"].str.rsplit(":", n=1).str[0])
     per_line = joined.groupby(["function", "file", "location"])[["cpu_ns", "wait_ns"]].sum()
     per_fn = per_line.groupby(level=["function", "file"]).sum()
     hottest = per_line["cpu_ns"].groupby(level=["function", "file"]).idxmax()
     per_fn = per_fn[per_fn["cpu_ns"] > 0].sort_values("cpu_ns", ascending=False).head(top)
-    total_cpu = float(samples["cpu_ns"].sum()) or 1.0
+    total_cpu = float(attributed["cpu_ns"].sum()) or 1.0
     return [
         FunctionTime(
             str(fn),
@@ -227,6 +225,7 @@ def summarize(run: Any, *, top: int = 5) -> RunSummary:
     """Summarise a loaded run (``probe.rundir.load``)."""
     meta = run.meta
     samples = run.tables["samples"]
+    attributed = attribute(samples)
     labels = _frame_labels(run.tables["stacks"], run.tables["frames"])
     process_cpu, peak = _process_cpu(run.tables["resources"])
     exit_info = meta.get("exit") or {}
@@ -240,8 +239,8 @@ def summarize(run: Any, *, top: int = 5) -> RunSummary:
         native_cpu_s=_native_cpu(run.tables["os_threads"], run.tables["threads"], meta.get("pid")),
         peak_rss_bytes=peak,
         threads=_threads(samples, run.tables["threads"]),
-        states=_states(samples, labels),
-        top_functions=_top_functions(samples, labels, top),
+        states=_states(attributed, labels),
+        top_functions=_top_functions(attributed, labels, top),
         stages=_stages(run.tables["spans"]),
         gpu=_gpu_text(meta),
         notes=list(run.notes) + list(meta.get("notes", [])),

@@ -48,10 +48,13 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("name", "string"),
         ("first_seen_ns", "int64"),
     ],
-    # One row per sampled interval of one thread: the interval ends at ts_ns and lasted
-    # wall_ns, of which cpu_ns on a CPU; the rest waiting, for wait_reason (empty when the
-    # thread was on-CPU all along). Consecutive fully-waiting intervals in the same stack
-    # are merged; ``samples`` counts the ticks a row stands for.
+    # One row per sampled interval of one thread: the interval ends at ts_ns (the instant
+    # the stack was taken) and lasted wall_ns, of which the thread used cpu_ns of CPU
+    # (exact). wait_reason is the thread's state at that instant: a blocking call
+    # (network, disk, sleep, lock, subprocess, gpu_sync: the interval's CPU was spent
+    # elsewhere, before it blocked), or, running Python, "" / gil / unknown for how the
+    # interval's off-CPU part went. Consecutive idle intervals in the same stack are
+    # merged; ``samples`` counts the ticks a row stands for.
     "samples": [
         ("ts_ns", "int64"),
         ("thread_id", "int64"),

@@ -1,10 +1,15 @@
 """The stack sampler: every thread's stack, on-CPU vs waiting, and what it waits on.
 
-Each tick reads ``sys._current_frames()`` and each thread's CPU clock. For every thread
-the interval since its previous sample is split into on-CPU time (its CPU-clock delta)
-and waiting time (the rest), and the waiting part gets a reason from the leaf frame
-(``waits.WaitClassifier``), or ``gil`` when the thread was runnable (no blocking call)
-while another Python thread ran, or ``unknown``.
+Each tick reads ``sys._current_frames()`` and each thread's CPU clock. A row records, for
+one thread, the interval since its previous sample (``wall_ns``), the CPU it used in that
+interval (``cpu_ns``, exact), the stack at the sample's instant, and ``wait_reason``:
+
+* a blocking call at the leaf (``waits.WaitClassifier``: network, disk, sleep, lock,
+  subprocess, gpu_sync) -- the thread was waiting at that instant. The interval's CPU was
+  spent before it blocked, elsewhere: analysis must not charge it to this stack
+  (``analyzers.attribution``);
+* otherwise ``""`` when the thread ran the whole interval, ``gil`` when it was runnable but
+  waited while another of our threads ran, else ``unknown`` (the OS scheduler).
 
 Bounded memory: code objects and stacks are interned (at most ``max_stacks`` distinct
 stacks; past that new stacks share one overflow id), rows are handed to the collector
@@ -204,14 +209,13 @@ class StackSampler:
             self._emit(now, tid, sid, wall, cpu_d, total_cpu - cpu_d)
 
     def _emit(self, now: int, tid: int, sid: int, wall: int, cpu: int, others_cpu: int) -> None:
-        if cpu >= wall * _BUSY_CPU_FRACTION:
-            reason = ""
-        else:
-            reason = self._stack_reason.get(sid) or ""
-            if not reason:
-                # Runnable Python that did not run: the GIL if another thread of ours ran
-                # for at least half of the time this one waited, else the OS scheduler.
-                reason = "gil" if others_cpu * 2 >= wall - cpu else "unknown"
+        # A blocking call at the leaf is the thread's state at this instant, whatever the
+        # interval's CPU (spent before it blocked, elsewhere): the row keeps its reason.
+        reason = self._stack_reason.get(sid) or ""
+        if not reason and cpu < wall * _BUSY_CPU_FRACTION:
+            # Runnable Python that did not run: the GIL if another thread of ours ran
+            # for at least half of the time this one waited, else the OS scheduler.
+            reason = "gil" if others_cpu * 2 >= wall - cpu else "unknown"
         idle = cpu <= wall * _IDLE_CPU_FRACTION
         row = self._open.get(tid)
         if (

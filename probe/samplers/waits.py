@@ -143,7 +143,7 @@ _LOADS = {
     "LOAD_SUPER_ATTR",
 }
 _ATTRS = {"LOAD_ATTR", "LOAD_METHOD"}
-_CALLS = {"CALL", "CALL_KW", "CALL_FUNCTION_EX"}
+_CALLS = {"CALL", "PRECALL", "CALL_KW", "CALL_FUNCTION_EX"}
 
 
 def _instructions(code: CodeType) -> list[dis.Instruction]:
@@ -165,6 +165,9 @@ def callee_at(code: CodeType, lasti: int, ins: list[dis.Instruction] | None = No
     k = index - 1
     # 3.11 splits a call into PRECALL n + CALL n (dis gives each a share of the net
     # effect): skip this call's own PRECALL and KW_NAMES, keep those of nested calls.
+    # A frame can sit on either: once warm, the adaptive interpreter specialises PRECALL
+    # to call a builtin itself (PRECALL_NO_KW_BUILTIN_O: a hot `time.sleep(x)` blocks
+    # there, not on CALL).
     while k >= 0 and ins[k].opname in ("PRECALL", "KW_NAMES"):
         k -= 1
     while k >= 0:

@@ -136,3 +136,29 @@ def test_network_wait_in_socket_module():
     finally:
         a.close()
         b.close()
+
+
+def test_a_warm_specialised_call_site_is_still_read():
+    """Hot code blocks on the specialised PRECALL of 3.11, not on CALL."""
+    import sys
+
+    def nap(seconds):
+        time.sleep(seconds)
+
+    for _ in range(200):  # warm enough for the adaptive interpreter to specialise
+        nap(0)
+    ready = threading.Event()
+
+    def runner():
+        ready.set()
+        nap(0.3)
+
+    t = threading.Thread(target=runner)
+    t.start()
+    ready.wait()
+    time.sleep(0.1)
+    leaf = sys._current_frames()[t.ident]
+    callee, reason, line = WaitClassifier().classify(leaf.f_code, leaf.f_lasti)
+    t.join()
+    assert (callee, reason) == ("time.sleep", "sleep")
+    assert line == nap.__code__.co_firstlineno + 1

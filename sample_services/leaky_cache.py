@@ -1,0 +1,85 @@
+"""A scoring service whose result cache keeps every entry forever (a memory leak).
+
+Each request scores a user against a catalogue (a numpy product, ~5 ms) and stores the
+result -- a dict holding its top 120 scores and ids, ~8 KB -- in a module-level cache
+keyed by (user, request time). Keys never repeat, nothing is ever evicted: memory grows ~1-2 MB/s
+and, because the cache holds GC-tracked containers, every full garbage collection walks
+more of them, so the service also slows down as it grows. A diagnosis should flag the
+leak (``fix_leak``) and name the line that inserts into ``_CACHE``.
+
+``--fixed`` bounds the cache: an LRU of 512 entries (OrderedDict).
+Measured on this machine class (default 1,200 requests, ~6 s): the default's memory grows
+~1.8 MB/s; the fixed one stays flat at its 512 entries (~4 MB). Throughput is about the
+same over so short a run: a leak costs memory first, and only then time (longer GC
+passes, swapping, OOM).
+
+    python sample_services/leaky_cache.py [--requests N] [--fixed]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections import OrderedDict
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+import probe  # noqa: E402
+
+_CACHE: dict[tuple[int, int], dict] = {}
+LRU_SIZE = 512
+
+
+class BoundedCache(OrderedDict):  # type: ignore[type-arg]
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __setitem__(self, key: object, value: object) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        if len(self) > self.limit:
+            self.popitem(last=False)
+
+
+@probe.stage("score")
+def score(user: np.ndarray, catalogue: np.ndarray) -> dict[str, list]:
+    scores = catalogue @ user
+    top = np.argpartition(scores, -120)[-120:]
+    return {"ids": top.tolist(), "scores": scores[top].tolist()}
+
+
+@probe.stage("cache")
+def remember(cache: dict, key: tuple[int, int], result: dict[str, list]) -> None:
+    cache[key] = result  # the leak: keys never repeat and nothing is evicted
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=1200, help="requests to serve")
+    parser.add_argument("--fixed", action="store_true", help="bounded LRU cache")
+    args = parser.parse_args(argv)
+    rng = np.random.default_rng(3)
+    catalogue = rng.standard_normal((40_000, 128))
+    users = rng.standard_normal((64, 128))
+    cache: dict = BoundedCache(LRU_SIZE) if args.fixed else _CACHE
+    start = time.perf_counter()
+    for i in range(args.requests):
+        with probe.request(id=f"req-{i}"):
+            user = i % len(users)
+            remember(cache, (user, time.perf_counter_ns()), score(users[user], catalogue))
+    wall = time.perf_counter() - start
+    print(
+        f"served {args.requests} requests in {wall:.2f} s: {args.requests / wall:.1f} "
+        f"requests/s ({len(cache)} cached)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
