@@ -63,7 +63,7 @@ def downstream_call() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=4000, help="requests to serve")
+    parser.add_argument("--requests", type=int, default=6000, help="requests to serve")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(5)
     items = rng.standard_normal((5000, 512))
