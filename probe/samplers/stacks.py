@@ -7,7 +7,8 @@ interval (``cpu_ns``, exact), the stack at the sample's instant, and ``wait_reas
 * a blocking call at the leaf (``waits.WaitClassifier``: network, disk, sleep, lock,
   subprocess, gpu_sync) -- the thread was waiting at that instant. The interval's CPU was
   spent before it blocked, elsewhere: analysis must not charge it to this stack
-  (``analyzers.attribution``);
+  (``analyzers.attribution``). A thread on-CPU for the whole interval was not blocked,
+  whatever its leaf call is named (``d.get(k)`` reads like ``queue.get``);
 * otherwise ``""`` when the thread ran the whole interval, ``gil`` when it was runnable but
   waited while another of our threads ran, else ``unknown`` (the OS scheduler).
 
@@ -209,13 +210,18 @@ class StackSampler:
             self._emit(now, tid, sid, wall, cpu_d, total_cpu - cpu_d)
 
     def _emit(self, now: int, tid: int, sid: int, wall: int, cpu: int, others_cpu: int) -> None:
-        # A blocking call at the leaf is the thread's state at this instant, whatever the
-        # interval's CPU (spent before it blocked, elsewhere): the row keeps its reason.
-        reason = self._stack_reason.get(sid) or ""
-        if not reason and cpu < wall * _BUSY_CPU_FRACTION:
-            # Runnable Python that did not run: the GIL if another thread of ours ran
-            # for at least half of the time this one waited, else the OS scheduler.
-            reason = "gil" if others_cpu * 2 >= wall - cpu else "unknown"
+        if cpu >= wall * _BUSY_CPU_FRACTION:
+            # It ran the whole interval: whatever its leaf call is named (`d.get(k)` reads
+            # like `queue.get`), it was not blocked in it.
+            reason = ""
+        else:
+            # A blocking call at the leaf is the thread's state at this instant (the
+            # interval's CPU was spent before it blocked, elsewhere: see attribution).
+            reason = self._stack_reason.get(sid) or ""
+            if not reason:
+                # Runnable Python that did not run: the GIL if another thread of ours ran
+                # for at least half of the time this one waited, else the OS scheduler.
+                reason = "gil" if others_cpu * 2 >= wall - cpu else "unknown"
         idle = cpu <= wall * _IDLE_CPU_FRACTION
         row = self._open.get(tid)
         if (

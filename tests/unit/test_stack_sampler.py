@@ -191,3 +191,17 @@ def test_sampling_does_not_keep_a_finished_frames_locals_alive():
         assert refs[0]() is None, "a sampled frame outlived its function (reference cycle)"
     finally:
         gc.enable()
+
+
+def test_a_thread_busy_all_interval_is_not_blocked_whatever_its_leaf_call(blocked_frame):
+    # `d.get(k)` reads like `queue.get`: the CPU clock, not the name, says it ran.
+    clock = Clock()
+    frames = {1: blocked_frame}
+    cpu = {1: 0}
+    s = make(frames, cpu, clock)
+    s.sample()
+    clock.now = 10_000_000
+    cpu[1] += 9_800_000
+    s.sample()
+    [row] = s.drain()["samples"]
+    assert row[5] == ""
