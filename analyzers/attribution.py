@@ -5,7 +5,7 @@ blocked in a known call), and how much CPU it used over the interval before (exa
 thread that alternates between work and a short wait faster than the sampling interval
 spends an interval's CPU in one place and is caught in another: charging each row's CPU
 to its own stack would bill the work to the wait (on a service doing 0.45 ms of work then
-a 0.6 ms sleep per request, 85% of its CPU landed on the sleep). So:
+a 0.6 ms sleep per request, most of its CPU landed on the sleep). So:
 
 * a row blocked in a known call (network, disk, sleep, lock, subprocess, gpu_sync) is
   waiting time for that reason;

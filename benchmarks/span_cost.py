@@ -13,6 +13,7 @@ not call them at all; ``--nvtx`` forces a real ``nvtx`` domain in to measure tha
 from __future__ import annotations
 
 import argparse
+import json
 import timeit
 
 from probe import spans
@@ -54,6 +55,21 @@ def main() -> None:
                 recorder.drain()
     finally:
         spans.activate(None)
+    # What the collector pays per span each second: one JSON encode per thread's batch
+    # (what probe does) against one per row.
+    batch = [
+        (i, None, "stage", "stage", 10**12 + i, 10**12 + i + 500, f"r{i // 5}", None)
+        for i in range(25_000)
+    ]
+    encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
+    per_row = (
+        min(timeit.repeat(lambda: [encode([7, *r]) for r in batch], number=1, repeat=5))
+        / len(batch)
+        * 1e9
+    )
+    batched = (
+        min(timeit.repeat(lambda: encode([[7], batch]), number=1, repeat=5)) / len(batch) * 1e9
+    )
     base = best["empty call"]
     print(f"nvtx {'on' if args.nvtx else 'off (no tool attached)'}; best of {args.repeat}")
     for name, ns in best.items():
@@ -64,6 +80,10 @@ def main() -> None:
             if name != "empty call"
             else f"  {name:<12} {ns:7.0f} ns"
         )
+    print(
+        f"journal encoding per span: {batched:.0f} ns batched (as probe writes), "
+        f"{per_row:.0f} ns row by row"
+    )
 
 
 if __name__ == "__main__":

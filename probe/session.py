@@ -49,9 +49,10 @@ class Settings:
     log_spans: bool = False
     # The sampler thread needs the GIL to read stacks. With CPython's default 5 ms switch
     # interval it gets the GIL early at any GIL-releasing call (numpy, I/O) but waits 5 ms
-    # while the target runs pure Python, so samples pile up at those calls: measured on
-    # sample_services/tagging_cpu_bound.py, its 3% model stage drew 33% of samples at 5 ms,
-    # 6% at 1 ms. 0 leaves the target's own setting.
+    # while the target runs pure Python, so samples pile up at those calls: on
+    # sample_services/tagging_cpu_bound.py its model stage is charged 2.9x its share at
+    # 5 ms, 1.5x at 1 ms, 0.6x at 0.2 ms (benchmarks/sampling_bias.py). 0 leaves the
+    # target's own setting.
     switch_interval_s: float = 0.001
 
 

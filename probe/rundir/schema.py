@@ -4,8 +4,9 @@ A run directory holds ``meta.json`` and one table per kind of record. While the 
 runs, each table is a ``<table>.jsonl`` journal appended and flushed at least once a
 second: one line per batch, ``[prefix, rows]``, where every row (a JSON array) is
 ``prefix + row`` in the column order given here. One ``json`` call encodes a whole batch
-(spans go as the recorder's own tuples, their thread id in the prefix): ~0.9 us a span
-against ~2.4 us row by row. A killed process can tear only the last batch. When the run
+(spans go as the recorder's own tuples, their thread id in the prefix): a fraction of
+the cost of encoding row by row (``benchmarks/span_cost.py``). A killed process can tear
+only the last batch. When the run
 ends each table is compacted to ``<table>.parquet``; readers accept either (Parquet
 first).
 

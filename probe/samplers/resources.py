@@ -3,9 +3,11 @@
 Default 10 Hz. Per process of the tree (the target and every descendant): cumulative CPU
 user/system, RSS, read/write bytes, context switches, thread count; per OS thread CPU
 (native threads too -- BLAS, intra-op pools); host CPU %, available memory, network bytes.
-Costlier figures (USS reads smaps, fd and socket counts walk /proc) and the search for new
-children come every ``slow_every`` ticks. A process that vanishes or denies access is
-skipped for that tick, never an error.
+Costlier figures (USS reads smaps, fd and socket counts walk /proc) come every
+``slow_every`` ticks; new children are looked for every ``children_every`` ticks (every
+tick by default: ``probe run`` samples from its sidecar, where the scan of /proc costs the
+target nothing, and a short-lived child found a second late is half missed). A process
+that vanishes or denies access is skipped for that tick, never an error.
 """
 
 from __future__ import annotations
@@ -51,12 +53,14 @@ class ResourceSampler:
         host: Any = psutil,
         sockets: Callable[[int], int | None] = count_sockets,
         slow_every: int = 10,
+        children_every: int = 1,
     ) -> None:
         self._clock = clock
         self._process = process
         self._host = host
         self._sockets = sockets
         self._slow_every = max(1, slow_every)
+        self._children_every = max(1, children_every)
         self.root_pid = pid if pid is not None else os.getpid()
         self._procs: dict[int, Any] = {self.root_pid: process(self.root_pid)}
         self._tick = 0
@@ -95,9 +99,9 @@ class ResourceSampler:
     def sample(self) -> None:
         now = self._clock()
         slow = self._tick % self._slow_every == 0
-        self._tick += 1
-        if slow:
+        if self._tick % self._children_every == 0:
             self._refresh_children()
+        self._tick += 1
         resources, os_threads = self._rows["resources"], self._rows["os_threads"]
         for pid, proc in list(self._procs.items()):
             try:

@@ -2,11 +2,11 @@
 
 ``TreeSampler`` pairs the resource sampler (psutil) and the GPU sampler (NVML) for the
 process tree rooted at ``pid``. ``probe run`` drives it from its sidecar process, outside
-the target: psutil's ``/proc`` reads release and retake the GIL around every read, so
-in-process sampling at 10 Hz ping-pongs the GIL with a pure-Python service (~10% of its
-throughput, measured with ``benchmarks/throughput.py``); from outside it costs the target
-nothing. Timestamps are ``time.perf_counter_ns()``, CLOCK_MONOTONIC on Linux: one clock for
-every process on the host, so rows line up with the target's spans and stack samples.
+the target: there it costs the target nothing (in-process at 10 Hz, ~1% of a pure-Python
+service's throughput: ``benchmarks/tree_sampling_cost.py``), and it samples on to the
+target's very end, even a SIGKILL. Timestamps are ``time.perf_counter_ns()``,
+CLOCK_MONOTONIC on Linux: one clock for every process on the host, so rows line up with
+the target's spans and stack samples.
 """
 
 from __future__ import annotations

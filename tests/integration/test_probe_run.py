@@ -331,8 +331,8 @@ def test_child_processes_are_sampled_as_part_of_the_tree(tmp_path, run_probe):
     child = res[res["pid"] == child_pid]
     assert len(child) > 3
     assert not child["is_root"].any()
-    cpu = child["cpu_user_s"] + child["cpu_system_s"]
-    assert cpu.max() - cpu.min() > 0.5
+    cpu = child["cpu_user_s"] + child["cpu_system_s"]  # cumulative, from the child's start
+    assert cpu.max() > 0.5  # it spun 1.5 s; sampled up to its end
 
 
 def test_memory_flag_records_allocation_sites_and_gc_types(tmp_path, run_probe):
