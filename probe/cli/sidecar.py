@@ -25,7 +25,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -142,27 +141,28 @@ class Sidecar:
 def _sample_until_told(run_dir: Path, pid: int, hz: float, gpu: bool) -> dict[str, Any]:
     """Sample the target's tree on a thread until stdin says stop; returns the message."""
     from probe.rundir.writer import RunWriter
+    from probe.samplers.ticker import Ticker
     from probe.samplers.tree import TreeSampler
 
     tree = TreeSampler(pid, gpu=gpu)
     gpu_status = tree.start()
     writer = RunWriter(run_dir)
-    stop = threading.Event()
+    flush_every = max(1, round(hz))  # ticks: about once a second
+    ticks = 0
 
     def flush() -> None:
         for table, rows in tree.drain().items():
             writer.append(table, rows)
         writer.flush()
 
-    def loop() -> None:
-        interval, last_flush = 1.0 / hz, time.monotonic()
-        while not stop.wait(interval):
-            tree.sample()
-            if time.monotonic() - last_flush >= 1.0:
-                last_flush = time.monotonic()
-                flush()
+    def tick() -> None:
+        nonlocal ticks
+        tree.sample()
+        ticks += 1
+        if ticks % flush_every == 0:
+            flush()
 
-    sampler = threading.Thread(target=loop, name="probe-tree-sampler", daemon=True)
+    sampler = Ticker("probe-tree-sampler", 1.0 / hz, tick)
     sampler.start()
     # Warm the analysis stack while the target runs; sampling goes on meanwhile.
     import analyzers.summary  # noqa: F401
@@ -170,8 +170,7 @@ def _sample_until_told(run_dir: Path, pid: int, hz: float, gpu: bool) -> dict[st
     import reports.terminal  # noqa: F401
 
     line = sys.stdin.readline()
-    stop.set()
-    sampler.join()
+    sampler.stop()
     tree.sample()
     flush()
     writer.close()
