@@ -60,10 +60,15 @@ class Outcome:
 def resolve_target(script: str | None, module: str | None, args: tuple[str, ...]) -> Target:
     """Check the target exists before anything runs (ProbeError, exit 2, if not)."""
     if module:
+        # As `python -m` does, look in the working directory first (the `probe` console
+        # script's own sys.path[0] is its bin directory).
+        sys.path.insert(0, os.getcwd())
         try:
             spec = importlib.util.find_spec(module)
         except (ImportError, ValueError) as e:
             raise ProbeError(f"No module named {module!r} ({e})") from None
+        finally:
+            sys.path.pop(0)
         if spec is None:
             raise ProbeError(f"No module named {module!r}")
         return Target("module", module, args)

@@ -32,7 +32,10 @@ def write_script(tmp_path: Path, source: str, name: str = "target.py") -> Path:
 
 
 def probe_cmd(*args: str | os.PathLike[str]) -> list[str]:
-    return [sys.executable, "-m", "probe.cli", *map(str, args)]
+    """The `probe` console script users run (its sys.path differs from `python -m`)."""
+    script = Path(sys.executable).parent / "probe"
+    entry = [str(script)] if script.is_file() else [sys.executable, "-m", "probe.cli"]
+    return [*entry, *map(str, args)]
 
 
 def sidecar_alive(run_dir: Path) -> bool:
