@@ -1,7 +1,8 @@
 """The memory sampler (``--memory``): tracemalloc snapshots by site and gc type counts.
 
-tracemalloc costs 5-6x on allocation-heavy code (see DESIGN.md), which is why it is
-opt-in. Each snapshot is stored as its top ``top_sites`` allocation sites (grouped by
+tracemalloc costs 5-6x on allocation-heavy code with one frame per traceback, ~18x with
+five (W1, measured), which is why it is opt-in and one frame (the allocating line) by
+default. Each snapshot is stored as its top ``top_sites`` allocation sites (grouped by
 traceback; ``site`` is the most recent frame) plus one ``<other>`` row with the rest, so
 per-snapshot totals stay exact while the table stays small. Allocations made by probe
 itself and by tracemalloc are filtered out.
@@ -34,7 +35,7 @@ class MemorySampler:
         self,
         *,
         clock: Callable[[], int] = time.perf_counter_ns,
-        frames: int = 5,
+        frames: int = 1,
         top_sites: int = 200,
         top_types: int = 100,
         gc_objects: Callable[[], list[Any]] = gc.get_objects,
