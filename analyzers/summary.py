@@ -183,24 +183,18 @@ def _stages(spans: pd.DataFrame, top: int = 8) -> list[StageTime]:
 
 
 def _process_cpu(resources: pd.DataFrame) -> tuple[float, int]:
+    """CPU of the whole tree, and the target's peak RSS.
+
+    Every process of the tree was started by the target or is the target, so each one's
+    cumulative counters (from its own start) fall within the run: the last reading of each
+    is its CPU, even for a child first seen after it had already run for a while.
+    """
     if resources.empty:
         return 0.0, 0
     last = resources.sort_values("ts_ns").groupby("pid").last()
-    first = resources.sort_values("ts_ns").groupby("pid").first()
     root = resources[resources["is_root"]]
-    cpu = (last["cpu_user_s"] + last["cpu_system_s"]) - (
-        first["cpu_user_s"] + first["cpu_system_s"]
-    )
-    # The root's counters start at process start, not at its first row: count them all.
-    root_pids = set(root["pid"])
-    cpu_total = sum(
-        float(last.loc[pid, "cpu_user_s"] + last.loc[pid, "cpu_system_s"])
-        if pid in root_pids
-        else float(cpu.loc[pid])
-        for pid in last.index
-    )
     peak = int(root["rss_bytes"].max()) if not root.empty else 0
-    return cpu_total, peak
+    return float((last["cpu_user_s"] + last["cpu_system_s"]).sum()), peak
 
 
 def _native_cpu(os_threads: pd.DataFrame, threads: pd.DataFrame, root_pid: int | None) -> float:

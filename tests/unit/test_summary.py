@@ -81,7 +81,7 @@ def test_summary_ranks_functions_and_stages_and_reads_resources():
     assert s.top_functions[0].cpu_share == 1.0
     [stage] = s.stages
     assert (stage.name, stage.count, stage.total_s) == ("postprocess", 2, 0.8)
-    assert s.process_cpu_s == 2.1  # the root's counters count from process start
+    assert s.process_cpu_s == 2.1  # cumulative counters, from each process's own start
     assert s.peak_rss_bytes == 300 << 20
     assert "no driver" in s.gpu
 
@@ -92,6 +92,19 @@ def test_terminal_rendering_names_the_run_dir_and_every_section():
     assert "network" in text and "sock.recv in fetch" in text
     assert "postprocess" in text and "peak RSS 300.0 MiB" in text
     assert "note: a note" in text
+
+
+def test_a_child_found_late_counts_all_its_cpu():
+    run = synthetic_run()
+    child = table(
+        "resources",
+        [
+            (1, 43, 42, False, 3.0, 0.5, 10 << 20, float("nan"), 0.0, 0.0, 0, 0, 1, 0.0, 0.0, 0.0),
+            (2, 43, 42, False, 3.5, 0.5, 10 << 20, float("nan"), 0.0, 0.0, 0, 0, 1, 0.0, 0.0, 0.0),
+        ],
+    )
+    run.tables["resources"] = pd.concat([run.tables["resources"], child], ignore_index=True)
+    assert summarize(run).process_cpu_s == 2.1 + 4.0  # not 0.5: it had run before we saw it
 
 
 def test_empty_run_summarises_without_crashing():
