@@ -60,10 +60,9 @@ def finish_run(run_dir: Path, *, report: bool, out: IO[str] | None = None) -> No
     """Compact ``run_dir`` to Parquet and, with ``report``, print its summary."""
     from probe.rundir.reader import compact_and_load
 
-    run = compact_and_load(run_dir)
-    dropped = [n for n in run.notes if "dropped" in n]
-    if dropped:
-        _update_meta(run_dir, lambda meta: meta.setdefault("notes", []).extend(dropped))
+    run, compaction_notes = compact_and_load(run_dir)
+    if compaction_notes:
+        _update_meta(run_dir, lambda meta: meta.setdefault("notes", []).extend(compaction_notes))
     if report:
         from analyzers.summary import summarize
         from reports.terminal import render_summary

@@ -211,11 +211,15 @@ def compact(path: str | os.PathLike[str]) -> list[str]:
     return _compact(Path(path))[1]
 
 
-def compact_and_load(path: str | os.PathLike[str]) -> Run:
-    """``compact`` then ``load``, reusing the tables just parsed instead of reading back."""
+def compact_and_load(path: str | os.PathLike[str]) -> tuple[Run, list[str]]:
+    """``compact`` then ``load``, reusing the tables just parsed instead of reading back.
+
+    Returns the run and, apart, the notes compaction itself made (rows it had to drop).
+    """
     root = Path(path)
     frames, notes = _compact(root)
     run = load(root, tables=[t for t in TABLES if t not in frames])
-    return Run(
+    full = Run(
         path=root, meta=run.meta, tables={**run.tables, **frames}, notes=[*run.notes, *notes]
     )
+    return full, notes
