@@ -20,24 +20,20 @@ import argparse
 import os
 import sys
 import time
-import urllib.request
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-from slow_upstream import SIDE, SlowUpstream  # noqa: E402
+from slow_upstream import SIDE, SlowUpstream, fetch  # noqa: E402
 
 import probe  # noqa: E402
 
 CLASSES = 32
 
 
-@probe.span("download")
-def download(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return response.read()
+download = probe.span("download")(fetch)
 
 
 @probe.stage("decode")

@@ -24,13 +24,13 @@ import argparse
 import os
 import sys
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 from slow_upstream import SIDE, SlowUpstream  # noqa: E402
+from slow_upstream import fetch as fetch_image  # noqa: E402
 
 import probe  # noqa: E402
 
@@ -63,10 +63,7 @@ def models() -> Models:
     return _models
 
 
-@probe.span("fetch")
-def fetch(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return response.read()
+fetch = probe.span("fetch")(fetch_image)
 
 
 @probe.stage("encode_image")

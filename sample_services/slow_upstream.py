@@ -5,7 +5,7 @@ service or CDN) with a raw RGB image, ``side`` x ``side`` x 3 bytes. ``?small=1`
 with a quarter-size image, zlib-compressed: the "smaller, compressed payload" fix.
 
     with SlowUpstream() as upstream:
-        data = urllib.request.urlopen(upstream.url(7)).read()
+        data = fetch(upstream.url(7))
 
 Not a sample itself: imported by image_io_bound.py and multimodal_pipeline.py.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+import urllib.request
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
@@ -33,6 +34,12 @@ def image_bytes(n: int, side: int) -> bytes:
 
 def delay_s(n: int) -> float:
     return random.Random(n).uniform(0.020, 0.050)
+
+
+def fetch(url: str) -> bytes:
+    """One blocking GET: the thread waits on the socket until the body has arrived."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return response.read()
 
 
 class _Handler(BaseHTTPRequestHandler):
