@@ -17,6 +17,7 @@ import runpy
 import signal
 import socket
 import sys
+import sysconfig
 import threading
 import time
 import traceback
@@ -92,6 +93,12 @@ def default_run_dir(target: Target, root: Path = Path(".probe/runs")) -> Path:
     return path
 
 
+def _library_paths() -> list[str]:
+    paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    paths.add(os.path.dirname(os.path.abspath(__file__)))  # probe's own frames
+    return sorted(p for p in paths if p)
+
+
 def build_meta(target: Target, settings: Settings, argv: list[str]) -> dict[str, Any]:
     now_unix, now_perf = time.time_ns(), time.perf_counter_ns()
     try:  # sysconf, not psutil: the profiled process does not need psutil at all
@@ -114,6 +121,9 @@ def build_meta(target: Target, settings: Settings, argv: list[str]) -> dict[str,
             "version": platform.python_version(),
             "implementation": platform.python_implementation(),
             "executable": sys.executable,
+            # Where installed code lives: analysis tells the service's own frames from
+            # the standard library's, its dependencies' and probe's.
+            "library_paths": _library_paths(),
         },
         "host": {
             "hostname": socket.gethostname(),

@@ -1,5 +1,6 @@
-"""Renderers: results of the analyzers -> terminal text (and, later, JSON and HTML)."""
+"""Renderers: the analyzers' results -> terminal text and diagnosis.json (HTML to come)."""
 
-from reports.terminal import render_summary
+from reports.json import render_json, write_diagnosis
+from reports.terminal import render_diff, render_verdict
 
-__all__ = ["render_summary"]
+__all__ = ["render_diff", "render_json", "render_verdict", "write_diagnosis"]

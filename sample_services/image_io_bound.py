@@ -53,11 +53,13 @@ def classify(image: np.ndarray, weights: np.ndarray) -> int:
     return int(logits.argmax())
 
 
-def serve(upstream: SlowUpstream, n: int, weights: np.ndarray, fixed: bool) -> int:
+def serve(
+    upstream: SlowUpstream, n: int, weights: np.ndarray, fixed: bool, compressed: bool = False
+) -> int:
     def handle(i: int) -> int:
         with probe.request(id=f"img-{i}"):
-            raw = download(upstream.url(i, small=fixed))
-            return classify(decode(raw, fixed), weights)
+            raw = download(upstream.url(i, small=compressed))
+            return classify(decode(raw, compressed), weights)
 
     if not fixed:
         return len([handle(i) for i in range(n)])
@@ -68,12 +70,15 @@ def serve(upstream: SlowUpstream, n: int, weights: np.ndarray, fixed: bool) -> i
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=200, help="images to classify")
-    parser.add_argument("--fixed", action="store_true", help="concurrent, compressed downloads")
+    parser.add_argument("--fixed", action="store_true", help="concurrent downloads (16 workers)")
+    parser.add_argument(
+        "--compressed", action="store_true", help="ask for quarter-size, zlib-compressed images"
+    )
     args = parser.parse_args(argv)
     weights = np.random.default_rng(1).standard_normal((16 * 16 * 3, CLASSES))
     with SlowUpstream() as upstream:
         start = time.perf_counter()
-        served = serve(upstream, args.requests, weights, args.fixed)
+        served = serve(upstream, args.requests, weights, args.fixed, args.compressed)
         wall = time.perf_counter() - start
     print(
         f"classified {served} images in {wall:.2f} s: {served / wall:.1f} images/s", file=sys.stderr

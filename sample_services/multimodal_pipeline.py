@@ -82,11 +82,10 @@ def match(image_vec: np.ndarray, m: Models) -> int:
     return int((captions @ image_vec.T).argmax())
 
 
-def handle(i: int, raw: bytes | None, upstream: SlowUpstream) -> int:
+def handle(i: int, upstream: SlowUpstream) -> int:
     with probe.request(id=f"pair-{i}"):
         m = models()
-        if raw is None:
-            raw = fetch(upstream.url(i))
+        raw = fetch(upstream.url(i))
         return match(encode_image(raw, m), m)
 
 
@@ -105,13 +104,11 @@ def main(argv: list[str] | None = None) -> int:
             init_s = time.perf_counter() - t
         start = time.perf_counter()
         if args.fixed:
-            with ThreadPoolExecutor(max_workers=8, thread_name_prefix="fetch") as pool:
-                images = pool.map(fetch, [upstream.url(i) for i in range(args.requests)])
-                for i, raw in enumerate(images):
-                    handle(i, raw, upstream)
+            with ThreadPoolExecutor(max_workers=16, thread_name_prefix="handle") as pool:
+                list(pool.map(lambda i: handle(i, upstream), range(args.requests)))
         else:
             for i in range(args.requests):
-                handle(i, None, upstream)
+                handle(i, upstream)
         wall = time.perf_counter() - start
     started = f"{init_s:.2f} s at start-up" if args.fixed else "inside the first request"
     print(

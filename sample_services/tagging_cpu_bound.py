@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import queue
 import random
 import sys
-import threading
 import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # small products: BLAS threads only spin
@@ -103,51 +101,29 @@ def dominant_colours_numpy(image: np.ndarray) -> list[tuple[int, int, int]]:
     return [tuple(int(v) for v in c) for c in centres]
 
 
-def serve_sequential(images: list[bytes], weights: np.ndarray) -> int:
+def serve(images: list[bytes], weights: np.ndarray, fixed: bool) -> int:
+    postprocess = dominant_colours_numpy if fixed else dominant_colours_python
     done = 0
     for i, raw in enumerate(images):
         with probe.request(id=f"img-{i}"):
             image = decode(raw)
             model(image, weights)
-            dominant_colours_python(image)
+            postprocess(image)
         done += 1
     return done
-
-
-def serve_pipelined(images: list[bytes], weights: np.ndarray) -> int:
-    handoff: queue.Queue[tuple[str, np.ndarray] | None] = queue.Queue(maxsize=8)
-    done = [0]
-
-    def post_worker() -> None:
-        while (item := handoff.get()) is not None:
-            request_id, image = item
-            with probe.request(id=request_id):
-                dominant_colours_numpy(image)
-            done[0] += 1
-
-    worker = threading.Thread(target=post_worker, name="postprocess")
-    worker.start()
-    for i, raw in enumerate(images):
-        with probe.request(id=f"img-{i}"):
-            image = decode(raw)
-            model(image, weights)
-        handoff.put((f"img-{i}", image))
-    handoff.put(None)
-    worker.join()
-    return done[0]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=900, help="images to tag")
-    parser.add_argument("--fixed", action="store_true", help="vectorised, pipelined post-process")
+    parser.add_argument("--fixed", action="store_true", help="vectorised post-process")
     args = parser.parse_args(argv)
     images = make_images(args.requests)
     weights = (
         np.random.default_rng(1).standard_normal((SIDE * SIDE * 3, len(TAGS))).astype(np.float32)
     )
     start = time.perf_counter()
-    served = (serve_pipelined if args.fixed else serve_sequential)(images, weights)
+    served = serve(images, weights, args.fixed)
     wall = time.perf_counter() - start
     print(f"tagged {served} images in {wall:.2f} s: {served / wall:.1f} images/s", file=sys.stderr)
     return 0

@@ -22,9 +22,11 @@ sentences/s fixed.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -107,72 +109,50 @@ def generate_naive(memory: np.ndarray, wt: dict[str, np.ndarray]) -> list[int]:
     return out[1:]
 
 
-# -- the fix: batched, fused QKV, heads as one batched matmul, key/value cache ----------
-def split_heads(x: np.ndarray) -> np.ndarray:  # (B, T, D) -> (B, H, T, DH)
-    b, t, _ = x.shape
-    return x.reshape(b, t, HEADS, DH).transpose(0, 2, 1, 3)
+# -- the fix: one worker process per core ----------------------------------------------
+_worker_weights: dict[str, np.ndarray] = {}
 
 
-def merge_heads(x: np.ndarray) -> np.ndarray:
-    b, _, t, _ = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(b, t, D)
+def _start_worker() -> None:
+    _worker_weights.update(init_weights())
 
 
-def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    return merge_heads(
-        softmax(split_heads(q) @ split_heads(k).transpose(0, 1, 3, 2) / np.sqrt(DH))
-        @ split_heads(v)
-    )
+def translate(sentence: np.ndarray) -> list[int]:
+    return generate_naive(encode_naive(sentence, _worker_weights), _worker_weights)
 
 
-@probe.stage("encode")
-def encode_batched(tokens: np.ndarray, wt: dict[str, np.ndarray]) -> np.ndarray:
-    x = wt["embed"][tokens]  # (B, T, D)
-    for layer in range(LAYERS):
-        p = f"enc{layer}"
-        q, k, v = np.split(x @ wt[f"{p}.qkv"], 3, axis=-1)  # one fused product
-        x = norm(x + attend(q, k, v) @ wt[f"{p}.o"])
-        x = norm(x + np.maximum(x @ wt[f"{p}.ff1"], 0) @ wt[f"{p}.ff2"])
-    return x
+def serve_multi_instance(sentences: np.ndarray, workers: int) -> None:
+    """One model instance per core: a process each, fed by one front-end thread each."""
+    context = multiprocessing.get_context("fork")
+    with (
+        ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker) as instances,
+        ThreadPoolExecutor(workers, thread_name_prefix="frontend") as frontend,
+    ):
+        list(instances.map(_warm, range(workers)))  # instances loaded before traffic
+
+        def handle(i: int) -> list[int]:
+            with probe.request(id=f"sentence-{i}"):
+                return instances.submit(translate, sentences[i]).result()
+
+        list(frontend.map(handle, range(len(sentences))))
 
 
-@probe.stage("generate")
-def generate_batched(memory: np.ndarray, wt: dict[str, np.ndarray]) -> np.ndarray:
-    batch = memory.shape[0]
-    tokens = np.ones((batch, 1), dtype=np.int64)
-    cache: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for layer in range(LAYERS):  # keys/values of the source, once
-        _, k, v = np.split(memory @ wt[f"dec{layer}.qkv"], 3, axis=-1)
-        cache[f"dec{layer}"] = (k, v)
-    out = []
-    for _ in range(LENGTH):
-        x = wt["embed"][tokens[:, -1:]]  # only the new token: the cache holds the rest
-        for layer in range(LAYERS):
-            p = f"dec{layer}"
-            q, k_new, v_new = np.split(x @ wt[f"{p}.qkv"], 3, axis=-1)
-            k_all = np.concatenate([cache[p][0], k_new], axis=1)
-            v_all = np.concatenate([cache[p][1], v_new], axis=1)
-            cache[p] = (k_all, v_all)
-            x = norm(x + attend(q, k_all, v_all) @ wt[f"{p}.o"])
-            x = norm(x + np.maximum(x @ wt[f"{p}.ff1"], 0) @ wt[f"{p}.ff2"])
-        nxt = (x[:, -1] @ wt["out"]).argmax(axis=-1)[:, None]
-        tokens = np.concatenate([tokens, nxt], axis=1)
-        out.append(nxt)
-    return np.concatenate(out, axis=1)
+def _warm(_: int) -> int:
+    return len(_worker_weights)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=320, help="sentences to translate")
-    parser.add_argument("--fixed", action="store_true", help="batched, fused, cached decoding")
+    parser.add_argument(
+        "--fixed", action="store_true", help="one worker process per core (multi-instance)"
+    )
     args = parser.parse_args(argv)
     wt = init_weights()
     sentences = np.random.default_rng(1).integers(2, VOCAB, size=(args.requests, LENGTH))
     start = time.perf_counter()
     if args.fixed:
-        for b in range(0, args.requests, BATCH):
-            with probe.request(id=f"batch-{b // BATCH}"):
-                generate_batched(encode_batched(sentences[b : b + BATCH], wt), wt)
+        serve_multi_instance(sentences, os.cpu_count() or 1)
     else:
         for i, sentence in enumerate(sentences):
             with probe.request(id=f"sentence-{i}"):

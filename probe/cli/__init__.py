@@ -12,6 +12,8 @@ import sys
 import click
 
 from probe import __version__
+from probe.cli.analyze import analyze_command
+from probe.cli.diff import diff_command
 from probe.cli.run import run_command
 from probe.errors import ProbeError
 
@@ -25,10 +27,13 @@ def cli() -> None:
 
     \b
     Start with:  probe run service.py [ARGS]...
+    Then:        probe analyze RUN_DIR · probe diff RUN_A RUN_B
     """
 
 
 cli.add_command(run_command)
+cli.add_command(analyze_command)
+cli.add_command(diff_command)
 
 
 def main(argv: list[str] | None = None) -> None:

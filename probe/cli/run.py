@@ -1,4 +1,4 @@
-"""``probe run``: run a script or module under collection, then summarise it."""
+"""``probe run``: run a script or module under collection, then diagnose it."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -
 
 @click.command(
     "run",
-    short_help="Run a script or module under collection and summarise it.",
+    short_help="Run a script or module under collection and diagnose it.",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
 @click.option(
@@ -104,7 +104,9 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -
     "--log-spans", is_flag=True, help="Log one JSON line per span on the 'probe.spans' logger."
 )
 @click.option("--no-gpu", is_flag=True, help="Do not query NVML for GPUs.")
-@click.option("--no-report", is_flag=True, help="Write the run directory only; no summary.")
+@click.option(
+    "--no-report", is_flag=True, help="Write the run directory only: no diagnosis, no verdict."
+)
 @click.argument("target", nargs=-1, type=click.UNPROCESSED, metavar="SCRIPT [ARGS]...")
 def run_command(
     module: str | None,
@@ -127,7 +129,7 @@ def run_command(
     \b
     Records stack samples split into on-CPU and waiting (and what was waited
     on), process-tree and GPU resources, and probe.stage/probe.span spans, into
-    a run directory; prints a summary when the target ends. The target's exit
+    a run directory; then writes diagnosis.json and prints the verdict. The target's exit
     status is probe's exit status.
 
     \b

@@ -8,8 +8,9 @@
 * imports the analysis stack (pandas, pyarrow), so that finishing costs no import time.
 
 When told that the target ended, it stops sampling, adds what it knows to ``meta.json``
-(GPUs found, peak RSS), compacts the tables to Parquet and prints the summary. If the
-``probe run`` process dies without telling it (SIGKILL, ``os._exit``), it sees end-of-file
+(GPUs found, peak RSS), compacts the tables to Parquet, writes ``diagnosis.json`` and
+prints the verdict. If the ``probe run`` process dies without telling it (SIGKILL,
+``os._exit``), it sees end-of-file
 on its stdin, marks the run as killed and compacts what was flushed: a killed run still
 leaves a complete, readable run directory.
 
@@ -19,7 +20,6 @@ stdin carries one JSON line ``{"report": bool}``, or end-of-file.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -57,24 +57,18 @@ def _mark_killed(meta: dict[str, Any], run_dir: Path) -> None:
 
 
 def finish_run(run_dir: Path, *, report: bool, out: IO[str] | None = None) -> None:
-    """Compact ``run_dir`` to Parquet and, with ``report``, print its summary."""
+    """Compact ``run_dir`` to Parquet; with ``report``, diagnose it and print the verdict."""
     from probe.rundir.reader import compact_and_load
 
     run, compaction_notes = compact_and_load(run_dir)
     if compaction_notes:
         _update_meta(run_dir, lambda meta: meta.setdefault("notes", []).extend(compaction_notes))
     if report:
-        from analyzers.summary import summarize
-        from reports.terminal import render_summary
+        from probe.cli.analyze import diagnose_run_dir, shown_path
+        from reports.terminal import render_verdict
 
-        summary = summarize(run)
-        try:  # as the user named it: relative to where they ran probe, when inside it
-            shown = os.path.relpath(run_dir)
-            if not shown.startswith(".."):
-                summary = dataclasses.replace(summary, run_dir=shown)
-        except ValueError:
-            pass
-        text = render_summary(summary)
+        diagnosis = diagnose_run_dir(run, run_dir)
+        text = render_verdict(diagnosis, run_dir=shown_path(run_dir))  # type: ignore[arg-type]
         print(text, file=out or sys.stdout, flush=True)
 
 
@@ -164,8 +158,9 @@ def _sample_until_told(run_dir: Path, pid: int, hz: float, gpu: bool) -> dict[st
     sampler = Ticker("probe-tree-sampler", 1.0 / hz, tick)
     sampler.start()
     # Warm the analysis stack while the target runs; sampling goes on meanwhile.
-    import analyzers.summary  # noqa: F401
+    import analyzers.diagnosis  # noqa: F401
     import probe.rundir.reader  # noqa: F401
+    import reports.json  # noqa: F401
     import reports.terminal  # noqa: F401
 
     line = sys.stdin.readline()

@@ -63,6 +63,8 @@ class ResourceSampler:
         self._children_every = max(1, children_every)
         self.root_pid = pid if pid is not None else os.getpid()
         self._procs: dict[int, Any] = {self.root_pid: process(self.root_pid)}
+        # Sampling from outside (the sidecar is the target's child): never count ourselves.
+        self._own_pid = os.getpid() if self.root_pid != os.getpid() else -1
         self._tick = 0
         self.peak_rss = 0
         self.pids_seen: set[int] = {self.root_pid}
@@ -89,6 +91,8 @@ class ResourceSampler:
             return
         alive = {self.root_pid}
         for child in children:
+            if child.pid == self._own_pid:
+                continue
             alive.add(child.pid)
             if child.pid not in self._procs:
                 self._procs[child.pid] = child

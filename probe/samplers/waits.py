@@ -144,6 +144,7 @@ _LOADS = {
 }
 _ATTRS = {"LOAD_ATTR", "LOAD_METHOD"}
 _CALLS = {"CALL", "PRECALL", "CALL_KW", "CALL_FUNCTION_EX"}
+_MATMUL_OPS = {4, 17}  # BINARY_OP's NB_MATRIX_MULTIPLY and NB_INPLACE_MATRIX_MULTIPLY
 
 
 def _instructions(code: CodeType) -> list[dis.Instruction]:
@@ -155,7 +156,13 @@ def callee_at(code: CodeType, lasti: int, ins: list[dis.Instruction] | None = No
     if ins is None:
         ins = _instructions(code)
     index = next((k for k, i in enumerate(ins) if i.offset == lasti), None)
-    if index is None or ins[index].opname not in _CALLS:
+    if index is None:
+        return ""
+    if ins[index].opname == "BINARY_OP" and ins[index].arg in _MATMUL_OPS:
+        # `a @ b` runs a matrix product in native code (numpy, torch) without a CALL:
+        # marked so analysis counts it as native time, not as interpreting Python.
+        return "operator.matmul"
+    if ins[index].opname not in _CALLS:
         return ""
     call = ins[index]
     argc = 1 if call.opname == "CALL_FUNCTION_EX" else (call.arg or 0)

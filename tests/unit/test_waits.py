@@ -162,3 +162,18 @@ def test_a_warm_specialised_call_site_is_still_read():
     t.join()
     assert (callee, reason) == ("time.sleep", "sleep")
     assert line == nap.__code__.co_firstlineno + 1
+
+
+def test_matrix_product_operator_is_marked_native():
+    def f(a, b):
+        a @= b
+        c = a + b
+        return a @ c
+
+    binary_ops = [i.offset for i in dis.get_instructions(f) if i.opname == "BINARY_OP"]
+    assert [callee_at(f.__code__, o) for o in binary_ops] == [
+        "operator.matmul",
+        "",
+        "operator.matmul",
+    ]
+    assert WaitClassifier().classify(f.__code__, binary_ops[-1])[1] is None

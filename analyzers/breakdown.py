@@ -1,0 +1,331 @@
+"""Where the time went, per stage (from spans) or per function (from stack samples).
+
+``breakdown(run)`` -> ``Breakdown``: a ``stages`` DataFrame, one row per stage, and the
+request figures (count, latency percentiles, serving window, throughput).
+
+Times come from the spans, which are exact; the stack samples that fall inside a stage's
+spans say how that time splits: on-CPU running Python, on-CPU in native code, or waiting,
+by reason. A sample belongs to the innermost span open on its thread at its instant, so
+a stage's split describes its own time, not its children's.
+
+Columns of ``stages``:
+
+=================  ===================================================================
+``name``           the stage (span name) or, without spans, the service function
+``category``       ``stage``/``span``/``request``, or ``function``
+``count``          spans (NaN for functions)
+``total_s``        sum of span durations (for functions: sampled time)
+``self_s``         total minus the time covered by child spans (overlaps counted once)
+``p50/p95/p99_ms`` span duration percentiles
+``wall_share``     time some span of the stage was open, over the run's wall time
+``path_s``         time the stage covers on requests' paths (its spans' union per
+                   request, overlapping spans counted once), summed over requests
+``path_share``     ``path_s`` over the summed request durations: Amdahl's *p*
+``sampled_s``      thread-time sampled inside the stage's own time
+``cpu_share``      of that, on-CPU (measured CPU time, ``attribution.attribute``)
+``python_share``   of the on-CPU time, interpreting Python bytecode
+``native_share``   of the on-CPU time, inside native calls
+``tensor_share``   of the on-CPU time, in numeric-library operations
+``wait_<reason>``  of the sampled time, waiting for network, disk, sleep, lock,
+                   subprocess, gpu_sync; runnable but not running (gil, unknown)
+``threads``        distinct threads the stage ran on
+``concurrency``    mean spans of the stage open at once while any is (total / union)
+``gpu_util``       mean GPU utilisation (%) at the stage's samples (NaN: no GPU data)
+``top_call``       the call most waited in, ``top_line`` the hottest on-CPU line
+=================  ===================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analyzers.attribution import attribute
+from analyzers.spantree import covered_ns, index_spans, innermost_span, request_mask
+from analyzers.stacks import label_stacks
+
+__all__ = ["WAIT_REASONS", "Breakdown", "RequestFigures", "breakdown"]
+
+WAIT_REASONS = ("network", "disk", "sleep", "lock", "subprocess", "gpu_sync", "gil", "unknown")
+
+
+@dataclass(frozen=True)
+class RequestFigures:
+    count: int
+    window_s: float  # first request start to last request end
+    throughput_per_s: float | None
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+    total_s: float  # summed request durations (the critical paths, end to end)
+    concurrency: float  # mean requests in flight
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    source: str  # "spans", "samples" or "none"
+    wall_s: float
+    stages: pd.DataFrame
+    requests: RequestFigures
+    sampled_s: float
+    cpu_s: float  # on-CPU thread time of the whole run (sampled threads)
+    python_cpu_s: float  # of which interpreting Python (holding the GIL)
+    notes: list[str] = field(default_factory=list)
+
+
+def _empty_requests() -> RequestFigures:
+    return RequestFigures(0, 0.0, None, None, None, None, 0.0, 0.0)
+
+
+def _attributed_samples(run: Any) -> pd.DataFrame:
+    """Attributed sample rows with their timestamps and stack labels."""
+    samples = run.tables["samples"]
+    att = attribute(samples)
+    att["ts_ns"] = samples["ts_ns"].to_numpy() if not samples.empty else []
+    labels = label_stacks(
+        run.tables["stacks"],
+        run.tables["frames"],
+        run.meta.get("python", {}).get("library_paths", ()),
+    )
+    joined = att.merge(labels, on="stack_id", how="left")
+    for column in ("native", "tensor"):
+        joined[column] = joined[column].fillna(False).astype(bool)
+    for column in ("user_function", "location", "leaf_call", "function"):
+        joined[column] = joined[column].fillna("<unknown>" if column != "leaf_call" else "")
+    return joined
+
+
+def _sample_split(samples: pd.DataFrame, key: str) -> pd.DataFrame:
+    """Per ``key``: sampled time, on-CPU shares and wait shares, top call and line."""
+    wall = samples["cpu_ns"] + samples["wait_ns"]
+    cpu = samples["cpu_ns"]
+    native = cpu.where(samples["native"], 0.0)
+    tensor = cpu.where(samples["tensor"], 0.0)
+    parts = {"sampled_ns": wall, "cpu_ns": cpu, "native_ns": native, "tensor_ns": tensor}
+    for reason in WAIT_REASONS:
+        parts[f"wait_{reason}"] = samples["wait_ns"].where(samples["reason"] == reason, 0.0)
+    frame = pd.DataFrame(parts)
+    frame[key] = samples[key].to_numpy()
+    sums = frame.groupby(key).sum()
+    sampled = sums["sampled_ns"].where(sums["sampled_ns"] > 0)
+    on_cpu = sums["cpu_ns"].where(sums["cpu_ns"] > 0)
+    out = pd.DataFrame(
+        {
+            "sampled_s": sums["sampled_ns"] / 1e9,
+            "cpu_share": (sums["cpu_ns"] / sampled).fillna(0.0),
+            "native_share": (sums["native_ns"] / on_cpu).fillna(0.0),
+            "tensor_share": (sums["tensor_ns"] / on_cpu).fillna(0.0),
+        }
+    )
+    out["python_share"] = np.where(out["cpu_share"] > 0, 1.0 - out["native_share"], 0.0)
+    for reason in WAIT_REASONS:
+        out[f"wait_{reason}"] = (sums[f"wait_{reason}"] / sampled).fillna(0.0)
+    waited = samples[samples["wait_ns"] > 0]
+    if not waited.empty:
+        label = (
+            waited["leaf_call"].where(waited["leaf_call"] != "", waited["function"])
+            + " ("
+            + waited["location"]
+            + ")"
+        )
+        top = waited.assign(label=label).groupby([key, "label"])["wait_ns"].sum()
+        out["top_call"] = top.groupby(level=0).idxmax().map(lambda k: k[1])
+    else:
+        out["top_call"] = ""
+    busy = samples[samples["cpu_ns"] > 0]
+    if not busy.empty:
+        hot = busy.groupby([key, "location"])["cpu_ns"].sum()
+        out["top_line"] = hot.groupby(level=0).idxmax().map(lambda k: k[1])
+    else:
+        out["top_line"] = ""
+    return out.fillna({"top_call": "", "top_line": ""})
+
+
+def _gpu_at(run: Any, ts_ns: np.ndarray) -> np.ndarray:
+    """Mean GPU utilisation across devices at each instant (NaN without GPU data)."""
+    gpu = run.tables["gpu"]
+    if gpu.empty or len(ts_ns) == 0:
+        return np.full(len(ts_ns), np.nan)
+    per_tick = gpu.groupby("ts_ns")["util_percent"].mean().sort_index()
+    # The sidecar reads the GPUs with perf_counter of another process: the same
+    # CLOCK_MONOTONIC on Linux, so timestamps compare directly.
+    idx = np.searchsorted(per_tick.index.to_numpy(), ts_ns, side="right") - 1
+    values = per_tick.to_numpy()
+    return np.where(idx >= 0, values[np.maximum(idx, 0)], np.nan)
+
+
+def _percentiles(durations: pd.Series) -> tuple[float | None, float | None, float | None]:
+    if durations.empty:
+        return None, None, None
+    q = durations.quantile([0.5, 0.95, 0.99]) / 1e6
+    return float(q.iloc[0]), float(q.iloc[1]), float(q.iloc[2])
+
+
+def _requests(indexed: pd.DataFrame, is_request: np.ndarray) -> RequestFigures:
+    req = indexed[is_request]
+    if req.empty:
+        return _empty_requests()
+    window = float(req["end_ns"].max() - req["start_ns"].min()) / 1e9
+    total = float(req["dur_ns"].sum()) / 1e9
+    p50, p95, p99 = _percentiles(req["dur_ns"])
+    return RequestFigures(
+        count=len(req),
+        window_s=window,
+        throughput_per_s=len(req) / window if window > 0 else None,
+        p50_ms=p50,
+        p95_ms=p95,
+        p99_ms=p99,
+        total_s=total,
+        concurrency=total / window if window > 0 else 1.0,
+    )
+
+
+def _stage_table(
+    run: Any, samples: pd.DataFrame, wall_s: float
+) -> tuple[pd.DataFrame, RequestFigures]:
+    spans = index_spans(run.tables["spans"])
+    is_request = request_mask(spans)
+    requests = _requests(spans, is_request)
+    start = spans["start_ns"].to_numpy()
+    end = spans["end_ns"].to_numpy()
+    name = spans["name"].astype(str).to_numpy()
+    dur = spans["dur_ns"]
+
+    # Self time: a span's duration minus the union of its children's intervals.
+    parent = spans["parent_pos"].to_numpy()
+    child = parent >= 0
+    children = covered_ns(parent[child], start[child], np.minimum(end[child], end[parent[child]]))
+    self_ns = dur.to_numpy().astype("float64")
+    self_ns[children.index.to_numpy(dtype=np.int64)] -= children.to_numpy()
+
+    g = spans.assign(self_ns=np.clip(self_ns, 0, None)).groupby("name", sort=False)
+    table = pd.DataFrame(
+        {
+            "category": g["category"].agg(lambda c: c.mode().iat[0]),
+            "count": g.size().astype("float64"),
+            "total_s": g["dur_ns"].sum() / 1e9,
+            "self_s": g["self_ns"].sum() / 1e9,
+            "p50_ms": g["dur_ns"].quantile(0.5) / 1e6,
+            "p95_ms": g["dur_ns"].quantile(0.95) / 1e6,
+            "p99_ms": g["dur_ns"].quantile(0.99) / 1e6,
+            "threads": g["thread_id"].nunique(),
+        }
+    )
+    union_all = covered_ns(name, start, end)
+    table["wall_share"] = (union_all / 1e9 / wall_s).clip(upper=1.0) if wall_s > 0 else 0.0
+    table["concurrency"] = (table["total_s"] * 1e9 / union_all).fillna(1.0)
+
+    # Critical path: each span's union within its request, summed over requests.
+    root = spans["root_pos"].to_numpy()
+    in_request = is_request[root]
+    if requests.count:
+        keys = pd.MultiIndex.from_arrays([root[in_request], name[in_request]])
+        codes, uniques = pd.factorize(keys)
+        per = covered_ns(codes, start[in_request], end[in_request])
+        stage_of = pd.Index(uniques.get_level_values(1))[per.index.to_numpy()]
+        path = per.groupby(stage_of).sum() / 1e9
+        table["path_s"] = path.reindex(table.index).fillna(0.0)
+        table["path_share"] = table["path_s"] / requests.total_s
+    else:
+        table["path_s"] = 0.0
+        table["path_share"] = table["wall_share"]
+
+    if not samples.empty:
+        pos = innermost_span(spans, samples["thread_id"].to_numpy(), samples["ts_ns"].to_numpy())
+        inside = pos >= 0
+        samples = samples[inside].assign(stage=name[pos[inside]])
+        samples = samples.assign(gpu_util=_gpu_at(run, samples["ts_ns"].to_numpy()))
+        split = _sample_split(samples, "stage")
+        split["gpu_util"] = samples.groupby("stage")["gpu_util"].mean()
+        table = table.join(split, how="left")
+    return table, requests
+
+
+def _function_table(samples: pd.DataFrame, run: Any) -> pd.DataFrame:
+    """Without spans: the service's own functions, each charged its callees' time."""
+    user_threads = samples.loc[samples["user_function"] != "<library>", "thread_id"].unique()
+    samples = samples[samples["thread_id"].isin(user_threads)]
+    if samples.empty:
+        return pd.DataFrame()
+    samples = samples.assign(gpu_util=_gpu_at(run, samples["ts_ns"].to_numpy()))
+    split = _sample_split(samples, "user_function")
+    split["gpu_util"] = samples.groupby("user_function")["gpu_util"].mean()
+    total = float(split["sampled_s"].sum())
+    split["category"] = "function"
+    split["count"] = np.nan
+    split["total_s"] = split["sampled_s"]
+    split["self_s"] = split["sampled_s"]
+    for column in ("p50_ms", "p95_ms", "p99_ms"):
+        split[column] = np.nan
+    split["threads"] = samples.groupby("user_function")["thread_id"].nunique()
+    split["wall_share"] = split["sampled_s"] / total if total > 0 else 0.0
+    split["path_s"] = split["sampled_s"]
+    split["path_share"] = split["wall_share"]
+    split["concurrency"] = 1.0
+    return split
+
+
+def breakdown(run: Any) -> Breakdown:
+    """Per-stage (or per-function) breakdown of a loaded run (``probe.rundir.load``)."""
+    samples = _attributed_samples(run)
+    spans = run.tables["spans"]
+    wall_s = float(run.meta.get("duration_s") or 0.0)
+    if wall_s <= 0 and not spans.empty:
+        wall_s = float(spans["end_ns"].max() - spans["start_ns"].min()) / 1e9
+    sampled_s = float((samples["cpu_ns"] + samples["wait_ns"]).sum()) / 1e9
+    cpu_s = float(samples["cpu_ns"].sum()) / 1e9
+    python_cpu_s = float(samples["cpu_ns"].where(~samples["native"], 0.0).sum()) / 1e9
+    notes: list[str] = []
+    if not spans.empty:
+        table, requests = _stage_table(run, samples, wall_s)
+        source = "spans"
+    elif not samples.empty:
+        table, requests = _function_table(samples, run), _empty_requests()
+        source = "samples"
+        notes.append(
+            "no spans recorded: stages are the service's functions, from stack samples "
+            "(add @probe.stage / probe.request for per-stage and per-request figures)"
+        )
+    else:
+        table, requests, source = pd.DataFrame(), _empty_requests(), "none"
+    table = _complete(table).sort_values("path_s", ascending=False, kind="stable")
+    table.index.name = "name"
+    return Breakdown(source, wall_s, table, requests, sampled_s, cpu_s, python_cpu_s, notes)
+
+
+_DEFAULTS: dict[str, Any] = {
+    "category": "stage",
+    "count": np.nan,
+    "total_s": 0.0,
+    "self_s": 0.0,
+    "p50_ms": np.nan,
+    "p95_ms": np.nan,
+    "p99_ms": np.nan,
+    "wall_share": 0.0,
+    "path_s": 0.0,
+    "path_share": 0.0,
+    "sampled_s": 0.0,
+    "cpu_share": 0.0,
+    "python_share": 0.0,
+    "native_share": 0.0,
+    "tensor_share": 0.0,
+    **{f"wait_{r}": 0.0 for r in WAIT_REASONS},
+    "threads": 0,
+    "concurrency": 1.0,
+    "gpu_util": np.nan,
+    "top_call": "",
+    "top_line": "",
+}
+
+
+def _complete(table: pd.DataFrame) -> pd.DataFrame:
+    """Every column present, in order; stages without samples get zero splits."""
+    for column, default in _DEFAULTS.items():
+        if column not in table.columns:
+            table[column] = default
+        elif column != "gpu_util" and column not in ("p50_ms", "p95_ms", "p99_ms", "count"):
+            table[column] = table[column].fillna(default)
+    return table[list(_DEFAULTS)]

@@ -1,0 +1,292 @@
+"""The diagnosis of a run: breakdown -> findings -> estimates -> recommendations, and leaks.
+
+``diagnose(run)`` -> ``Diagnosis``; ``Diagnosis.to_dict()`` is ``diagnosis.json``
+(schema ``probe.diagnosis/1``, see DESIGN.md). Pure: the loaded run in, a frozen
+dataclass out; the same run directory always gives the same diagnosis.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analyzers.breakdown import Breakdown, breakdown
+from analyzers.leaks import LeakVerdict, detect_leak, growing_sites, growing_types
+from analyzers.recommendations import Recommendation, recommend
+from analyzers.rules import THRESHOLDS, Finding, RunFacts, classify, cold_start
+from analyzers.spantree import index_spans, request_mask
+
+__all__ = ["SCHEMA", "Diagnosis", "diagnose", "run_facts"]
+
+SCHEMA = "probe.diagnosis/1"
+
+_KIND_WORDS = {
+    "cpu": "CPU-bound",
+    "io": "I/O-bound",
+    "gpu": "GPU-bound",
+    "contention": "contention-bound",
+}
+_SUBKIND_WORDS = {
+    "python": "running Python bytecode",
+    "native": "in native code",
+    "gil": "waiting for the GIL",
+    "network": "waiting on the network",
+    "disk": "waiting on the disk",
+    "sleep": "sleeping",
+    "subprocess": "waiting on subprocesses",
+    "lock": "waiting on locks",
+    "gpu_compute": "the GPU is busy computing",
+    "gpu_starved": "the GPU waits for the CPU",
+    "launch_bound": "kernel launches leave the GPU idle",
+    "transfer": "waiting on host-device copies",
+}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    run: dict[str, Any]
+    primary: dict[str, Any]
+    findings: list[Finding]
+    recommendations: list[Recommendation]
+    leak: LeakVerdict
+    breakdown: Breakdown
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        stages = self.breakdown.stages
+        return {
+            "schema": SCHEMA,
+            "run": self.run,
+            "primary": self.primary,
+            "findings": [f.to_dict() for f in self.findings],
+            "recommendations": [r.to_dict() for r in self.recommendations],
+            "leak": self.leak.to_dict(),
+            "stages": _stages_records(stages),
+            "notes": self.notes,
+        }
+
+
+def _stages_records(stages: pd.DataFrame) -> list[dict[str, Any]]:
+    out = []
+    for name, row in stages.iterrows():
+        record: dict[str, Any] = {"name": str(name)}
+        for column, value in row.items():
+            if isinstance(value, float | np.floating):
+                record[str(column)] = round(float(value), 6) if math.isfinite(value) else None
+            elif isinstance(value, np.integer):
+                record[str(column)] = int(value)
+            else:
+                record[str(column)] = value
+        out.append(record)
+    return out
+
+
+def _window(bd: Breakdown, spans: pd.DataFrame) -> tuple[int | None, int | None]:
+    if bd.requests.count and not spans.empty:
+        indexed = index_spans(spans)
+        req = indexed[request_mask(indexed)]
+        return int(req["start_ns"].min()), int(req["end_ns"].max())
+    return None, None
+
+
+def _process_cores(resources: pd.DataFrame, lo: int | None, hi: int | None) -> float:
+    """Mean cores the process tree used between ``lo`` and ``hi`` (the whole run if None)."""
+    if resources.empty:
+        return 0.0
+    r = resources
+    if lo is not None and hi is not None:
+        inside = r[(r["ts_ns"] >= lo) & (r["ts_ns"] <= hi)]
+        if inside["ts_ns"].nunique() >= 2:
+            r = inside
+    cpu = r["cpu_user_s"] + r["cpu_system_s"]
+    per_pid = cpu.groupby(r["pid"]).agg(["first", "last"]) if not r.empty else None
+    span_s = float(r["ts_ns"].max() - r["ts_ns"].min()) / 1e9
+    if per_pid is None or span_s <= 0:
+        return 0.0
+    ordered = r.assign(cpu=cpu).sort_values("ts_ns").groupby("pid")["cpu"]
+    used = float((ordered.last() - ordered.first()).clip(lower=0).sum())
+    return used / span_s
+
+
+def _host_cores(system: pd.DataFrame, cpu_count: int, lo: int | None, hi: int | None) -> float:
+    if system.empty:
+        return 0.0
+    s = system
+    if lo is not None and hi is not None:
+        inside = s[(s["ts_ns"] >= lo) & (s["ts_ns"] <= hi)]
+        if not inside.empty:
+            s = inside
+    return float(s["cpu_percent"].mean()) / 100.0 * cpu_count
+
+
+def _starved_share(run: Any) -> tuple[float, float]:
+    gpu = run.tables["gpu"]
+    resources = run.tables["resources"]
+    if gpu.empty or resources.empty:
+        return 0.0, float("nan")
+    util = gpu.groupby("ts_ns")["util_percent"].mean().sort_index()
+    tree = resources.groupby("ts_ns")[["cpu_user_s", "cpu_system_s"]].sum().sort_index()
+    cpu_s = tree["cpu_user_s"] + tree["cpu_system_s"]
+    cores = cpu_s.diff() / (pd.Series(cpu_s.index, index=cpu_s.index).diff() / 1e9)
+    idx = np.searchsorted(cores.index.to_numpy(), util.index.to_numpy(), side="right") - 1
+    at = np.where(idx >= 1, cores.to_numpy()[np.maximum(idx, 0)], np.nan)
+    t = THRESHOLDS
+    starved = (util.to_numpy() < t.starved_gpu_util) & (at * 100.0 > t.starved_cpu_util)
+    return float(np.nanmean(starved)) if len(starved) else 0.0, float(util.mean())
+
+
+def _first_request(spans: pd.DataFrame) -> tuple[float | None, dict[str, float]]:
+    """The first request's latency, and the stages that took far longer in it.
+
+    A stage is cold in the first request when its time there is at least
+    ``cold_start_ratio`` times its median elsewhere (or it ran only there); the seconds
+    given are the excess, which moving the work to start-up takes off the path.
+    """
+    if spans.empty:
+        return None, {}
+    indexed = index_spans(spans)
+    is_req = request_mask(indexed)
+    if not is_req.any():
+        return None, {}
+    reqs = indexed[is_req].sort_values("start_ns")
+    first = int(reqs.index[0])
+    in_first = (indexed["root_pos"].to_numpy() == first) & ~is_req
+    names = indexed["name"].astype(str)
+    there = indexed[in_first].groupby(names[in_first])["dur_ns"].sum()
+    elsewhere = indexed[~in_first & ~is_req].groupby(names[~in_first & ~is_req])["dur_ns"]
+    median = elsewhere.median()
+    stages = {}
+    for name, ns in there.items():
+        usual = float(median.get(name, 0.0))
+        if ns >= THRESHOLDS.cold_start_ratio * usual:
+            stages[str(name)] = (float(ns) - usual) / 1e9
+    return float(reqs["dur_ns"].iloc[0]) / 1e6, stages
+
+
+def run_facts(run: Any, bd: Breakdown) -> RunFacts:
+    meta = run.meta
+    gpus = meta.get("gpus") or {}
+    has_gpu = bool(gpus.get("available")) and not run.tables["gpu"].empty
+    cpu_count = int((meta.get("host") or {}).get("cpu_count") or 1)
+    lo, hi = _window(bd, run.tables["spans"])
+    starved, util = _starved_share(run) if has_gpu else (0.0, float("nan"))
+    first_ms, first_stages = _first_request(run.tables["spans"])
+    return RunFacts(
+        has_gpu=has_gpu,
+        cpu_count=cpu_count,
+        process_cores=_process_cores(run.tables["resources"], lo, hi),
+        host_cores_busy=_host_cores(run.tables["system"], cpu_count, lo, hi),
+        gpu_util_mean=util,
+        starved_time_share=starved,
+        first_request_ms=first_ms,
+        first_request_stages=first_stages,
+    )
+
+
+def _leak(run: Any) -> LeakVerdict:
+    resources = run.tables["resources"]
+    root = resources[resources["is_root"]] if not resources.empty else resources
+    if root.empty:
+        return detect_leak(np.array([]), np.array([]))
+    verdict = detect_leak(root["ts_ns"].to_numpy() / 1e9, root["rss_bytes"].to_numpy())
+    sites = growing_sites(run.tables["memory_sites"]) if verdict.detected else []
+    types = growing_types(run.tables["gc_types"]) if verdict.detected else []
+    t0 = float(root["ts_ns"].min()) / 1e9
+    onset = None if verdict.onset_s is None else verdict.onset_s - t0
+    return LeakVerdict(
+        verdict.detected,
+        verdict.slope_bytes_per_s,
+        verdict.slope_low,
+        verdict.slope_high,
+        verdict.confidence,
+        onset,
+        verdict.level_bytes,
+        verdict.points,
+        verdict.reason,
+        sites,
+        types,
+        verdict.seconds_to_limit,
+        verdict.limit_bytes,
+    )
+
+
+def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown) -> str:
+    if primary is None:
+        return "Nothing to judge: the run recorded no stack samples and no spans."
+    what = f"{primary.kind}/{primary.subkind}"
+    where = f"`{primary.stage}`"
+    path = "request time" if bd.requests.count else "sampled time"
+    if primary.share < THRESHOLDS.bottleneck_share:
+        return (
+            f"No dominant bottleneck: the largest stage, {where}, takes {primary.share:.0%} "
+            f"of {path} ({what}, {_SUBKIND_WORDS.get(primary.subkind, primary.subkind)})."
+        )
+    text = (
+        f"{_KIND_WORDS.get(primary.kind, primary.kind)} in {where} ({primary.share:.0%} of "
+        f"{path}, {_SUBKIND_WORDS.get(primary.subkind, primary.subkind)})"
+    )
+    best = next((r for r in recs if r.id != "fix_leak"), None)
+    if best is not None:
+        ceiling = f"ceiling {best.ceiling:.1f}×" if math.isfinite(best.ceiling) else "no ceiling"
+        text += (
+            f". Fix: {best.title[0].lower()}{best.title[1:]}, about "
+            f"{best.estimated_speedup:.1f}× faster ({ceiling})"
+        )
+    return text + "."
+
+
+def diagnose(run: Any) -> Diagnosis:
+    """Diagnose a loaded run (``probe.rundir.load``)."""
+    bd = breakdown(run)
+    facts = run_facts(run, bd)
+    findings = classify(bd, facts)
+    cold = cold_start(bd, facts)
+    leak = _leak(run)
+    recs = recommend(findings, bd, facts, cold=cold, leak=leak.to_dict())
+    primary = findings[0] if findings else None
+    req = bd.requests
+    run_block: dict[str, Any] = {
+        "wall_s": round(bd.wall_s, 4),
+        "requests": req.count,
+        "throughput_per_s": None
+        if req.throughput_per_s is None
+        else round(req.throughput_per_s, 3),
+        "serving_window_s": round(req.window_s, 4),
+        "latency_ms": {"p50": req.p50_ms, "p95": req.p95_ms, "p99": req.p99_ms},
+        "concurrency": round(req.concurrency, 3),
+        "source": bd.source,
+        "sampled_s": round(bd.sampled_s, 3),
+        "on_cpu_s": round(bd.cpu_s, 3),
+        "process_cores": round(facts.process_cores, 3),
+        "cpu_count": facts.cpu_count,
+        "gpu": facts.has_gpu,
+        "ended_by": (run.meta.get("exit") or {}).get("ended_by"),
+    }
+    if primary is None:
+        primary_block = {
+            "kind": "none",
+            "subkind": "none",
+            "stage": "",
+            "share": 0.0,
+            "confidence": 0.0,
+        }
+    else:
+        primary_block = {
+            "kind": primary.kind,
+            "subkind": primary.subkind,
+            "stage": primary.stage,
+            "share": round(primary.share, 4),
+            "confidence": primary.confidence,
+        }
+    primary_block["summary"] = _summary(primary, recs, bd)
+    notes = list(run.notes) + list(run.meta.get("notes", [])) + list(bd.notes)
+    if cold:
+        notes.append(
+            f"slow first request: {cold['first_request_ms']:.0f} ms, {cold['ratio']:.0f}x the "
+            f"median; `{cold['stage']}` ran only inside it ({cold['seconds']:.2f} s)"
+        )
+    return Diagnosis(run_block, primary_block, findings, recs, leak, bd, notes)

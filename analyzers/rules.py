@@ -1,0 +1,261 @@
+"""Classification rules: every threshold of the diagnosis, named, with where it comes from.
+
+``classify(bd, facts)`` turns a ``Breakdown`` (and run-level ``RunFacts``) into
+``Finding`` s, most important first; the first is the run's primary limit. One finding per
+stage that holds a meaningful share of the request path, plus run-level ones (a starved
+GPU, a slow first request). Memory leaks are judged apart (``analyzers.leaks``).
+
+A stage's time splits into components: interpreting Python, native code, and waiting
+by reason. Runnable-but-not-running time that is not the GIL (``unknown``: the OS had no
+core for the thread) is CPU demand and joins the CPU components. The largest component
+names the stage's kind/subkind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analyzers.breakdown import Breakdown
+
+__all__ = ["THRESHOLDS", "Finding", "RunFacts", "Thresholds", "classify", "stage_rows"]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    # A stage is a finding when it holds this share of the request path. The TensorFlow
+    # profiler's input-pipeline analysis calls a step "moderately" input-bound above 5%
+    # of its time and "highly" above 20%; we use the same two bands for any stage.
+    finding_share: float = 0.05
+    major_share: float = 0.20
+    # Below this share the dominant stage is "modest": the service has no bottleneck
+    # worth a headline (Amdahl: fixing half the path at best doubles throughput).
+    bottleneck_share: float = 0.50
+    # cpu/python vs cpu/native: which of the two holds most of the stage's on-CPU time.
+    native_majority: float = 0.50
+    # Python threads waiting for the GIL: contention once waits for it reach the TF
+    # profiler's "moderate" 5% band; with a single busy thread it cannot be contention.
+    gil_share: float = 0.05
+    # SageMaker Debugger's CPUBottleneck rule: GPU utilisation below 10% while CPU
+    # utilisation is above 90%, for more than 50% of the time.
+    starved_gpu_util: float = 10.0
+    starved_cpu_util: float = 90.0
+    starved_time_share: float = 0.50
+    # GPU busy enough to call a stage GPU-bound: SageMaker Debugger's LowGPUUtilization
+    # rule flags below 70%; at or above it the GPU, not its feeding, is the limit.
+    gpu_busy_util: float = 70.0
+    # Launch-bound (after HTA's kernel-launch analysis: many kernels shorter than their
+    # launch overhead leave the GPU idle between them). Without kernel traces we use its
+    # symptom: a stage issuing tensor ops that keeps the CPU busy while the GPU stays
+    # below half utilisation.
+    launch_gpu_util: float = 50.0
+    launch_tensor_share: float = 0.50
+    # A slow first request: its latency at least this many times the median request
+    # (one cold start among hundreds of requests is invisible in p99 but not here).
+    cold_start_ratio: float = 10.0
+
+
+THRESHOLDS = Thresholds()
+
+# Calls that copy between host and device: a GPU wait in them is a transfer.
+_TRANSFER_CALLS = (".to", ".cuda", ".cpu", ".item", ".numpy", "copy_", "memcpy", "tolist")
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """Run-level figures the rules need besides the breakdown."""
+
+    has_gpu: bool = False
+    cpu_count: int = 1
+    process_cores: float = 0.0  # mean cores the process tree used over the run
+    host_cores_busy: float = 0.0  # mean cores busy on the host (all processes)
+    gpu_util_mean: float = float("nan")
+    starved_time_share: float = 0.0  # share of time with GPU < 10% and CPU > 90%
+    first_request_ms: float | None = None
+    first_request_stages: dict[str, float] = field(default_factory=dict)  # stage -> s
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str
+    subkind: str
+    stage: str
+    share: float
+    confidence: float
+    rule: str
+    evidence: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "subkind": self.subkind,
+            "stage": self.stage,
+            "share": round(self.share, 4),
+            "confidence": round(self.confidence, 3),
+            "rule": self.rule,
+            "evidence": self.evidence,
+        }
+
+
+def stage_rows(bd: Breakdown) -> pd.DataFrame:
+    """The stages that compete for the path: requests themselves only if nothing nests."""
+    table = bd.stages
+    if table.empty:
+        return table
+    inner = table[table["category"] != "request"]
+    requests = table[table["category"] == "request"]
+    # A request's own time outside every stage competes as "<name> (self)".
+    if not requests.empty and not inner.empty and bd.requests.total_s > 0:
+        own = requests.assign(path_share=requests["self_s"] / bd.requests.total_s)
+        own = own.assign(path_s=own["self_s"]).rename(index=lambda n: f"{n} (self)")
+        inner = pd.concat([inner, own[own["path_share"] >= THRESHOLDS.finding_share]])
+    return (inner if not inner.empty else table).sort_values("path_s", ascending=False)
+
+
+def _components(row: pd.Series) -> dict[str, float]:
+    """Shares of the stage's sampled time: python, native, and each wait reason."""
+    cpu = float(row["cpu_share"]) + float(row["wait_unknown"])
+    native = float(row["native_share"])
+    out = {"python": cpu * (1.0 - native), "native": cpu * native}
+    for reason in ("network", "disk", "sleep", "lock", "subprocess", "gpu_sync", "gil"):
+        out[reason] = float(row[f"wait_{reason}"])
+    return out
+
+
+def _stage_kind(
+    row: pd.Series, facts: RunFacts, t: Thresholds
+) -> tuple[str, str, str, dict[str, Any]]:
+    comp = _components(row)
+    evidence: dict[str, Any] = {k: round(v, 4) for k, v in comp.items() if v > 0}
+    gpu_util = row.get("gpu_util", np.nan)
+    if facts.has_gpu and pd.notna(gpu_util):
+        evidence["gpu_util_percent"] = round(float(gpu_util), 1)
+    top = max(comp, key=lambda k: comp[k]) if any(comp.values()) else "python"
+    if top == "gpu_sync":
+        if not facts.has_gpu:  # a run without a GPU never yields a gpu kind
+            return "cpu", "native", "gpu_sync_without_gpu", evidence
+        call = str(row.get("top_call", ""))
+        if any(c in call for c in _TRANSFER_CALLS):
+            return "gpu", "transfer", "gpu_wait_in_copy", evidence
+        if pd.notna(gpu_util) and gpu_util >= t.gpu_busy_util:
+            return "gpu", "gpu_compute", "gpu_wait_gpu_busy", evidence
+        return "gpu", "launch_bound", "gpu_wait_gpu_underused", evidence
+    if top in ("network", "disk", "sleep"):
+        return "io", top, f"wait_{top}", evidence
+    if top == "subprocess":
+        return "io", "subprocess", "wait_subprocess", evidence
+    if top == "lock":
+        return "contention", "lock", "wait_lock", evidence
+    if top == "gil":
+        return "contention", "gil", "wait_gil", evidence
+    # On-CPU. With a GPU in use, a tensor-op stage that leaves it idle is launch-bound.
+    if (
+        facts.has_gpu
+        and pd.notna(gpu_util)
+        and gpu_util < t.launch_gpu_util
+        and float(row["tensor_share"]) >= t.launch_tensor_share
+    ):
+        return "gpu", "launch_bound", "tensor_ops_gpu_underused", evidence
+    if comp["gil"] >= t.gil_share and int(row.get("threads", 1)) > 1:
+        return "cpu", "gil", "cpu_with_gil_waits", evidence
+    native = float(row["native_share"]) >= t.native_majority
+    return (
+        ("cpu", "native", "cpu_native", evidence)
+        if native
+        else (
+            "cpu",
+            "python",
+            "cpu_python",
+            evidence,
+        )
+    )
+
+
+def _confidence(share: float, component: float, samples_s: float, t: Thresholds) -> float:
+    """How sure: the stage's share of the path, how clearly one component leads it, and
+    whether enough samples back the split (1 s of samples = 100 at the default rate)."""
+    weight = min(1.0, share / t.bottleneck_share)
+    clarity = min(1.0, component / 0.6)
+    support = min(1.0, samples_s / 1.0)
+    return round(0.2 + 0.8 * weight * clarity * (0.5 + 0.5 * support), 3)
+
+
+def classify(bd: Breakdown, facts: RunFacts, t: Thresholds = THRESHOLDS) -> list[Finding]:
+    """Findings, most important first (the first is the primary limit)."""
+    findings: list[Finding] = []
+    rows = stage_rows(bd)
+    for name, row in rows.iterrows():
+        share = float(row["path_share"])
+        if share < t.finding_share and findings:
+            continue
+        kind, subkind, rule, evidence = _stage_kind(row, facts, t)
+        comp = _components(row)
+        key = {"python": "python", "native": "native"}.get(subkind, subkind)
+        component = comp.get(key if key in comp else "gpu_sync", max(comp.values(), default=0))
+        evidence.update(
+            {
+                "path_share": round(share, 4),
+                "wall_share": round(float(row["wall_share"]), 4),
+                "self_s": round(float(row["self_s"]), 4),
+                "sampled_s": round(float(row["sampled_s"]), 3),
+                "top_call": str(row["top_call"]),
+                "top_line": str(row["top_line"]),
+            }
+        )
+        findings.append(
+            Finding(
+                kind,
+                subkind,
+                str(name),
+                share,
+                _confidence(share, component, float(row["sampled_s"]), t),
+                rule,
+                evidence,
+            )
+        )
+    findings.extend(_run_level(bd, facts, t))
+    findings.sort(key=lambda f: -f.share)
+    return findings
+
+
+def _run_level(bd: Breakdown, facts: RunFacts, t: Thresholds) -> list[Finding]:
+    out: list[Finding] = []
+    if facts.has_gpu and facts.starved_time_share > t.starved_time_share:
+        rows = stage_rows(bd)
+        busiest = rows["cpu_share"].mul(rows["path_share"]).idxmax() if not rows.empty else ""
+        out.append(
+            Finding(
+                "gpu",
+                "gpu_starved",
+                str(busiest),
+                facts.starved_time_share,
+                0.5 + 0.5 * min(1.0, facts.starved_time_share),
+                "sagemaker_cpu_bottleneck",
+                {
+                    "time_share_gpu_under_10_cpu_over_90": round(facts.starved_time_share, 3),
+                    "gpu_util_mean": round(facts.gpu_util_mean, 1),
+                },
+            )
+        )
+    return out
+
+
+def cold_start(bd: Breakdown, facts: RunFacts, t: Thresholds = THRESHOLDS) -> dict[str, Any] | None:
+    """A stage run only in a first request that took >= ``cold_start_ratio`` x the median."""
+    req = bd.requests
+    if not facts.first_request_ms or not req.p50_ms or req.count < 3:
+        return None
+    ratio = facts.first_request_ms / req.p50_ms
+    if ratio < t.cold_start_ratio or not facts.first_request_stages:
+        return None
+    stage, seconds = max(facts.first_request_stages.items(), key=lambda kv: kv[1])
+    return {
+        "stage": stage,
+        "seconds": seconds,
+        "first_request_ms": round(facts.first_request_ms, 1),
+        "median_request_ms": round(req.p50_ms, 2),
+        "ratio": round(ratio, 1),
+    }

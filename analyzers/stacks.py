@@ -1,0 +1,104 @@
+"""What each interned stack is: its leaf, whether the leaf runs native code, whose code it is.
+
+``label_stacks(stacks, frames, library_paths)`` -> one row per ``stack_id``:
+
+* ``function``, ``filename``, ``location`` (``file.py:line``) of the leaf frame;
+* ``leaf_call``: the callable the leaf frame is calling (``""`` if it is interpreting);
+* ``native``: the leaf is inside a call into native code. The sampler sees Python frames
+  only; a Python callee would have pushed a frame of its own, so a leaf frame sitting on
+  a call instruction (or on ``a @ b``, marked ``operator.matmul``) is running C: numpy,
+  torch, a codec, the standard library's C parts. A leaf on any other instruction is the
+  interpreter executing Python bytecode;
+* ``tensor``: the leaf is a numeric-library operation (a matrix product, a numpy/torch
+  call, or a frame of those packages' own Python wrappers): a model computing op by op;
+* ``user_function``: the deepest frame of the service's own code (not the standard
+  library, not installed packages, not probe), ``name (file.py:line)``. Without spans,
+  the breakdown groups by it: numpy time spent under ``rank()`` counts for ``rank``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+import pandas as pd
+
+__all__ = ["is_library_file", "label_stacks"]
+
+# Owners of calls that run a numeric library's kernels (np.exp, torch.matmul, um.square).
+_TENSOR_OWNERS = ("np", "numpy", "torch", "F", "nn", "um", "umr", "jnp", "cp", "tf", "scipy")
+_TENSOR_PACKAGES = ("/numpy/", "/torch/", "/scipy/", "/jax/", "/cupy/", "/tensorflow/")
+_LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3")
+
+
+def is_library_file(filename: str, library_paths: Iterable[str] = ()) -> bool:
+    """Standard library, an installed package, probe itself, or frozen/generated code."""
+    if not filename or filename.startswith("<"):
+        return True
+    if any(marker in filename for marker in _LIBRARY_MARKERS):
+        return True
+    return any(filename.startswith(p.rstrip(os.sep) + os.sep) for p in library_paths if p)
+
+
+def _is_tensor_call(call: str) -> bool:
+    if call == "operator.matmul":
+        return True
+    owner = call.partition(".")[0]
+    return owner in _TENSOR_OWNERS or owner.startswith("umr_")
+
+
+def label_stacks(
+    stacks: pd.DataFrame, frames: pd.DataFrame, library_paths: Iterable[str] = ()
+) -> pd.DataFrame:
+    columns = {
+        "stack_id": "int64",
+        "function": "object",
+        "filename": "object",
+        "location": "object",
+        "leaf_call": "object",
+        "native": "bool",
+        "tensor": "bool",
+        "user_function": "object",
+    }
+    if stacks.empty:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in columns.items()})
+    paths = tuple(library_paths)
+    by_id = {
+        int(fid): (str(fn), str(fname or ""))
+        for fid, fn, fname in zip(
+            frames["frame_id"], frames["function"], frames["filename"], strict=True
+        )
+    }
+    library = {fid: is_library_file(fname, paths) for fid, (_, fname) in by_id.items()}
+    rows = []
+    for sid, frame_ids, leaf_line, leaf_call in zip(
+        stacks["stack_id"],
+        stacks["frame_ids"].fillna(""),
+        stacks["leaf_line"],
+        stacks["leaf_call"].fillna(""),
+        strict=True,
+    ):
+        ids = [int(f) for f in str(frame_ids).split(";") if f]
+        leaf = ids[-1] if ids else -1
+        function, filename = by_id.get(leaf, ("<unknown>", ""))
+        line = int(leaf_line) if pd.notna(leaf_line) else 0
+        call = str(leaf_call)
+        user = next((f for f in reversed(ids) if not library.get(f, True)), None)
+        if user is None:
+            user_function = "<library>" if ids else "<unknown>"
+        else:
+            ufn, ufile = by_id[user]
+            user_function = f"{ufn} ({os.path.basename(ufile)})"
+        rows.append(
+            (
+                int(sid),
+                function,
+                filename,
+                f"{os.path.basename(filename)}:{line}",
+                call,
+                bool(call),
+                _is_tensor_call(call) if call else any(p in filename for p in _TENSOR_PACKAGES),
+                user_function,
+            )
+        )
+    return pd.DataFrame(rows, columns=list(columns)).astype({"native": bool, "tensor": bool})

@@ -1,0 +1,42 @@
+"""JSON renderer: ``diagnosis.json`` (schema ``probe.diagnosis/1``, DESIGN.md)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from analyzers.diagnosis import Diagnosis
+
+__all__ = ["render_json", "write_diagnosis"]
+
+
+def _clean(value: Any) -> Any:
+    """NaN and infinity are not JSON: they become null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item"):  # numpy scalars
+        return _clean(value.item())
+    return value
+
+
+def render_json(diagnosis: Diagnosis) -> str:
+    return (
+        json.dumps(_clean(diagnosis.to_dict()), indent=2, ensure_ascii=False, allow_nan=False)
+        + "\n"
+    )
+
+
+def write_diagnosis(diagnosis: Diagnosis, run_dir: Path) -> Path:
+    """Write ``run_dir/diagnosis.json`` atomically; returns its path."""
+    path = run_dir / "diagnosis.json"
+    tmp = run_dir / ".diagnosis.json.tmp"
+    tmp.write_text(render_json(diagnosis), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
