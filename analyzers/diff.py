@@ -4,9 +4,8 @@
 A: throughput (requests per second over the serving window), latency (A's p50 over
 B's), and per stage the time each request spends in it (``path_s`` per request). The
 prediction is that of the recommendations named by ``applied`` (several fixes on
-disjoint stages combine by Amdahl); without ``applied``, the recommendation whose
-prediction is closest to the realized throughput gain, among those whose stage got
-faster: the one the change most plausibly applied.
+disjoint stages combine by Amdahl); without ``applied``, that of A's top recommendation
+(the change the diagnosis asked for).
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ class Comparison:
     stages: list[StageChange]
     applied: list[str]
     predicted: float | None
-    matched_by: str  # "given" or "closest", or "" when nothing was predicted
+    matched_by: str  # "given" or "top", or "" when nothing was predicted
     error: float | None  # |predicted - realized| / realized, on throughput
     notes: list[str]
 
@@ -118,12 +117,12 @@ def compare(a: Diagnosis, b: Diagnosis, applied: list[str] | None = None) -> Com
             )
         chosen = [by_id[i] for i in applied if i in by_id]
         matched = "given" if chosen else ""
-    elif a.recommendations and realized is not None:
-        faster = {s.stage for s in stages if s.speedup and s.speedup > 1.1}
-        candidates = [r for r in a.recommendations if r.stage in faster or r.p >= 1.0]
-        if candidates:
-            chosen = [min(candidates, key=lambda r: abs(math.log(r.estimated_speedup / realized)))]
-            matched = "closest"
+    elif a.recommendations:
+        # Without --applied: the top recommendation, the change the diagnosis asked for.
+        # (Picking whichever prediction lands closest would flatter the estimates.)
+        speed = [r for r in a.recommendations if r.id != "fix_leak"]
+        chosen = [(speed or a.recommendations)[0]]
+        matched = "top"
     predicted = _predict(chosen) if chosen else None
     error = None
     if predicted is not None and realized:

@@ -298,7 +298,9 @@ def recommend(
         row = rows.loc[f.stage]
         p = f.share
         ev = {"finding": f"{f.kind}/{f.subkind}", "path_share": round(p, 4), **f.evidence}
-        if f.kind == "io" and f.subkind in ("network", "disk", "sleep") and sequential:
+        # Not for sleeps: a sleep on the request path is the service's own choice
+        # (polling, back-off, pacing), not a call to overlap.
+        if f.kind == "io" and f.subkind in ("network", "disk") and sequential:
             wait = float(row[f"wait_{f.subkind}"])
             # Goetz's rule over the whole request: its waits in this stage against the
             # CPU each request needs (the part that cannot overlap under the GIL).
@@ -310,7 +312,7 @@ def recommend(
             ratio = wait_s / max(service_s, 1e-9)
             free = float(cap_figures.get("cores_available") or 1.0)
             workers = int(min(model.io_workers_max, math.ceil(free * (1.0 + ratio))))
-            what = {"network": "the network", "disk": "the disk", "sleep": "sleeps"}[f.subkind]
+            what = {"network": "the network", "disk": "the disk"}[f.subkind]
             speedup = _concurrency_speedup(cap_figures, workers) if cap_figures else workers
             recs.append(
                 _rec(
@@ -478,7 +480,8 @@ def _add_multi_instance(
         return
     others = max(0.0, facts.host_cores_busy - facts.process_cores)
     free = max(1.0, cores - others)
-    s = free / max(facts.process_cores, 1e-6)
+    # One instance per free core, each as fast as this one, until the cores run out.
+    s = min(float(round(free)), free / max(facts.process_cores, 1e-6))
     if s < MODEL.min_speedup:
         return
     recs.append(

@@ -60,8 +60,14 @@ class Thresholds:
 
 THRESHOLDS = Thresholds()
 
-# Calls that copy between host and device: a GPU wait in them is a transfer.
-_TRANSFER_CALLS = (".to", ".cuda", ".cpu", ".item", ".numpy", "copy_", "memcpy", "tolist")
+# Methods that copy between host and device: a GPU wait in them is a transfer.
+_TRANSFER_METHODS = {"to", "cuda", "cpu", "item", "numpy", "copy_", "tolist", "pin_memory"}
+
+
+def _is_transfer(top_call: str) -> bool:
+    """``top_call`` is ``callee (file:line)``; judge by the callee's method name."""
+    method = top_call.split(" (", 1)[0].rsplit(".", 1)[-1]
+    return method in _TRANSFER_METHODS or "memcpy" in method.lower()
 
 
 @dataclass(frozen=True)
@@ -137,8 +143,7 @@ def _stage_kind(
     if top == "gpu_sync":
         if not facts.has_gpu:  # a run without a GPU never yields a gpu kind
             return "cpu", "native", "gpu_sync_without_gpu", evidence
-        call = str(row.get("top_call", ""))
-        if any(c in call for c in _TRANSFER_CALLS):
+        if _is_transfer(str(row.get("top_call", ""))):
             return "gpu", "transfer", "gpu_wait_in_copy", evidence
         if pd.notna(gpu_util) and gpu_util >= t.gpu_busy_util:
             return "gpu", "gpu_compute", "gpu_wait_gpu_busy", evidence

@@ -29,6 +29,9 @@ __all__ = ["is_library_file", "label_stacks"]
 _TENSOR_OWNERS = ("np", "numpy", "torch", "F", "nn", "um", "umr", "jnp", "cp", "tf", "scipy")
 _TENSOR_PACKAGES = ("/numpy/", "/torch/", "/scipy/", "/jax/", "/cupy/", "/tensorflow/")
 _LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/lib/python3")
+# Comprehensions and generator expressions have code objects of their own (3.11): their
+# time belongs to the function that wrote them.
+_INLINE_SCOPES = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
 
 
 def is_library_file(filename: str, library_paths: Iterable[str] = ()) -> bool:
@@ -83,7 +86,14 @@ def label_stacks(
         function, filename = by_id.get(leaf, ("<unknown>", ""))
         line = int(leaf_line) if pd.notna(leaf_line) else 0
         call = str(leaf_call)
-        user = next((f for f in reversed(ids) if not library.get(f, True)), None)
+        user = next(
+            (
+                f
+                for f in reversed(ids)
+                if not library.get(f, True) and not by_id[f][0].endswith(_INLINE_SCOPES)
+            ),
+            None,
+        )
         if user is None:
             user_function = "<library>" if ids else "<unknown>"
         else:

@@ -94,7 +94,14 @@ def default_run_dir(target: Target, root: Path = Path(".probe/runs")) -> Path:
 
 
 def _library_paths() -> list[str]:
-    paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    keys = (
+        "stdlib",
+        "platstdlib",
+        "purelib",
+        "platlib",
+        "scripts",
+    )  # scripts: console entry points
+    paths = {sysconfig.get_paths()[k] for k in keys}
     paths.add(os.path.dirname(os.path.abspath(__file__)))  # probe's own frames
     return sorted(p for p in paths if p)
 

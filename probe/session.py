@@ -54,7 +54,7 @@ class Settings:
     # sample_services/tagging_cpu_bound.py its model stage is charged 2.9x its share at
     # 5 ms, 1.5x at 1 ms, 0.6x at 0.2 ms (benchmarks/sampling_bias.py). 0 leaves the
     # target's own setting.
-    switch_interval_s: float = 0.001
+    switch_interval_s: float = 0.0001
 
 
 class Session:

@@ -108,13 +108,13 @@ def render_diff(c: Comparison, *, name_a: str = "A", name_b: str = "B") -> str:
             f"realized {_x(c.latency_speedup)}"
         )
     if c.predicted is not None:
-        how = "as given" if c.matched_by == "given" else "best match"
+        how = "as given" if c.matched_by == "given" else "the top recommendation"
         lines.append(
             f"  predicted    {_x(c.predicted)} for {' + '.join(c.applied)} ({how});"
             + (f" off by {c.error:.0%}" if c.error is not None else "")
         )
     else:
-        lines.append("  predicted    — (no recommendation of RUN_A matches)")
+        lines.append("  predicted    — (RUN_A's diagnosis has no recommendation to compare)")
     if c.stages:
         lines.append("")
         lines.append("  per request, by stage:")

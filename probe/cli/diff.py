@@ -19,7 +19,7 @@ __all__ = ["diff_command"]
     "--applied",
     metavar="ID[,ID...]",
     help="Recommendation id(s) of RUN_A's diagnosis that RUN_B applied "
-    "(e.g. concurrent_io). Default: the best-matching one.",
+    "(e.g. concurrent_io). Default: RUN_A's top recommendation.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 def diff_command(run_a: Path, run_b: Path, applied: str | None, as_json: bool) -> None:

@@ -94,7 +94,7 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -
 @click.option(
     "--switch-interval",
     type=float,
-    default=0.001,
+    default=0.0001,
     show_default=True,
     metavar="SECONDS",
     help="GIL switch interval while profiling: bounds how far a sample can drift toward a "

@@ -200,6 +200,48 @@ def callee_at(code: CodeType, lasti: int, ins: list[dis.Instruction] | None = No
     return name
 
 
+# Operators that CPython 3.11 specialises for built-in operands (ints, floats, str,
+# list/tuple/dict subscripts). Once the code is warm, such an instruction that is still
+# in its generic or adaptive form had operands it could not specialise for: an
+# extension type such as a numpy array, whose operator runs native code.
+_OPERATOR_SITES = {"@binop", "@subscr"}
+_SPECIALISABLE_BINOPS = {0, 5, 10, 13, 18, 23}  # + * - and their in-place forms
+# dis names every opcode, specialised ones included (CPython 3.11+; absent elsewhere,
+# and then operators simply count as Python).
+_ALL_OPMAP: dict[str, int] = getattr(dis, "_all_opmap", {})
+_UNSPECIALISED = {
+    _ALL_OPMAP[n]
+    for n in ("BINARY_OP", "BINARY_OP_ADAPTIVE", "BINARY_SUBSCR", "BINARY_SUBSCR_ADAPTIVE")
+    if n in _ALL_OPMAP
+}
+_ADAPTIVE_CODE = hasattr(CodeType, "_co_code_adaptive") and len(_UNSPECIALISED) == 4
+
+
+def _operator_site(ins: list[dis.Instruction], lasti: int) -> str:
+    """``@binop``/``@subscr`` for an operator whose operand types decide native or not."""
+    if not _ADAPTIVE_CODE:
+        return ""
+    i = next((i for i in ins if i.offset == lasti), None)
+    if i is None:
+        return ""
+    if i.opname == "BINARY_SUBSCR":
+        return "@subscr"
+    if i.opname == "BINARY_OP" and i.arg in _SPECIALISABLE_BINOPS:
+        return "@binop"
+    return ""
+
+
+def _operator_callee(code: CodeType, lasti: int, site: str) -> str:
+    """``operator.*`` if the live instruction is still unspecialised (native operands)."""
+    try:
+        op = code._co_code_adaptive[lasti]  # type: ignore[attr-defined]
+    except (AttributeError, IndexError):
+        return ""
+    if op not in _UNSPECIALISED:
+        return ""
+    return "operator.getitem" if site == "@subscr" else "operator.binop"
+
+
 def _module_key(filename: str) -> str:
     parts = filename.replace(os.sep, "/").rsplit("/", 2)
     return "/".join(parts[-2:])
@@ -223,6 +265,8 @@ class WaitClassifier:
         if hit is None or hit[0] is not code:
             hit = (code, *self._classify(code, lasti))
             self._sites[(id(code), lasti)] = hit
+        if hit[1] in _OPERATOR_SITES:
+            return _operator_callee(code, lasti, hit[1]), None, hit[3]
         return hit[1], hit[2], hit[3]
 
     def _code_info(self, code: CodeType) -> tuple[list[dis.Instruction], dict[int, int]]:
@@ -241,6 +285,9 @@ class WaitClassifier:
     def _classify(self, code: CodeType, lasti: int) -> tuple[str, str | None, int]:
         ins, lines = self._code_info(code)
         line = lines.get(lasti, code.co_firstlineno)
+        site = _operator_site(ins, lasti)
+        if site:
+            return site, None, line
         callee = callee_at(code, lasti, ins)
         if not callee:
             return "", None, line

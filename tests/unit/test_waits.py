@@ -177,3 +177,25 @@ def test_matrix_product_operator_is_marked_native():
         "operator.matmul",
     ]
     assert WaitClassifier().classify(f.__code__, binary_ops[-1])[1] is None
+
+
+def test_operators_on_arrays_are_native_and_on_builtins_are_python():
+    np = __import__("pytest").importorskip("numpy")
+
+    def work(a, values):
+        for _ in range(200):
+            x = a + a  # numpy: stays unspecialised
+            y = values[0] + 1.0  # list index, float add: specialised once warm
+            z = a[1]  # ndarray subscript
+        return x, y, z
+
+    array = np.ones(4)
+    work(array, [1.0, 2.0])
+    classifier = WaitClassifier()
+    ops = [
+        classifier.classify(work.__code__, i.offset)[0]
+        for i in dis.get_instructions(work)
+        if i.opname in ("BINARY_OP", "BINARY_SUBSCR")
+    ]
+    # a + a, values[0], (+ 1.0), a[1]
+    assert ops == ["operator.binop", "", "", "operator.getitem"]

@@ -1,0 +1,318 @@
+"""The diagnosis on synthetic run directories: each edge case gives the verdict it must."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from analyzers.diagnosis import diagnose
+from analyzers.diff import compare
+from probe.rundir import load
+from reports.json import render_json
+from reports.terminal import render_diff, render_verdict
+from tests.synthetic import MS, T0, RunBuilder
+
+
+def sequential_requests(
+    b: RunBuilder,
+    n: int,
+    stages: list[tuple[str, float, dict]],
+    *,
+    thread: int = 1,
+    start_ms: float = 0.0,
+    every_ms: float = 2.0,
+) -> float:
+    """``n`` requests one after another on ``thread``; each stage is (name, ms, sample kw).
+
+    Samples every ``every_ms`` inside each stage with the given stack/reason. Returns the
+    end time.
+    """
+    t = start_ms
+    for i in range(n):
+        req = b.span(
+            "request",
+            t,
+            t + sum(ms for _, ms, _ in stages),
+            thread=thread,
+            category="request",
+            request=f"r{i}",
+        )
+        s = t
+        for name, ms, kw in stages:
+            b.span(name, s, s + ms, thread=thread, parent=req, request=f"r{i}")
+            k = s + every_ms / 2
+            while k < s + ms:
+                b.sample(
+                    thread,
+                    k,
+                    kw["stack"],
+                    wall_ms=every_ms,
+                    cpu_ms=kw.get("cpu", every_ms),
+                    reason=kw.get("reason", ""),
+                )
+                k += every_ms
+            s += ms
+        t = s
+    return t
+
+
+def add_cpu(b: RunBuilder, end_ms: float, cores: float) -> None:
+    for k in range(0, int(end_ms) + 1, 100):
+        b.resources(k, cores * k / 1000.0, 100 << 20)
+        b.system(k, 100.0 * cores / b.cpu_count)
+
+
+def io_bound_run(tmp_path):
+    b = RunBuilder(duration_s=2.0)
+    wait = b.stack("main", "handle", "download", leaf_call="sock.recv_into")
+    work = b.stack("main", "handle", "classify")
+    end = sequential_requests(
+        b,
+        40,
+        [
+            ("download", 45.0, {"stack": wait, "reason": "network", "cpu": 0.0}),
+            ("classify", 5.0, {"stack": work}),
+        ],
+    )
+    add_cpu(b, end, 0.1)
+    return b.write(tmp_path / "io")
+
+
+def cpu_python_run(tmp_path):
+    b = RunBuilder(duration_s=2.0)
+    model = b.stack("main", "model", leaf_call="np.dot")
+    loop = b.stack("main", "postprocess")
+    end = sequential_requests(
+        b,
+        40,
+        [
+            ("model", 4.0, {"stack": model}),
+            ("postprocess", 46.0, {"stack": loop}),
+        ],
+    )
+    add_cpu(b, end, 1.0)
+    return b.write(tmp_path / "cpu")
+
+
+def test_io_bound_run_names_the_waiting_stage_and_recommends_concurrency(tmp_path):
+    d = diagnose(load(io_bound_run(tmp_path)))
+    assert (d.primary["kind"], d.primary["subkind"], d.primary["stage"]) == (
+        "io",
+        "network",
+        "download",
+    )
+    assert d.primary["share"] == pytest.approx(0.9, abs=0.01)
+    top = d.recommendations[0]
+    assert top.id == "concurrent_io" and top.stage == "download"
+    assert 2.0 < top.estimated_speedup <= top.ceiling
+    assert top.p == pytest.approx(0.9, abs=0.01)
+    assert d.run["requests"] == 40
+    assert d.run["throughput_per_s"] == pytest.approx(20.0, rel=0.01)
+
+
+def test_cpu_python_stage_gets_vectorisation_estimated_by_amdahl(tmp_path):
+    d = diagnose(load(cpu_python_run(tmp_path)))
+    assert (d.primary["kind"], d.primary["subkind"], d.primary["stage"]) == (
+        "cpu",
+        "python",
+        "postprocess",
+    )
+    top = d.recommendations[0]
+    assert top.id == "vectorize_python"
+    p, s = top.p, top.s
+    assert top.estimated_speedup == pytest.approx(1 / ((1 - p) + p / s))
+    assert top.ceiling == pytest.approx(1 / (1 - p))
+    assert "postprocess" in top.how and "np." in top.how
+
+
+def test_native_model_stage_is_cpu_native(tmp_path):
+    b = RunBuilder(duration_s=1.0)
+    gemm = b.stack("main", "generate", leaf_call="operator.matmul")
+    end = sequential_requests(b, 20, [("generate", 40.0, {"stack": gemm})])
+    add_cpu(b, end, 1.0)
+    d = diagnose(load(b.write(tmp_path / "native")))
+    assert (d.primary["kind"], d.primary["subkind"]) == ("cpu", "native")
+    # one busy core of two: one instance per core, bounded by the cores
+    top = d.recommendations[0]
+    assert top.id == "multi_instance"
+    assert top.estimated_speedup == pytest.approx(2.0, rel=0.05)
+
+
+def test_without_spans_the_breakdown_is_by_service_function(tmp_path):
+    b = RunBuilder(duration_s=1.0)
+    rank = b.stack("<module>", "main", "rank", leaf_call="np.dot")
+    json_ = b.stack("<module>", "main", "parse", "loads", leaf_call="scan_once")
+    json_ = b.stack("<module>", "main", "parse", "loads", leaf_call="scan_once")
+    for k in range(100):
+        stack = rank if k % 4 else json_
+        b.sample(1, k * 10 + 10, stack)
+    b.frame("loads", "/usr/lib/python3.11/json/__init__.py")
+    d = diagnose(load(b.write(tmp_path / "nospans")))
+    stages = d.breakdown.stages
+    assert d.breakdown.source == "samples"
+    assert stages.index[0] == "rank (app.py)"
+    assert stages.loc["rank (app.py)", "path_share"] == pytest.approx(0.75)
+    assert d.run["requests"] == 0 and d.run["throughput_per_s"] is None
+    assert any("no spans recorded" in n for n in d.notes)
+
+
+def test_sixty_four_threads_serving_at_once(tmp_path):
+    b = RunBuilder(duration_s=1.0)
+    wait = b.stack("worker", "fetch", leaf_call="sock.recv_into")
+    for thread in range(1, 65):
+        sequential_requests(
+            b, 5, [("fetch", 20.0, {"stack": wait, "reason": "network", "cpu": 0.0})], thread=thread
+        )
+    add_cpu(b, 100, 0.2)
+    d = diagnose(load(b.write(tmp_path / "64")))
+    assert d.run["requests"] == 320
+    assert d.run["concurrency"] == pytest.approx(64, rel=0.01)
+    assert d.breakdown.stages.loc["fetch", "threads"] == 64
+    assert d.primary["subkind"] == "network"
+    # already concurrent: making it "concurrent" is no recommendation
+    assert "concurrent_io" not in [r.id for r in d.recommendations]
+
+
+def test_overlapping_children_count_once_on_the_request_path(tmp_path):
+    b = RunBuilder(duration_s=0.2)
+    req = b.span("request", 0, 100, category="request", request="r")
+    b.span("fetch", 0, 60, thread=2, parent=req, request="r")
+    b.span("fetch", 20, 80, thread=3, parent=req, request="r")
+    inner = b.span("encode", 80, 95, parent=req, request="r")
+    b.span("resize", 82, 90, parent=inner, request="r")
+    stages = diagnose(load(b.write(tmp_path / "nested"))).breakdown.stages
+    assert stages.loc["fetch", "total_s"] == pytest.approx(0.120)
+    assert stages.loc["fetch", "path_share"] == pytest.approx(0.80)
+    assert stages.loc["fetch", "concurrency"] == pytest.approx(1.5)
+    assert stages.loc["request", "self_s"] == pytest.approx(0.005)  # 100 - (80 + 15)
+    assert stages.loc["encode", "self_s"] == pytest.approx(0.007)  # 15 - 8
+
+
+def test_interleaved_asyncio_tasks_on_one_thread(tmp_path):
+    b = RunBuilder(duration_s=0.2)
+    wait = b.stack("run", "_run_once", "select", leaf_call="selector.select")
+    for i in range(10):  # ten tasks, each awaiting 30 ms, started 5 ms apart
+        req = b.span("handle", i * 5, i * 5 + 30, category="request", request=f"t{i}")
+        b.span("fetch", i * 5 + 1, i * 5 + 29, parent=req, request=f"t{i}")
+    for k in range(0, 80, 2):
+        b.sample(1, k + 1, wait, wall_ms=2, cpu_ms=0.0, reason="network")
+    d = diagnose(load(b.write(tmp_path / "async")))
+    stages = d.breakdown.stages
+    assert d.run["requests"] == 10
+    assert d.run["concurrency"] > 3
+    assert 0.9 < stages.loc["fetch", "path_share"] <= 1.0
+    assert d.primary["stage"] == "fetch"
+
+
+def test_empty_run_says_there_is_nothing_to_judge(tmp_path):
+    d = diagnose(load(RunBuilder(duration_s=0.0).write(tmp_path / "empty")))
+    assert d.primary["kind"] == "none"
+    assert "Nothing to judge" in d.primary["summary"]
+    assert d.recommendations == [] and not d.leak.detected
+    data = json.loads(render_json(d))
+    assert data["schema"] == "probe.diagnosis/1"
+    assert "Nothing to judge" in render_verdict(d)
+
+
+def test_run_killed_after_200_ms_is_salvaged_and_diagnosed(tmp_path):
+    run_dir = tmp_path / "killed"
+    b = RunBuilder(duration_s=0.2)
+    stack = b.stack("main", "work")
+    b.write(run_dir, finished=False)
+    rows = [[T0 + k * 10 * MS, 1, stack, 10 * MS, 10 * MS, "", 1] for k in range(1, 21)]
+    journal = json.dumps([[], rows]) + "\n" + "[[], [[1, 2"  # torn last batch
+    (run_dir / "samples.jsonl").write_text(journal)
+    (run_dir / "stacks.jsonl").write_text(json.dumps([[], [[stack, "1;2", 3, ""]]]) + "\n")
+    (run_dir / "frames.jsonl").write_text(
+        json.dumps([[], [[1, "main", "/srv/app.py", 1], [2, "work", "/srv/app.py", 2]]]) + "\n"
+    )
+    d = diagnose(load(run_dir))
+    assert any("did not finish cleanly" in n for n in d.notes)
+    assert any("dropped 1 incomplete batch" in n for n in d.notes)
+    assert d.primary["stage"] == "work (app.py)"
+    assert d.breakdown.sampled_s == pytest.approx(0.2)
+
+
+def test_gpu_waits_without_a_gpu_never_make_a_gpu_kind(tmp_path):
+    b = RunBuilder(duration_s=1.0)
+    sync = b.stack("main", "infer", leaf_call="torch.cuda.synchronize")
+    sequential_requests(b, 20, [("infer", 40.0, {"stack": sync, "reason": "gpu_sync", "cpu": 0.0})])
+    d = diagnose(load(b.write(tmp_path / "nogpu")))
+    assert all(f.kind != "gpu" for f in d.findings)
+
+
+def test_busy_gpu_is_gpu_compute_and_gets_fp16(tmp_path):
+    b = RunBuilder(duration_s=1.0, gpu=True)
+    sync = b.stack("main", "infer", leaf_call="torch.cuda.synchronize")
+    end = sequential_requests(
+        b, 20, [("infer", 40.0, {"stack": sync, "reason": "gpu_sync", "cpu": 0.0})]
+    )
+    for k in range(0, int(end), 50):
+        b.gpu_reading(k, 95.0)
+    d = diagnose(load(b.write(tmp_path / "gpu")))
+    assert (d.primary["kind"], d.primary["subkind"]) == ("gpu", "gpu_compute")
+    assert d.recommendations[0].id == "fp16"
+
+
+def test_slow_first_request_recommends_initialising_at_start_up(tmp_path):
+    b = RunBuilder(duration_s=2.0)
+    work = b.stack("main", "handle")
+    init = b.stack("main", "init")
+    req = b.span("request", 0, 1010, category="request", request="r0")
+    b.span("init", 0, 1000, parent=req, request="r0")
+    for k in range(0, 1000, 10):
+        b.sample(1, k + 5, init)
+    sequential_requests(
+        b, 50, [("init", 0.01, {"stack": init}), ("handle", 10.0, {"stack": work})], start_ms=1010
+    )
+    d = diagnose(load(b.write(tmp_path / "cold")))
+    rec = next(r for r in d.recommendations if r.id == "lazy_init")
+    assert rec.stage == "init"
+    assert rec.ceiling == pytest.approx(1 / (1 - rec.p)) and math.isinf(rec.s)
+    assert any("slow first request" in n for n in d.notes)
+
+
+def test_growing_memory_is_a_leak_and_fix_leak_comes_first(tmp_path):
+    b = RunBuilder(duration_s=60.0)
+    work = b.stack("main", "score", leaf_call="np.dot")
+    sequential_requests(b, 20, [("score", 40.0, {"stack": work})])
+    for k in range(0, 60_000, 100):
+        b.resources(k, k / 1000.0, (100 << 20) + 1_000_000 * k // 1000)
+    b.rows["memory_sites"] += [
+        (T0, 1, "app.py:12", "app.py:12", 1_000, 10),
+        (T0 + 50_000 * MS, 2, "app.py:12", "app.py:12", 50_000_000, 5000),
+    ]
+    d = diagnose(load(b.write(tmp_path / "leak")))
+    assert d.leak.detected
+    assert d.leak.slope_bytes_per_s == pytest.approx(1e6, rel=0.05)
+    assert d.recommendations[0].id == "fix_leak"
+    assert d.leak.top_sites[0]["site"] == "app.py:12"
+    assert "app.py:12" in d.recommendations[0].how
+
+
+def test_diff_puts_the_prediction_beside_the_realized_speedup(tmp_path):
+    a = diagnose(load(io_bound_run(tmp_path)))
+    b_builder = RunBuilder(duration_s=0.4)
+    wait = b_builder.stack("main", "handle", "download", leaf_call="sock.recv_into")
+    for thread in range(1, 9):  # 8 workers: 5 requests each
+        sequential_requests(
+            b_builder,
+            5,
+            [
+                ("download", 45.0, {"stack": wait, "reason": "network", "cpu": 0.0}),
+                ("classify", 5.0, {"stack": wait}),
+            ],
+            thread=thread,
+        )
+    b = diagnose(load(b_builder.write(tmp_path / "after")))
+    c = compare(a, b, ["concurrent_io"])
+    assert c.throughput_speedup == pytest.approx(8.0, rel=0.01)
+    assert c.predicted == pytest.approx(a.recommendations[0].estimated_speedup)
+    assert c.error == pytest.approx(abs(c.predicted - 8.0) / 8.0)
+    text = render_diff(c)
+    assert "realized 8.00×" in text and "concurrent_io" in text
+    assert compare(a, b).applied == ["concurrent_io"]  # the top one without --applied
+    missing = compare(a, b, ["fp16"])
+    assert missing.predicted is None and "no recommendation fp16" in missing.notes[0]
