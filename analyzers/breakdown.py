@@ -72,7 +72,8 @@ class Breakdown:
     requests: RequestFigures
     sampled_s: float
     cpu_s: float  # on-CPU thread time of the whole run (sampled threads)
-    python_cpu_s: float  # of which interpreting Python (holding the GIL)
+    python_cpu_s: float  # of which interpreting Python
+    tensor_cpu_s: float  # of which in numeric-library kernels (which release the GIL)
     notes: list[str] = field(default_factory=list)
 
 
@@ -278,6 +279,7 @@ def breakdown(run: Any) -> Breakdown:
     sampled_s = float((samples["cpu_ns"] + samples["wait_ns"]).sum()) / 1e9
     cpu_s = float(samples["cpu_ns"].sum()) / 1e9
     python_cpu_s = float(samples["cpu_ns"].where(~samples["native"], 0.0).sum()) / 1e9
+    tensor_cpu_s = float(samples["cpu_ns"].where(samples["tensor"], 0.0).sum()) / 1e9
     notes: list[str] = []
     if not spans.empty:
         table, requests = _stage_table(run, samples, wall_s)
@@ -293,7 +295,9 @@ def breakdown(run: Any) -> Breakdown:
         table, requests, source = pd.DataFrame(), _empty_requests(), "none"
     table = _complete(table).sort_values("path_s", ascending=False, kind="stable")
     table.index.name = "name"
-    return Breakdown(source, wall_s, table, requests, sampled_s, cpu_s, python_cpu_s, notes)
+    return Breakdown(
+        source, wall_s, table, requests, sampled_s, cpu_s, python_cpu_s, tensor_cpu_s, notes
+    )
 
 
 _DEFAULTS: dict[str, Any] = {

@@ -167,6 +167,13 @@ def _first_request(spans: pd.DataFrame) -> tuple[float | None, dict[str, float]]
     return float(reqs["dur_ns"].iloc[0]) / 1e6, stages
 
 
+def _probe_cores(meta: dict[str, Any]) -> float:
+    """Cores probe's own in-process threads used (sampler, collector): not the service's."""
+    own = (meta.get("collector") or {}).get("collector_cpu_s") or {}
+    duration = float(meta.get("duration_s") or 0.0)
+    return sum(float(v) for v in own.values()) / duration if duration > 0 else 0.0
+
+
 def run_facts(run: Any, bd: Breakdown) -> RunFacts:
     meta = run.meta
     gpus = meta.get("gpus") or {}
@@ -178,7 +185,9 @@ def run_facts(run: Any, bd: Breakdown) -> RunFacts:
     return RunFacts(
         has_gpu=has_gpu,
         cpu_count=cpu_count,
-        process_cores=_process_cores(run.tables["resources"], lo, hi),
+        process_cores=max(
+            0.0, _process_cores(run.tables["resources"], lo, hi) - _probe_cores(meta)
+        ),
         host_cores_busy=_host_cores(run.tables["system"], cpu_count, lo, hi),
         gpu_util_mean=util,
         starved_time_share=starved,

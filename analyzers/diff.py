@@ -84,15 +84,15 @@ def _per_request_ms(d: Diagnosis) -> dict[str, float]:
 
 
 def _predict(recs: list[Recommendation]) -> float:
-    if len(recs) == 1:
-        return recs[0].estimated_speedup
-    # Disjoint stages combine by Amdahl; whole-service fixes (p = 1) multiply.
-    whole = [r for r in recs if r.p >= 1.0]
-    parts = [(r.p, r.s) for r in recs if r.p < 1.0]
-    s = amdahl_combined(parts) if parts else 1.0
-    for r in whole:
-        s *= r.estimated_speedup
-    return s
+    """Several fixes at once: Amdahl over the disjoint shares the path fixes touch, times
+    each throughput fix (those estimate the request rate of the whole service, with the
+    path fixes' one-off costs, such as a cold start, already left out of their demands)."""
+    parts = [(r.p, r.s) for r in recs if r.scope == "path"]
+    speedup = amdahl_combined(parts) if parts else 1.0
+    for r in recs:
+        if r.scope == "throughput":
+            speedup *= r.estimated_speedup
+    return speedup
 
 
 def compare(a: Diagnosis, b: Diagnosis, applied: list[str] | None = None) -> Comparison:

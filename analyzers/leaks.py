@@ -11,9 +11,10 @@ their working size). On the remaining floors:
 * Mann-Kendall trend test (Kendall 1975, normal approximation with its variance
   ``n(n-1)(2n+5)/18``): is the rise monotone beyond chance? Its p-value gives the
   confidence, and Sen's interval from the same variance bounds the slope;
-* a leak needs both: a significant trend and growth over the window that is not
-  negligible (``min_growth_bytes`` and ``min_growth_share`` of the level), and a lower
-  slope bound above zero.
+* a leak needs all of: a significant trend, a lower slope bound above zero, growth over
+  the window that is not negligible (``min_growth_bytes`` and ``min_growth_share`` of
+  the level) and that outgrows the swings around the trend (``swing_factor`` times the
+  10th-90th percentile range of the residuals).
 
 ``growing_sites(memory_sites)`` diffs tracemalloc snapshots by site: the sites whose
 size grew the most between the first and the last snapshot after warm-up.
@@ -86,6 +87,7 @@ def detect_leak(
     alpha: float = 0.01,
     min_growth_bytes: float = 2 * 1024 * 1024,
     min_growth_share: float = 0.02,
+    swing_factor: float = 2.0,
     limit_bytes: float | None = None,
 ) -> LeakVerdict:
     t = np.asarray(t_s, dtype="float64")
@@ -123,13 +125,26 @@ def detect_leak(
     span = float(floor_t[-1] - floor_t[0])
     growth = slope * span
     enough = growth >= max(min_growth_bytes, min_growth_share * level)
-    detected = bool(p_up < alpha and low > 0 and enough)
+    # The rise must also outgrow the swings around it: a saw-tooth whose bins are
+    # shorter than its period leaves its floors noisy, and a short run cannot tell a
+    # heap settling from a leak. Swings: the 10th-90th percentile range of the readings
+    # around the fitted line.
+    intercept = float(np.median(floor_y - slope * floor_t))
+    residual = y - (slope * t + intercept)
+    swing = float(np.percentile(residual, 90) - np.percentile(residual, 10))
+    clear = growth >= swing_factor * swing
+    detected = bool(p_up < alpha and low > 0 and enough and clear)
     if detected:
         reason = f"memory floor rises {slope / 1e6:.3f} MB/s (p = {p_up:.1e})"
     elif p_up >= alpha:
         reason = "no significant upward trend"
-    else:
+    elif not enough:
         reason = f"trend too small to matter ({growth / 1e6:.2f} MB over the window)"
+    else:
+        reason = (
+            f"rise of {growth / 1e6:.1f} MB within swings of {swing / 1e6:.1f} MB: "
+            "not yet distinguishable from a saw-tooth (a longer run will tell)"
+        )
     onset = float(floor_t[0]) if detected else None
     to_limit = None
     if detected and limit_bytes and slope > 0:

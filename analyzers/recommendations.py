@@ -177,6 +177,9 @@ _HOW: dict[str, str] = {
 }
 
 
+_THROUGHPUT_FIXES = {"concurrent_io", "multi_instance", "multiprocess", "dynamic_batching"}
+
+
 @dataclass(frozen=True)
 class Recommendation:
     id: str
@@ -189,6 +192,12 @@ class Recommendation:
     how: str
     evidence: dict[str, Any] = field(default_factory=dict)
     model: str = ""
+
+    @property
+    def scope(self) -> str:
+        """``throughput``: the estimate scales the whole service's request rate (it
+        combines with others by multiplying); ``path``: Amdahl on a share of the path."""
+        return "throughput" if self.id in _THROUGHPUT_FIXES else "path"
 
     def to_dict(self) -> dict[str, Any]:
         def num(x: float) -> float | None:
@@ -205,6 +214,7 @@ class Recommendation:
             "how": self.how,
             "evidence": self.evidence,
             "model": self.model,
+            "scope": self.scope,
         }
 
 
@@ -217,9 +227,12 @@ def _rec(
     evidence: dict[str, Any],
     model: str,
     limit: float | None = None,
+    speedup: float | None = None,
 ) -> Recommendation:
-    """``limit``: the ceiling when it is not Amdahl's (the bottleneck law's bound)."""
-    speedup = amdahl(p, s)
+    """Amdahl's estimate for a share ``p`` made ``s`` times faster, unless ``speedup``
+    comes from a throughput model (then ``limit`` is its ceiling, the bottleneck law's)."""
+    if speedup is None:
+        speedup = amdahl(p, s)
     return Recommendation(
         rid,
         stage,
@@ -237,9 +250,11 @@ def _rec(
 def _demands(bd: Breakdown, facts: RunFacts, cold: dict[str, Any] | None) -> dict[str, Any]:
     """Per request: seconds of GIL, of other CPU, and of waiting; the cores free.
 
-    The process's CPU over the serving window, per request, split by the samples'
-    share of Python interpretation (which holds the GIL) -- every thread counts, the
-    service's helpers too. A cold start's excess is left out: it happens once.
+    The process's CPU over the serving window (probe's own threads left out), per
+    request. Of it, the GIL's: everything but numeric-library kernels. CPython holds the
+    GIL while it interprets and inside C calls unless they release it, which numpy's
+    and torch's kernels do (and blocking I/O, already counted as waiting). Every thread
+    counts, the service's helpers too. A cold start's excess is left out: it happens once.
     """
     req = bd.requests
     if not req.count or not req.throughput_per_s:
@@ -247,9 +262,9 @@ def _demands(bd: Breakdown, facts: RunFacts, cold: dict[str, Any] | None) -> dic
     cpu = facts.process_cores * req.window_s
     if cold:
         cpu = max(0.0, cpu - float(cold["seconds"]))
-    python = bd.python_cpu_s / bd.cpu_s if bd.cpu_s > 0 else 0.0
+    holds_gil = 1.0 - bd.tensor_cpu_s / bd.cpu_s if bd.cpu_s > 0 else 1.0
     d_cpu = cpu / req.count
-    d_gil = d_cpu * python
+    d_gil = d_cpu * holds_gil
     latency = req.total_s / req.count - (float(cold["seconds"]) / req.count if cold else 0.0)
     free = max(1.0, facts.cpu_count - max(0.0, facts.host_cores_busy - facts.process_cores))
     bound, which = max_throughput({"cpu": (d_cpu, free), "gil": (d_gil, 1.0)})
@@ -313,7 +328,11 @@ def recommend(
             free = float(cap_figures.get("cores_available") or 1.0)
             workers = int(min(model.io_workers_max, math.ceil(free * (1.0 + ratio))))
             what = {"network": "the network", "disk": "the disk"}[f.subkind]
-            speedup = _concurrency_speedup(cap_figures, workers) if cap_figures else workers
+            # Whole requests overlap, not only this stage: the estimate is the MVA
+            # throughput ratio, which can pass the stage's Amdahl ceiling.
+            speedup = (
+                _concurrency_speedup(cap_figures, workers) if cap_figures else amdahl(p, workers)
+            )
             recs.append(
                 _rec(
                     "concurrent_io",
@@ -331,9 +350,8 @@ def recommend(
                     f"{workers} requests in flight (Goetz: cores x (1 + wait/service), at most "
                     f"{model.io_workers_max}); throughput by mean-value analysis of the "
                     "measured per-request demands: waits, the GIL, the cores",
-                    # Whole requests overlap, not only this stage: the bound is the
-                    # bottleneck law's, not Amdahl's.
                     _bound_ratio(cap_figures, bd) or ceiling(p),
+                    speedup=speedup,
                 )
             )
         elif f.kind == "cpu" and f.subkind == "python" and float(row["tensor_share"]) < 0.5:
