@@ -355,7 +355,10 @@ def recommend(
                 )
             )
         elif f.kind == "cpu" and f.subkind == "python" and float(row["tensor_share"]) < 0.5:
-            loop = float(row["cpu_share"]) * (1.0 - float(row["tensor_share"]))
+            # CPU demand: on-CPU time plus the time runnable but without a core (other
+            # processes had it), which shrinks with the demand.
+            demand = float(row["cpu_share"]) + float(row["wait_unknown"])
+            loop = min(1.0, demand) * (1.0 - float(row["tensor_share"]))
             s = 1.0 / ((1.0 - loop) + loop / model.vectorize)
             recs.append(
                 _rec(

@@ -2,9 +2,10 @@
 
 Each request parses a JSON body (~9%), ranks candidates with numpy (~31%), builds its
 response in Python (~33%) and waits briefly on a downstream call (~27%, a 0.2 ms sleep
-standing in for a fast cache). Measured in-process: ~1.1 ms a request. Sampled, the
-numpy stage ``rank`` comes out largest (~40%: the JSON parse, C code that holds the
-GIL, is caught at rank's first GIL-releasing call), a modest dominant stage. A per-process
+standing in for a fast cache). Measured in-process: ~1.1 ms a request. No stage
+reaches half of the time: sampled, ``rank`` usually comes out largest (~40%: the JSON
+parse, C code that holds the GIL, is caught at rank's first GIL-releasing call); on a
+loaded host the downstream wait can edge ahead. Either way a modest dominant stage. A per-process
 response cache is filled and then cleared about once a second, so memory saw-tooths
 without growing. Nothing here uses probe's decorators: the diagnosis must find ``rank``
 from stack samples alone, and must not cry leak at the saw-tooth.

@@ -491,7 +491,7 @@ def test_target_that_changes_directory_still_fills_its_run_dir(tmp_path, run_pro
     assert "Run directory: rel-run" in r.stdout
 
 
-def test_summary_names_where_time_went_and_the_run_dir(tmp_path, run_probe):
+def test_verdict_names_the_limit_and_diagnosis_json_is_written(tmp_path, run_probe):
     script = write_script(
         tmp_path,
         """
@@ -499,19 +499,34 @@ def test_summary_names_where_time_went_and_the_run_dir(tmp_path, run_probe):
         import probe
         @probe.stage("busy")
         def busy():
-            end = time.perf_counter() + 0.8
-            while time.perf_counter() < end:
-                pass
-        busy()
-        time.sleep(0.5)
+            total = 0
+            for i in range(3_000_000):  # pure Python: no C call to be caught in
+                total += i * i % 7
+            return total
+        for _ in range(3):
+            with probe.request():
+                busy()
+                time.sleep(0.1)
     """,
     )
     r = run_probe(script)
     assert r.returncode == 0
     out = r.stdout
-    assert "on-cpu" in out and "sleep" in out and "time.sleep" in out
-    assert "busy" in out and "peak RSS" in out
-    assert "Run directory: run\n" in out + "\n"  # relative to where probe ran
+    assert "CPU-bound in `busy`" in out and "limit: cpu/python in busy" in out
+    assert "vectorize_python" in out  # the top recommendation, with its estimate
+    assert "Run directory: run  (diagnosis.json)" in out  # relative to where probe ran
+    diagnosis = json.loads((r.run_dir / "diagnosis.json").read_text())
+    assert diagnosis["schema"] == "probe.diagnosis/1"
+    assert diagnosis["run"]["requests"] == 3
+    assert diagnosis["primary"]["stage"] == "busy"
+    assert diagnosis["primary"]["share"] > 0.6
+
+
+def test_no_report_writes_no_diagnosis(tmp_path, run_probe):
+    script = write_script(tmp_path, "print('hi')\n")
+    r = run_probe("--no-report", script)
+    assert r.returncode == 0 and r.stdout == "hi\n"
+    assert not (r.run_dir / "diagnosis.json").exists()
 
 
 def test_help_describes_the_verb():

@@ -135,7 +135,8 @@ def test_healthy_service_gets_no_invented_bottleneck_and_no_leak(run_probe):
     assert r.returncode == 0, r.stderr
     diagnosis = json.loads((r.run_dir / "diagnosis.json").read_text())
     primary = diagnosis["primary"]
-    assert primary["stage"].startswith("rank ")  # found from stack samples alone
+    # found from stack samples alone: one of the service's own functions, none dominant
+    assert primary["stage"].split(" ")[0] in ("rank", "postprocess", "downstream_call")
     assert primary["share"] < 0.5 and "No dominant bottleneck" in primary["summary"]
     assert diagnosis["recommendations"] == []
     assert diagnosis["leak"]["detected"] is False
