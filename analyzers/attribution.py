@@ -26,6 +26,7 @@ estimate of the share of time in it.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 __all__ = ["BLOCKING_REASONS", "attribute"]
@@ -45,37 +46,43 @@ def attribute(samples: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(
             {c: pd.Series(dtype="int64" if c != "reason" else "string") for c in columns}
         )
+    # numpy over per-thread sums (np.bincount on factorised thread ids): the same
+    # arithmetic as groupby-transform at a fraction of pandas' per-operation cost.
     thread = samples["thread_id"]
-    wall = samples["wall_ns"].astype("float64")
-    reason = samples["wait_reason"].fillna("").astype(str)
-    blocking = reason.isin(BLOCKING_REASONS)
-    running_wall = wall.where(~blocking, 0.0)
+    codes, _ = pd.factorize(thread.to_numpy())
+    wall = samples["wall_ns"].to_numpy(dtype="float64")
+    reason = samples["wait_reason"].fillna("").astype(str).to_numpy(dtype=object)
+    blocking = np.isin(reason, list(BLOCKING_REASONS))
+    running_wall = np.where(blocking, 0.0, wall)
 
-    def per_thread(values: pd.Series) -> pd.Series:
-        return values.groupby(thread).transform("sum")
+    def per_thread(values: np.ndarray) -> np.ndarray:
+        return np.bincount(codes, weights=values)[codes]
 
     thread_wall = per_thread(wall)
-    thread_cpu = per_thread(samples["cpu_ns"].astype("float64")).clip(upper=thread_wall)
+    thread_cpu = np.minimum(per_thread(samples["cpu_ns"].to_numpy(dtype="float64")), thread_wall)
     thread_running = per_thread(running_wall)
     thread_blocked = thread_wall - thread_running
     caught_running = thread_running > 0
-    # CPU onto the rows caught running (or, if none was, onto the rows there are).
-    share = (running_wall / thread_running.where(caught_running)).where(
-        caught_running, wall / thread_wall.where(thread_wall > 0)
-    )
-    cpu = thread_cpu * share.fillna(0.0)
-    # Blocking rows wait all their wall time, unless the CPU leaves less than that.
-    room = (thread_wall - thread_cpu).clip(lower=0.0)
-    blocked_scale = (room / thread_blocked.where(thread_blocked > 0)).clip(upper=1.0)
-    blocked_wait = wall * blocked_scale.fillna(0.0)
-    unused = (wall - cpu).clip(lower=0.0)
-    wait = blocked_wait.where(blocking, unused).where(caught_running, unused)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # CPU onto the rows caught running (or, if none was, onto the rows there are).
+        share = np.where(
+            caught_running,
+            running_wall / np.where(caught_running, thread_running, 1.0),
+            wall / np.where(thread_wall > 0, thread_wall, np.nan),
+        )
+        cpu = thread_cpu * np.nan_to_num(share)
+        # Blocking rows wait all their wall time, unless the CPU leaves less than that.
+        room = np.clip(thread_wall - thread_cpu, 0.0, None)
+        blocked_scale = np.minimum(room / np.where(thread_blocked > 0, thread_blocked, np.nan), 1.0)
+    blocked_wait = wall * np.nan_to_num(blocked_scale)
+    unused = np.clip(wall - cpu, 0.0, None)
+    wait = np.where(caught_running & blocking, blocked_wait, unused)
 
-    runnable = reason.where(reason.isin(["gil", "unknown"]), "")
-    gil_wall = wall.where(runnable == "gil", 0.0).groupby(thread).transform("sum")
-    unknown_wall = wall.where(runnable == "unknown", 0.0).groupby(thread).transform("sum")
-    dominant = pd.Series("unknown", index=samples.index).where(gil_wall <= unknown_wall, "gil")
-    out_reason = reason.where(blocking, runnable.where(runnable != "", dominant))
+    runnable = np.where(np.isin(reason, ["gil", "unknown"]), reason, "")
+    gil_wall = per_thread(np.where(runnable == "gil", wall, 0.0))
+    unknown_wall = per_thread(np.where(runnable == "unknown", wall, 0.0))
+    dominant = np.where(gil_wall <= unknown_wall, "unknown", "gil")
+    out_reason = np.where(blocking, reason, np.where(runnable != "", runnable, dominant))
 
     return pd.DataFrame(
         {
@@ -84,6 +91,6 @@ def attribute(samples: pd.DataFrame) -> pd.DataFrame:
             "wall_ns": samples["wall_ns"],
             "cpu_ns": cpu,
             "wait_ns": wait,
-            "reason": out_reason.astype("string"),
+            "reason": pd.array(out_reason, dtype="string"),
         }
     )

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analyzers.attribution import attribute
+from analyzers.attribution import BLOCKING_REASONS, attribute
 from analyzers.spantree import covered_ns, index_spans, innermost_span, request_mask
 from analyzers.stacks import label_stacks
 
@@ -101,30 +101,36 @@ def _attributed_samples(run: Any) -> pd.DataFrame:
 
 def _sample_split(samples: pd.DataFrame, key: str) -> pd.DataFrame:
     """Per ``key``: sampled time, on-CPU shares and wait shares, top call and line."""
-    wall = samples["cpu_ns"] + samples["wait_ns"]
-    cpu = samples["cpu_ns"]
-    native = cpu.where(samples["native"], 0.0)
-    tensor = cpu.where(samples["tensor"], 0.0)
-    parts = {"sampled_ns": wall, "cpu_ns": cpu, "native_ns": native, "tensor_ns": tensor}
-    for reason in WAIT_REASONS:
-        parts[f"wait_{reason}"] = samples["wait_ns"].where(samples["reason"] == reason, 0.0)
-    frame = pd.DataFrame(parts)
-    frame[key] = samples[key].to_numpy()
-    sums = frame.groupby(key).sum()
-    sampled = sums["sampled_ns"].where(sums["sampled_ns"] > 0)
-    on_cpu = sums["cpu_ns"].where(sums["cpu_ns"] > 0)
-    out = pd.DataFrame(
-        {
-            "sampled_s": sums["sampled_ns"] / 1e9,
-            "cpu_share": (sums["cpu_ns"] / sampled).fillna(0.0),
-            "native_share": (sums["native_ns"] / on_cpu).fillna(0.0),
-            "tensor_share": (sums["tensor_ns"] / on_cpu).fillna(0.0),
-        }
-    )
-    out["python_share"] = np.where(out["cpu_share"] > 0, 1.0 - out["native_share"], 0.0)
-    for reason in WAIT_REASONS:
-        out[f"wait_{reason}"] = (sums[f"wait_{reason}"] / sampled).fillna(0.0)
-    waited = samples[samples["wait_ns"] > 0]
+    codes, keys = pd.factorize(samples[key].to_numpy())
+    n = len(keys)
+
+    def total(values: np.ndarray) -> np.ndarray:
+        return np.bincount(codes, weights=values, minlength=n)
+
+    cpu = samples["cpu_ns"].to_numpy(dtype="float64")
+    wait = samples["wait_ns"].to_numpy(dtype="float64")
+    reason = samples["reason"].to_numpy(dtype=object)
+    sampled = total(cpu + wait)
+    on_cpu = total(cpu)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cpu_share = np.nan_to_num(on_cpu / sampled)
+        native = np.nan_to_num(total(np.where(samples["native"], cpu, 0.0)) / on_cpu)
+        tensor = np.nan_to_num(total(np.where(samples["tensor"], cpu, 0.0)) / on_cpu)
+        out = pd.DataFrame(
+            {
+                "sampled_s": sampled / 1e9,
+                "cpu_share": cpu_share,
+                "native_share": native,
+                "tensor_share": tensor,
+                "python_share": np.where(cpu_share > 0, 1.0 - native, 0.0),
+                **{
+                    f"wait_{r}": np.nan_to_num(total(np.where(reason == r, wait, 0.0)) / sampled)
+                    for r in WAIT_REASONS
+                },
+            },
+            index=pd.Index(keys, name=key),
+        )
+    waited = samples[(samples["wait_ns"] > 0) & samples["reason"].isin(BLOCKING_REASONS)]
     if not waited.empty:
         label = (
             waited["leaf_call"].where(waited["leaf_call"] != "", waited["function"])
