@@ -102,8 +102,9 @@ _HOW: dict[str, str] = {
         "client (httpx.AsyncClient, aiohttp). Waited in: {top_call}."
     ),
     "vectorize_python": (
-        "{stage} spends {py:.0%} of its time interpreting Python (hottest line "
-        "{top_line}). Replace per-element loops by whole-array numpy operations:\n"
+        "{stage} spends {py:.0%} of its time in Python code: the interpreter and the "
+        "builtins it calls (hottest line {top_line}). Replace per-element loops by "
+        "whole-array numpy operations:\n"
         "    # before: for x in items: total += (x - c) ** 2\n"
         "    arr = np.asarray(items)\n"
         "    total = ((arr - c) ** 2).sum()\n"
