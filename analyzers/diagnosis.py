@@ -16,7 +16,7 @@ import pandas as pd
 
 from analyzers.breakdown import Breakdown, breakdown
 from analyzers.leaks import LeakVerdict, detect_leak, growing_sites, growing_types
-from analyzers.recommendations import Recommendation, recommend
+from analyzers.recommendations import Recommendation, demands, recommend
 from analyzers.rules import THRESHOLDS, Finding, RunFacts, classify, cold_start
 from analyzers.spantree import index_spans, request_mask
 
@@ -274,6 +274,9 @@ def diagnose(run: Any) -> Diagnosis:
         "cpu_count": facts.cpu_count,
         "gpu": facts.has_gpu,
         "ended_by": (run.meta.get("exit") or {}).get("ended_by"),
+        # The bottleneck law: seconds of each resource a request needs, and the most
+        # requests per second they allow (empty without requests).
+        "bottleneck": demands(bd, facts, cold),
     }
     if primary is None:
         primary_block = {

@@ -27,7 +27,7 @@ from analyzers.amdahl import (
 from analyzers.breakdown import Breakdown
 from analyzers.rules import THRESHOLDS, Finding, RunFacts, stage_rows
 
-__all__ = ["CATALOG", "MODEL", "Recommendation", "recommend"]
+__all__ = ["CATALOG", "MODEL", "Recommendation", "demands", "recommend"]
 
 
 @dataclass(frozen=True)
@@ -256,7 +256,7 @@ def _rec(
     )
 
 
-def _demands(bd: Breakdown, facts: RunFacts, cold: dict[str, Any] | None) -> dict[str, Any]:
+def demands(bd: Breakdown, facts: RunFacts, cold: dict[str, Any] | None) -> dict[str, Any]:
     """Per request: seconds of GIL, of other CPU, and of waiting; the cores free.
 
     The process's CPU over the serving window (probe's own threads left out), per
@@ -315,7 +315,7 @@ def recommend(
     recs: list[Recommendation] = []
     rows = stage_rows(bd)
     sequential = bd.requests.concurrency < 1.5
-    cap_figures = _demands(bd, facts, cold)
+    cap_figures = demands(bd, facts, cold)
     cores = max(1, facts.cpu_count)
     for f in findings:
         if f.share < THRESHOLDS.major_share or f.stage not in rows.index:

@@ -110,6 +110,11 @@ def test_io_bound_run_names_the_waiting_stage_and_recommends_concurrency(tmp_pat
     assert top.p == pytest.approx(0.9, abs=0.01)
     assert d.run["requests"] == 40
     assert d.run["throughput_per_s"] == pytest.approx(20.0, rel=0.01)
+    # bottleneck law: 0.1 cores over 2 s for 40 requests = 5 ms of CPU each, all of it
+    # holding the GIL (no numeric kernels): at most 200 requests/s, bound by the GIL
+    law = d.run["bottleneck"]
+    assert law["cpu_s_per_request"] == pytest.approx(0.005, rel=0.02)
+    assert (law["bound_by"], law["max_throughput_per_s"]) == ("gil", pytest.approx(200, rel=0.02))
 
 
 def test_cpu_python_stage_gets_vectorisation_estimated_by_amdahl(tmp_path):
