@@ -31,6 +31,7 @@ Columns of ``stages``:
 ``threads``        distinct threads the stage ran on
 ``concurrency``    mean spans of the stage open at once while any is (total / union)
 ``gpu_util``       mean GPU utilisation (%) at the stage's samples (NaN: no GPU data)
+``host_cpu_percent`` mean host CPU utilisation (%) at the stage's samples
 ``top_call``       the call most waited in, ``top_line`` the hottest on-CPU line
 =================  ===================================================================
 """
@@ -151,17 +152,30 @@ def _sample_split(samples: pd.DataFrame, key: str) -> pd.DataFrame:
     return out.fillna({"top_call": "", "top_line": ""})
 
 
-def _gpu_at(run: Any, ts_ns: np.ndarray) -> np.ndarray:
-    """Mean GPU utilisation across devices at each instant (NaN without GPU data)."""
-    gpu = run.tables["gpu"]
-    if gpu.empty or len(ts_ns) == 0:
+def _reading_at(table: pd.DataFrame, column: str, ts_ns: np.ndarray) -> np.ndarray:
+    """The last reading of ``column`` (mean over devices) at or before each instant.
+
+    Resource readings come from the sidecar's perf_counter: CLOCK_MONOTONIC, the same
+    clock as the target's on Linux, so timestamps compare directly. NaN before the
+    first reading or without any.
+    """
+    if table.empty or len(ts_ns) == 0:
         return np.full(len(ts_ns), np.nan)
-    per_tick = gpu.groupby("ts_ns")["util_percent"].mean().sort_index()
-    # The sidecar reads the GPUs with perf_counter of another process: the same
-    # CLOCK_MONOTONIC on Linux, so timestamps compare directly.
+    per_tick = table.groupby("ts_ns")[column].mean().sort_index()
     idx = np.searchsorted(per_tick.index.to_numpy(), ts_ns, side="right") - 1
-    values = per_tick.to_numpy()
+    values = per_tick.to_numpy(dtype="float64")
     return np.where(idx >= 0, values[np.maximum(idx, 0)], np.nan)
+
+
+def _with_resources(run: Any, samples: pd.DataFrame, key: str, split: pd.DataFrame) -> None:
+    """Resource figures within each stage: means of the readings at its samples."""
+    ts = samples["ts_ns"].to_numpy()
+    for column, table, reading in (
+        ("gpu_util", "gpu", "util_percent"),
+        ("host_cpu_percent", "system", "cpu_percent"),
+    ):
+        values = pd.Series(_reading_at(run.tables[table], reading, ts), index=samples.index)
+        split[column] = values.groupby(samples[key]).mean()
 
 
 def _percentiles(durations: pd.Series) -> tuple[float | None, float | None, float | None]:
@@ -244,9 +258,8 @@ def _stage_table(
         pos = innermost_span(spans, samples["thread_id"].to_numpy(), samples["ts_ns"].to_numpy())
         inside = pos >= 0
         samples = samples[inside].assign(stage=name[pos[inside]])
-        samples = samples.assign(gpu_util=_gpu_at(run, samples["ts_ns"].to_numpy()))
         split = _sample_split(samples, "stage")
-        split["gpu_util"] = samples.groupby("stage")["gpu_util"].mean()
+        _with_resources(run, samples, "stage", split)
         table = table.join(split, how="left")
     return table, requests
 
@@ -257,9 +270,8 @@ def _function_table(samples: pd.DataFrame, run: Any) -> pd.DataFrame:
     samples = samples[samples["thread_id"].isin(user_threads)]
     if samples.empty:
         return pd.DataFrame()
-    samples = samples.assign(gpu_util=_gpu_at(run, samples["ts_ns"].to_numpy()))
     split = _sample_split(samples, "user_function")
-    split["gpu_util"] = samples.groupby("user_function")["gpu_util"].mean()
+    _with_resources(run, samples, "user_function", split)
     total = float(split["sampled_s"].sum())
     split["category"] = "function"
     split["count"] = np.nan
@@ -326,6 +338,7 @@ _DEFAULTS: dict[str, Any] = {
     "threads": 0,
     "concurrency": 1.0,
     "gpu_util": np.nan,
+    "host_cpu_percent": np.nan,
     "top_call": "",
     "top_line": "",
 }
@@ -336,6 +349,6 @@ def _complete(table: pd.DataFrame) -> pd.DataFrame:
     for column, default in _DEFAULTS.items():
         if column not in table.columns:
             table[column] = default
-        elif column != "gpu_util" and column not in ("p50_ms", "p95_ms", "p99_ms", "count"):
+        elif column not in ("gpu_util", "host_cpu_percent", "p50_ms", "p95_ms", "p99_ms", "count"):
             table[column] = table[column].fillna(default)
     return table[list(_DEFAULTS)]

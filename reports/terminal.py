@@ -78,10 +78,10 @@ def render_verdict(d: Diagnosis, *, run_dir: str = "", max_stages: int = 6) -> s
                     f"  {i}. [{r.id}] {r.title}: {_x(r.estimated_speedup)}"
                     f" (p={r.p:.2f}, s={_x(r.s)}, ceiling {_x(r.ceiling)})"
                 )
-        top = d.recommendations[0]
+        best = d.recommendations[0]
         lines.append("")
-        lines.append(f"How ({top.id}):")
-        lines.extend(f"  {line}" for line in top.how.splitlines())
+        lines.append(f"How ({best.id}):")
+        lines.extend(f"  {line}" for line in best.how.splitlines())
     elif d.primary["kind"] != "none":
         lines.append("")
         lines.append("No fix estimated to buy 1.25× or more.")
