@@ -220,6 +220,7 @@ def _leak(run: Any) -> LeakVerdict:
         types,
         verdict.seconds_to_limit,
         verdict.limit_bytes,
+        verdict.intercept_bytes,
     )
 
 

@@ -47,6 +47,7 @@ class LeakVerdict:
     growing_types: list[dict[str, Any]] = field(default_factory=list)
     seconds_to_limit: float | None = None
     limit_bytes: float | None = None
+    intercept_bytes: float = 0.0  # the fitted line: intercept + slope * t (t as given)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -161,6 +162,7 @@ def detect_leak(
         reason,
         seconds_to_limit=to_limit,
         limit_bytes=limit_bytes,
+        intercept_bytes=intercept,
     )
 
 

@@ -33,7 +33,13 @@ def _bar(share: float, width: int = 20) -> str:
     return "█" * filled + "·" * (width - filled)
 
 
-def render_verdict(d: Diagnosis, *, run_dir: str = "", max_stages: int = 6) -> str:
+def render_verdict(
+    d: Diagnosis,
+    *,
+    run_dir: str = "",
+    written: tuple[str, ...] = ("diagnosis.json",),
+    max_stages: int = 6,
+) -> str:
     run = d.run
     lines = [f"probe: {d.primary['summary']}"]
     facts = [f"wall {run['wall_s']:.2f} s"]
@@ -95,7 +101,7 @@ def render_verdict(d: Diagnosis, *, run_dir: str = "", max_stages: int = 6) -> s
     lines.extend(f"note: {n}" for n in d.notes)
     if run_dir:
         lines.append("")
-        lines.append(f"Run directory: {run_dir}  (diagnosis.json)")
+        lines.append(f"Run directory: {run_dir}  ({', '.join(written)})")
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ import click
 from probe import __version__
 from probe.cli.analyze import analyze_command
 from probe.cli.diff import diff_command
+from probe.cli.report import report_command
 from probe.cli.run import run_command
 from probe.errors import ProbeError
 
@@ -27,13 +28,14 @@ def cli() -> None:
 
     \b
     Start with:  probe run service.py [ARGS]...
-    Then:        probe analyze RUN_DIR · probe diff RUN_A RUN_B
+    Then:        probe report RUN_DIR --open · probe diff RUN_A RUN_B
     """
 
 
 cli.add_command(run_command)
 cli.add_command(analyze_command)
 cli.add_command(diff_command)
+cli.add_command(report_command)
 
 
 def main(argv: list[str] | None = None) -> None:

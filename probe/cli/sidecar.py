@@ -8,11 +8,10 @@
 * imports the analysis stack (pandas, pyarrow), so that finishing costs no import time.
 
 When told that the target ended, it stops sampling, adds what it knows to ``meta.json``
-(GPUs found, peak RSS), compacts the tables to Parquet, writes ``diagnosis.json`` and
-prints the verdict. If the ``probe run`` process dies without telling it (SIGKILL,
-``os._exit``), it sees end-of-file
-on its stdin, marks the run as killed and compacts what was flushed: a killed run still
-leaves a complete, readable run directory.
+(GPUs found, peak RSS), compacts the tables to Parquet, writes ``diagnosis.json``, prints
+the verdict and writes ``report.html``. If the ``probe run`` process dies without telling
+it (SIGKILL, ``os._exit``), it sees end-of-file on its stdin, marks the run as killed and
+compacts what was flushed: a killed run still leaves a complete, readable run directory.
 
 Invocation: ``python -m probe.cli.sidecar RUN_DIR TARGET_PID RESOURCE_HZ GPU(0|1)``;
 stdin carries one JSON line ``{"report": bool}``, or end-of-file.
@@ -68,8 +67,18 @@ def finish_run(run_dir: Path, *, report: bool, out: IO[str] | None = None) -> No
         from reports.terminal import render_verdict
 
         diagnosis = diagnose_run_dir(run, run_dir)
-        text = render_verdict(diagnosis, run_dir=shown_path(run_dir))  # type: ignore[arg-type]
+        text = render_verdict(
+            diagnosis,  # type: ignore[arg-type]
+            run_dir=shown_path(run_dir),
+            written=("diagnosis.json", "report.html"),
+        )
         print(text, file=out or sys.stdout, flush=True)
+        try:  # after the verdict: the page takes longer, and the verdict names it
+            from probe.cli.report import write_report
+
+            write_report(run, diagnosis, run_dir / "report.html")
+        except OSError as e:
+            print(f"probe: could not write {run_dir / 'report.html'}: {e}", file=sys.stderr)
 
 
 class Sidecar:
@@ -160,6 +169,7 @@ def _sample_until_told(run_dir: Path, pid: int, hz: float, gpu: bool) -> dict[st
     # Warm the analysis stack while the target runs; sampling goes on meanwhile.
     import analyzers.diagnosis  # noqa: F401
     import probe.rundir.reader  # noqa: F401
+    import reports.html  # noqa: F401
     import reports.json  # noqa: F401
     import reports.terminal  # noqa: F401
 

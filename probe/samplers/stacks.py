@@ -106,7 +106,12 @@ class StackSampler:
             self._frame_ids[id(code)] = fid
             self._codes.append(code)  # keeps id(code) from being reused
             marker = self._root_marker
-            if marker and code.co_name == marker[1] and code.co_filename.endswith(marker[0]):
+            # runpy is frozen in 3.11+ builds ("<frozen runpy>"), a file elsewhere.
+            if (
+                marker
+                and code.co_name == marker[1]
+                and (code.co_filename.endswith(marker[0]) or code.co_filename == "<frozen runpy>")
+            ):
                 self._root_fids.add(fid)
             self._new_frames.append((fid, code.co_qualname, code.co_filename, code.co_firstlineno))
         return fid

@@ -514,12 +514,20 @@ def test_verdict_names_the_limit_and_diagnosis_json_is_written(tmp_path, run_pro
     out = r.stdout
     assert "CPU-bound in `busy`" in out and "limit: cpu/python in busy" in out
     assert "vectorize_python" in out  # the top recommendation, with its estimate
-    assert "Run directory: run  (diagnosis.json)" in out  # relative to where probe ran
+    assert "Run directory: run  (diagnosis.json, report.html)" in out  # relative to cwd
+    assert (r.run_dir / "report.html").is_file()
     diagnosis = json.loads((r.run_dir / "diagnosis.json").read_text())
     assert diagnosis["schema"] == "probe.diagnosis/1"
     assert diagnosis["run"]["requests"] == 3
     assert diagnosis["primary"]["stage"] == "busy"
     assert diagnosis["primary"]["share"] > 0.6
+    # the launcher's frames (probe's CLI, click, runpy) are cut above the target's module
+    run = load(r.run_dir)
+    stacks = run.stacks[run.stacks["frame_ids"] != ""]  # "" is the overflow stack
+    roots = stacks["frame_ids"].str.split(";").str[0].astype(int)
+    first = run.frames.set_index("frame_id").loc[roots.unique()]
+    assert set(first["function"]) <= {"<module>", "_bootstrap"}
+    assert str(script) in set(first["filename"])
 
 
 def test_no_report_writes_no_diagnosis(tmp_path, run_probe):
@@ -527,6 +535,7 @@ def test_no_report_writes_no_diagnosis(tmp_path, run_probe):
     r = run_probe("--no-report", script)
     assert r.returncode == 0 and r.stdout == "hi\n"
     assert not (r.run_dir / "diagnosis.json").exists()
+    assert not (r.run_dir / "report.html").exists()
 
 
 def test_help_describes_the_verb():
