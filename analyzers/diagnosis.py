@@ -243,7 +243,7 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
     if best is not None:
         ceiling = f"ceiling {best.ceiling:.1f}×" if math.isfinite(best.ceiling) else "no ceiling"
         text += (
-            f". Fix: {best.title[0].lower()}{best.title[1:]}, about "
+            f". Best fix: {best.title[0].lower()}{best.title[1:]}, about "
             f"{best.estimated_speedup:.1f}× faster ({ceiling})"
         )
     return text + "."

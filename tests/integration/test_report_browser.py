@@ -1,0 +1,141 @@
+"""The HTML report in a real browser: Debian's Chromium, headless, driven by playwright.
+
+`.ci/run` installs Chromium (apt) and playwright (the `test` extra). Where Chromium is
+missing outside CI the tests skip; in CI (CI=true) they fail instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from .conftest import REPO, probe_cmd, write_script
+
+pytestmark = pytest.mark.integration
+
+XSS_SCRIPT = """
+import probe
+
+@probe.stage('<img src=x onerror="window.__xss=1">')
+def evil(n):
+    return sum(i * i for i in range(n))
+
+for i in range(30):
+    with probe.request(id='<script>window.__xss=2</script>'):
+        evil(20000)
+"""
+
+
+def _browser_or_skip() -> str:
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        exe = None
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("Chromium or playwright missing: .ci/run installs both")
+        pytest.skip("Chromium or playwright not installed (apt-get install chromium)")
+    return exe
+
+
+@pytest.fixture
+def browser():
+    exe = _browser_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=exe,
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+        )
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def open_report(browser, path, screenshot):
+    """Load a report over file://; returns (page, console errors, non-file requests)."""
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    errors: list[str] = []
+    outside: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("dialog", lambda d: (errors.append(f"dialog: {d.message}"), d.dismiss()))
+    page.on(
+        "request",
+        lambda r: None if r.url.startswith(("file:", "data:", "blob:")) else outside.append(r.url),
+    )
+    page.goto(path.resolve().as_uri(), wait_until="load")
+    page.wait_for_function(
+        "document.querySelectorAll('.fig').length > 0 && [...document.querySelectorAll('.fig')]"
+        ".every(f => f.querySelector('svg.main-svg'))",
+        timeout=30_000,
+    )
+    page.screenshot(path=str(screenshot), full_page=True)
+    return page, errors, outside
+
+
+def test_sample_report_renders_every_chart_offline_without_errors(tmp_path, run_probe, browser):
+    r = run_probe(
+        REPO / "sample_services" / "multimodal_pipeline.py", "--requests", "40", timeout=180
+    )
+    assert r.returncode == 0, r.stderr
+    report = r.run_dir / "report.html"
+    page, errors, outside = open_report(browser, report, tmp_path / "report.png")
+    assert errors == [] and outside == []
+    figs = page.eval_on_selector_all(
+        ".fig", "els => els.map(e => [e.id, e.querySelectorAll('svg.main-svg').length > 0])"
+    )
+    assert {f for f, ok in figs if ok} == {
+        "fig-amdahl",
+        "fig-stages",
+        "fig-timeline",
+        "fig-flame",
+        "fig-resources",
+        "fig-memory",
+    }
+    primary = json.loads((r.run_dir / "diagnosis.json").read_text())["primary"]
+    verdict = page.inner_text("#verdict")
+    assert f"{primary['kind']}/{primary['subkind']} in {primary['stage']}" in verdict
+    assert page.locator(".rec").count() >= 2  # concurrent_io and lazy_init
+    # the flame graph switches between on-CPU and waiting
+    page.click("#fig-flame .updatemenu-button >> nth=1")
+    visible = page.evaluate("document.getElementById('fig-flame').data.map(t => t.visible)")
+    assert visible == [False, True]
+    assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_service_strings_never_run_as_code(tmp_path, run_probe, browser):
+    script = write_script(tmp_path, XSS_SCRIPT)
+    r = run_probe(script)
+    assert r.returncode == 0, r.stderr
+    page, errors, outside = open_report(browser, r.run_dir / "report.html", tmp_path / "xss.png")
+    assert page.evaluate("window.__xss") is None
+    assert errors == [] and outside == []
+    assert '<img src=x onerror="window.__xss=1">' in page.inner_text("#verdict")  # as text
+    assert page.locator("img").count() == 0
+
+
+def test_probe_report_verb_writes_each_format(tmp_path, run_probe):
+    script = write_script(tmp_path, XSS_SCRIPT)
+    r = run_probe("--no-report", script)
+    assert not (r.run_dir / "report.html").exists()
+
+    def report(*args):
+        return subprocess.run(
+            probe_cmd("report", r.run_dir, *args), capture_output=True, text=True, timeout=120
+        )
+
+    html = report("-o", tmp_path / "r.html")
+    assert html.returncode == 0, html.stderr
+    assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
+    assert "CPU-bound" in report("--format", "text").stdout
+    assert '"schema": "probe.diagnosis/1"' in report("--format", "json").stdout
+    bad = report("-o", tmp_path / "no" / "dir.html")
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "cannot write" in bad.stderr

@@ -1,0 +1,121 @@
+"""The HTML report's data and page: what it shows, that it escapes, that it stays small."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from analyzers.diagnosis import diagnose
+from probe.rundir import load
+from reports.html import MAX_FLAME_NODES, MAX_TIMELINE_SPANS, render_html, report_data
+from tests.synthetic import RunBuilder
+
+XSS = "<img src=x onerror=alert(1)>"
+FAKE_PLOTLY = "/* plotly.js */"
+
+
+def service_run(tmp_path, *, requests: int = 40, name: str = "download"):
+    b = RunBuilder(duration_s=2.0)
+    wait = b.stack("main", "handle", name, leaf_call="sock.recv_into")
+    work = b.stack("main", "handle", "classify")
+    t = 0.0
+    for i in range(requests):
+        req = b.span("request", t, t + 50, category="request", request=f"r{i}")
+        b.span(name, t, t + 45, parent=req, request=f"r{i}")
+        b.span("classify", t + 45, t + 50, parent=req, request=f"r{i}")
+        for k in range(0, 45, 5):
+            b.sample(1, t + k + 2, wait, wall_ms=5, cpu_ms=0.0, reason="network")
+        b.sample(1, t + 47, work, wall_ms=5)
+        t += 50
+    for k in range(0, int(t) + 1, 100):
+        b.resources(k, 0.1 * k / 1000, (100 << 20) + k * 1000)
+        b.system(k, 10.0)
+    b.meta_extra = {"command": ["probe", "run", "app.py", "--token", "[redacted]", XSS]}
+    return load(b.write(tmp_path / "run"))
+
+
+def page_for(run):
+    return render_html(report_data(diagnose(run), run), plotly_js=FAKE_PLOTLY)
+
+
+def specs(page: str) -> dict[str, dict]:
+    found = re.findall(
+        r"<script type='application/json' class='plot-spec' data-target='fig-(\w+)'"
+        r" nonce='[^']+'>(.*?)</script>",
+        page,
+        flags=re.S,
+    )
+    return {name: json.loads(body) for name, body in found}
+
+
+def test_report_data_has_the_verdict_recommendations_and_every_chart(tmp_path):
+    run = service_run(tmp_path)
+    data = report_data(diagnose(run), run)
+    assert data.verdict["kind"] == "io" and data.verdict["stage"] == "download"
+    assert data.recommendations[0]["id"] == "concurrent_io"
+    assert set(data.figures) == {"amdahl", "stages", "timeline", "flame", "resources", "memory"}
+    flame = data.figures["flame"]
+    assert [t["name"] for t in flame["data"]] == ["on-CPU", "waiting"]
+    assert [t["visible"] for t in flame["data"]] == [True, False]  # switched by the buttons
+    assert flame["layout"]["updatemenus"][0]["buttons"][1]["label"] == "waiting"
+    waiting = flame["data"][1]
+    assert sum(waiting["values"]) == __import__("pytest").approx(40 * 0.045, rel=0.01)
+    amdahl = data.figures["amdahl"]["data"]
+    assert any(t["name"].startswith("download (p=0.90)") for t in amdahl)
+
+
+def test_the_page_is_server_rendered_and_embeds_plotly_once(tmp_path):
+    page = page_for(service_run(tmp_path))
+    assert page.count(FAKE_PLOTLY) == 1
+    assert "<script src" not in page and "cdn" not in page.lower()
+    # readable without scripts: verdict, what to change, the run's metadata
+    text = re.sub(r"<script.*?</script>", "", page, flags=re.S)
+    assert "io/network" in text and "Make the download calls concurrent" in text
+    assert "ThreadPoolExecutor" in text  # the how-to sketch
+    assert "[redacted]" in text and "--token" in text
+    assert len(specs(page)) == 6
+
+
+def test_every_service_string_is_escaped(tmp_path):
+    run = service_run(tmp_path, name=XSS)
+    page = page_for(run)
+    assert XSS not in page  # neither in the HTML nor in the embedded chart JSON
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    for spec in specs(page).values():
+        for trace in spec["data"]:
+            for key in ("name", "labels", "y", "text"):
+                values = trace.get(key)
+                values = values if isinstance(values, list) else [values]
+                assert not any(isinstance(v, str) and "<img" in v for v in values)
+    # only the page's own scripts carry the nonce; CSP blocks inline handlers
+    nonce = re.search(r"'nonce-([^']+)'", page).group(1)
+    assert page.count(f"nonce='{nonce}'") == page.count("<script")
+
+
+def test_long_runs_are_downsampled_and_say_so(tmp_path):
+    b = RunBuilder(duration_s=100.0)
+    stack_ids = [b.stack("main", f"f{i}", f"g{i}", f"h{i}") for i in range(3000)]
+    for thread in range(1, 5):
+        t = 0.0
+        for _ in range(2500):
+            req = b.span("request", t, t + 10, thread=thread, category="request", request="r")
+            b.span("work", t, t + 9, thread=thread, parent=req, request="r")
+            b.span("inner", t + 1, t + 2, thread=thread, parent=req + 1, request="r")
+            t += 10
+    for k, sid in enumerate(stack_ids):
+        b.sample(1, 5 + k * 10, sid, wall_ms=10)
+    run = load(b.write(tmp_path / "long"))
+    data = report_data(diagnose(run), run)
+    bars = sum(len(t["x"]) for t in data.figures["timeline"]["data"])
+    assert bars <= MAX_TIMELINE_SPANS
+    assert len(data.figures["flame"]["data"][0]["ids"]) <= MAX_FLAME_NODES
+    assert any("span timeline" in n and "30,000 spans" in n for n in data.downsampled)
+    page = render_html(data, plotly_js=FAKE_PLOTLY)
+    assert "30,000 spans" in page
+    assert len(page.encode()) < 2_000_000  # plus plotly.js (~4.8 MB): well under 10 MB
+
+
+def test_an_empty_run_still_renders(tmp_path):
+    run = load(RunBuilder(duration_s=0.0).write(tmp_path / "empty"))
+    page = page_for(run)
+    assert "Nothing to judge" in page and "No recommendation" in page
