@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +45,7 @@ EXPECTED = {
     "multimodal_pipeline.py": ("io", "network", "fetch", "concurrent_io", 150, 600),
     "leaky_cache.py": ("cpu", "native", "score", "fix_leak", 1200, 1200),
 }
+PAIRS = 2  # default/fixed pairs per sample
 # what each --fixed applies, when more than the top recommendation
 APPLIED = {"multimodal_pipeline.py": "concurrent_io,lazy_init"}
 
@@ -86,37 +88,44 @@ def test_sample_runs_under_probe_and_leaves_a_complete_run_dir(sample, run_probe
 def test_diagnosis_names_the_documented_bottleneck_and_predicts_its_fix(
     sample, run_probe, tmp_path
 ):
+    """Default and fixed runs, alternated PAIRS times; the geometric means of the
+    predicted and realized speedups are compared (one pair on these shared machines
+    moves by +-15%: the prediction from run A's CPU per request, the realization with
+    the host's load during run B)."""
     kind, subkind, stage, top, requests, fixed_requests = EXPECTED[sample]
-    before = run_probe(
-        SAMPLES / sample, "--requests", str(requests), out=tmp_path / "a", timeout=240
-    )
-    after = run_probe(
-        SAMPLES / sample,
-        "--requests",
-        str(fixed_requests),
-        "--fixed",
-        out=tmp_path / "b",
-        timeout=240,
-    )
-    assert before.returncode == 0 and after.returncode == 0, before.stderr + after.stderr
-    diagnosis = json.loads((before.run_dir / "diagnosis.json").read_text())
-    primary = diagnosis["primary"]
-    assert (primary["kind"], primary["subkind"], primary["stage"]) == (kind, subkind, stage)
-    assert diagnosis["recommendations"][0]["id"] == top
-    assert top in before.stdout  # the verdict printed at the end of the run
     applied = APPLIED.get(sample, top)
-    diff = subprocess.run(
-        probe_cmd("diff", before.run_dir, after.run_dir, "--applied", applied, "--json"),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert diff.returncode == 0, diff.stderr
-    result = json.loads(diff.stdout)
-    realized, predicted = result["throughput"]["speedup"], result["predicted_speedup"]
-    assert result["relative_error"] <= 0.25, (
-        f"{sample}: predicted {predicted:.2f}x, realized {realized:.2f}x"
-    )
+    predicted, realized = [], []
+    for k in range(PAIRS):
+        before = run_probe(
+            SAMPLES / sample, "--requests", str(requests), out=tmp_path / f"a{k}", timeout=240
+        )
+        after = run_probe(
+            "--no-report",
+            SAMPLES / sample,
+            "--requests",
+            str(fixed_requests),
+            "--fixed",
+            out=tmp_path / f"b{k}",
+            timeout=240,
+        )
+        assert before.returncode == 0 and after.returncode == 0, before.stderr + after.stderr
+        diagnosis = json.loads((before.run_dir / "diagnosis.json").read_text())
+        primary = diagnosis["primary"]
+        assert (primary["kind"], primary["subkind"], primary["stage"]) == (kind, subkind, stage)
+        assert diagnosis["recommendations"][0]["id"] == top
+        assert top in before.stdout  # the verdict printed at the end of the run
+        diff = subprocess.run(
+            probe_cmd("diff", before.run_dir, after.run_dir, "--applied", applied, "--json"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert diff.returncode == 0, diff.stderr
+        result = json.loads(diff.stdout)
+        predicted.append(result["predicted_speedup"])
+        realized.append(result["throughput"]["speedup"])
+    p, r = statistics.geometric_mean(predicted), statistics.geometric_mean(realized)
+    assert abs(p - r) / r <= 0.25, f"{sample}: predicted {predicted}, realized {realized}"
 
 
 def test_leaky_cache_fix_stops_the_memory_growth():
