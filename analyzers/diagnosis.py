@@ -196,9 +196,17 @@ def run_facts(run: Any, bd: Breakdown) -> RunFacts:
     )
 
 
-def _leak(run: Any) -> LeakVerdict:
+def _leak(run: Any, lo: int | None, hi: int | None) -> LeakVerdict:
+    """RSS trend of the target process, over the serving window when there are requests:
+    start-up and shutdown (a final snapshot, teardown) are not the service's behaviour."""
     resources = run.tables["resources"]
     root = resources[resources["is_root"]] if not resources.empty else resources
+    if lo is not None and hi is not None and len(root):
+        serving = root[(root["ts_ns"] >= lo) & (root["ts_ns"] <= hi)]
+        run_ns = float(root["ts_ns"].max() - root["ts_ns"].min())
+        # only when serving is most of the run: else a background leak would be missed
+        if len(serving) >= 8 and (hi - lo) >= 0.25 * run_ns:
+            root = serving
     if root.empty:
         return detect_leak(np.array([]), np.array([]))
     verdict = detect_leak(root["ts_ns"].to_numpy() / 1e9, root["rss_bytes"].to_numpy())
@@ -255,7 +263,7 @@ def diagnose(run: Any) -> Diagnosis:
     facts = run_facts(run, bd)
     findings = classify(bd, facts)
     cold = cold_start(bd, facts)
-    leak = _leak(run)
+    leak = _leak(run, *_window(bd, run.tables["spans"]))
     recs = recommend(findings, bd, facts, cold=cold, leak=leak.to_dict())
     primary = findings[0] if findings else None
     req = bd.requests

@@ -14,7 +14,8 @@ their working size). On the remaining floors:
 * a leak needs all of: a significant trend, a lower slope bound above zero, growth over
   the window that is not negligible (``min_growth_bytes`` and ``min_growth_share`` of
   the level) and that outgrows the swings around the trend (``swing_factor`` times the
-  10th-90th percentile range of the residuals).
+  10th-90th percentile range of the residuals: on a short run, a saw-tooth whose bins
+  are shorter than its period would otherwise pass for a leak).
 
 ``growing_sites(memory_sites)`` diffs tracemalloc snapshots by site: the sites whose
 size grew the most between the first and the last snapshot after warm-up.
@@ -88,7 +89,7 @@ def detect_leak(
     alpha: float = 0.01,
     min_growth_bytes: float = 2 * 1024 * 1024,
     min_growth_share: float = 0.02,
-    swing_factor: float = 2.0,
+    swing_factor: float = 1.0,
     limit_bytes: float | None = None,
 ) -> LeakVerdict:
     t = np.asarray(t_s, dtype="float64")
