@@ -322,3 +322,16 @@ def test_diff_puts_the_prediction_beside_the_realized_speedup(tmp_path):
     assert compare(a, b).applied == ["concurrent_io"]  # the top one without --applied
     missing = compare(a, b, ["fp16"])
     assert missing.predicted is None and "no recommendation fp16" in missing.notes[0]
+
+
+def test_leak_is_judged_over_the_serving_window_not_shutdown(tmp_path):
+    # grows 2 MB/s while serving for 10 s, then a flat 7 s of teardown
+    b = RunBuilder(duration_s=17.0)
+    work = b.stack("main", "score", leaf_call="np.dot")
+    sequential_requests(b, 250, [("score", 40.0, {"stack": work, "cpu": 40.0})])
+    for k in range(0, 17_000, 100):
+        grown = 2_000_000 * min(k, 10_000) // 1000
+        b.resources(k, k / 1000.0, (100 << 20) + grown + (k % 300) * 1000)
+    d = diagnose(load(b.write(tmp_path / "shutdown")))
+    assert d.leak.detected, d.leak.reason
+    assert d.leak.slope_bytes_per_s == pytest.approx(2e6, rel=0.1)
