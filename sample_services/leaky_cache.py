@@ -5,7 +5,9 @@ result -- a dict holding its top 120 scores and ids, ~8 KB -- in a module-level 
 keyed by (user, request time). Keys never repeat, nothing is ever evicted: memory grows ~1-2 MB/s
 and, because the cache holds GC-tracked containers, every full garbage collection walks
 more of them, so the service also slows down as it grows. A diagnosis should flag the
-leak (``fix_leak``) and name the line that inserts into ``_CACHE``.
+leak (``fix_leak``); with ``--memory`` it names the allocation site that grows (the
+line building the cached result: tracemalloc records where memory is allocated, not
+where it is kept).
 
 ``--fixed`` bounds the cache: an LRU of 128 entries (OrderedDict).
 Measured on this machine class (default 1,200 requests, ~6 s): the default's memory grows
