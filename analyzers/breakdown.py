@@ -63,6 +63,8 @@ class RequestFigures:
     p99_ms: float | None
     total_s: float  # summed request durations (the critical paths, end to end)
     concurrency: float  # mean requests in flight
+    start_ns: int | None = None  # the serving window: first request's start ...
+    end_ns: int | None = None  # ... to the last one's end
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,9 @@ class Breakdown:
     python_cpu_s: float  # of which interpreting Python
     tensor_cpu_s: float  # of which in numeric-library kernels (which release the GIL)
     notes: list[str] = field(default_factory=list)
+    # The spans as ``spantree.index_spans`` gives them, with an ``is_request`` column:
+    # indexed once here for everything downstream (a million spans take a while).
+    spans: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _empty_requests() -> RequestFigures:
@@ -189,7 +194,8 @@ def _requests(indexed: pd.DataFrame, is_request: np.ndarray) -> RequestFigures:
     req = indexed[is_request]
     if req.empty:
         return _empty_requests()
-    window = float(req["end_ns"].max() - req["start_ns"].min()) / 1e9
+    start_ns, end_ns = int(req["start_ns"].min()), int(req["end_ns"].max())
+    window = (end_ns - start_ns) / 1e9
     total = float(req["dur_ns"].sum()) / 1e9
     p50, p95, p99 = _percentiles(req["dur_ns"])
     return RequestFigures(
@@ -201,14 +207,15 @@ def _requests(indexed: pd.DataFrame, is_request: np.ndarray) -> RequestFigures:
         p99_ms=p99,
         total_s=total,
         concurrency=total / window if window > 0 else 1.0,
+        start_ns=start_ns,
+        end_ns=end_ns,
     )
 
 
 def _stage_table(
-    run: Any, samples: pd.DataFrame, wall_s: float
+    run: Any, spans: pd.DataFrame, samples: pd.DataFrame, wall_s: float
 ) -> tuple[pd.DataFrame, RequestFigures]:
-    spans = index_spans(run.tables["spans"])
-    is_request = request_mask(spans)
+    is_request = spans["is_request"].to_numpy()
     requests = _requests(spans, is_request)
     start = spans["start_ns"].to_numpy()
     end = spans["end_ns"].to_numpy()
@@ -299,8 +306,11 @@ def breakdown(run: Any) -> Breakdown:
     python_cpu_s = float(samples["cpu_ns"].where(~samples["native"], 0.0).sum()) / 1e9
     tensor_cpu_s = float(samples["cpu_ns"].where(samples["tensor"], 0.0).sum()) / 1e9
     notes: list[str] = []
+    indexed = pd.DataFrame()
     if not spans.empty:
-        table, requests = _stage_table(run, samples, wall_s)
+        indexed = index_spans(spans)
+        indexed["is_request"] = request_mask(indexed)
+        table, requests = _stage_table(run, indexed, samples, wall_s)
         source = "spans"
     elif not samples.empty:
         table, requests = _function_table(samples, run), _empty_requests()
@@ -314,7 +324,16 @@ def breakdown(run: Any) -> Breakdown:
     table = _complete(table).sort_values("path_s", ascending=False, kind="stable")
     table.index.name = "name"
     return Breakdown(
-        source, wall_s, table, requests, sampled_s, cpu_s, python_cpu_s, tensor_cpu_s, notes
+        source,
+        wall_s,
+        table,
+        requests,
+        sampled_s,
+        cpu_s,
+        python_cpu_s,
+        tensor_cpu_s,
+        notes,
+        spans=indexed,
     )
 
 

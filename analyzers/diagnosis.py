@@ -18,7 +18,6 @@ from analyzers.breakdown import Breakdown, breakdown
 from analyzers.leaks import LeakVerdict, detect_leak, growing_sites, growing_types
 from analyzers.recommendations import Recommendation, demands, recommend
 from analyzers.rules import THRESHOLDS, Finding, RunFacts, classify, cold_start
-from analyzers.spantree import index_spans, request_mask
 
 __all__ = ["SCHEMA", "Diagnosis", "diagnose", "run_facts"]
 
@@ -85,14 +84,6 @@ def _stages_records(stages: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def _window(bd: Breakdown, spans: pd.DataFrame) -> tuple[int | None, int | None]:
-    if bd.requests.count and not spans.empty:
-        indexed = index_spans(spans)
-        req = indexed[request_mask(indexed)]
-        return int(req["start_ns"].min()), int(req["end_ns"].max())
-    return None, None
-
-
 def _process_cores(resources: pd.DataFrame, lo: int | None, hi: int | None) -> float:
     """Mean cores the process tree used between ``lo`` and ``hi`` (the whole run if None)."""
     if resources.empty:
@@ -103,9 +94,8 @@ def _process_cores(resources: pd.DataFrame, lo: int | None, hi: int | None) -> f
         if inside["ts_ns"].nunique() >= 2:
             r = inside
     cpu = r["cpu_user_s"] + r["cpu_system_s"]
-    per_pid = cpu.groupby(r["pid"]).agg(["first", "last"]) if not r.empty else None
     span_s = float(r["ts_ns"].max() - r["ts_ns"].min()) / 1e9
-    if per_pid is None or span_s <= 0:
+    if span_s <= 0:
         return 0.0
     ordered = r.assign(cpu=cpu).sort_values("ts_ns").groupby("pid")["cpu"]
     used = float((ordered.last() - ordered.first()).clip(lower=0).sum())
@@ -139,17 +129,17 @@ def _starved_share(run: Any) -> tuple[float, float]:
     return float(np.nanmean(starved)) if len(starved) else 0.0, float(util.mean())
 
 
-def _first_request(spans: pd.DataFrame) -> tuple[float | None, dict[str, float]]:
+def _first_request(indexed: pd.DataFrame) -> tuple[float | None, dict[str, float]]:
     """The first request's latency, and the stages that took far longer in it.
 
     A stage is cold in the first request when its time there is at least
     ``cold_start_ratio`` times its median elsewhere (or it ran only there); the seconds
     given are the excess, which moving the work to start-up takes off the path.
+    ``indexed``: ``Breakdown.spans``.
     """
-    if spans.empty:
+    if indexed.empty:
         return None, {}
-    indexed = index_spans(spans)
-    is_req = request_mask(indexed)
+    is_req = indexed["is_request"].to_numpy()
     if not is_req.any():
         return None, {}
     reqs = indexed[is_req].sort_values("start_ns")
@@ -179,9 +169,9 @@ def run_facts(run: Any, bd: Breakdown) -> RunFacts:
     gpus = meta.get("gpus") or {}
     has_gpu = bool(gpus.get("available")) and not run.tables["gpu"].empty
     cpu_count = int((meta.get("host") or {}).get("cpu_count") or 1)
-    lo, hi = _window(bd, run.tables["spans"])
+    lo, hi = bd.requests.start_ns, bd.requests.end_ns
     starved, util = _starved_share(run) if has_gpu else (0.0, float("nan"))
-    first_ms, first_stages = _first_request(run.tables["spans"])
+    first_ms, first_stages = _first_request(bd.spans)
     return RunFacts(
         has_gpu=has_gpu,
         cpu_count=cpu_count,
@@ -263,7 +253,7 @@ def diagnose(run: Any) -> Diagnosis:
     facts = run_facts(run, bd)
     findings = classify(bd, facts)
     cold = cold_start(bd, facts)
-    leak = _leak(run, *_window(bd, run.tables["spans"]))
+    leak = _leak(run, bd.requests.start_ns, bd.requests.end_ns)
     recs = recommend(findings, bd, facts, cold=cold, leak=leak.to_dict())
     primary = findings[0] if findings else None
     req = bd.requests

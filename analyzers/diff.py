@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
+
 from analyzers.amdahl import amdahl_combined
 from analyzers.diagnosis import Diagnosis
 from analyzers.recommendations import Recommendation
@@ -78,7 +80,7 @@ def _per_request_ms(d: Diagnosis) -> dict[str, float]:
     for name, row in table.iterrows():
         if n:
             out[str(name)] = float(row["path_s"]) * 1e3 / n
-        elif row["count"] == row["count"] and row["count"]:
+        elif pd.notna(row["count"]) and row["count"] > 0:
             out[str(name)] = float(row["total_s"]) * 1e3 / float(row["count"])
     return out
 

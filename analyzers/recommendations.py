@@ -368,7 +368,7 @@ def recommend(
             )
         elif f.kind == "cpu" and f.subkind == "python" and float(row["tensor_share"]) < 0.5:
             loop = float(row["cpu_share"]) * (1.0 - float(row["tensor_share"]))
-            s = 1.0 / ((1.0 - loop) + loop / model.vectorize)
+            s = amdahl(loop, model.vectorize)
             recs.append(
                 _rec(
                     "vectorize_python",
@@ -383,7 +383,7 @@ def recommend(
             )
         elif f.kind in ("cpu", "gpu") and float(row["tensor_share"]) >= 0.5 and sequential:
             py = float(row["cpu_share"]) * float(row["python_share"])
-            s = 1.0 / ((1.0 - py) + py / model.batch)
+            s = amdahl(py, model.batch)
             recs.append(
                 _rec(
                     "dynamic_batching",
@@ -437,7 +437,7 @@ def recommend(
             )
         if f.kind == "gpu" and f.subkind == "launch_bound":
             share = float(row["cpu_share"])
-            s = 1.0 / ((1.0 - share) + share / model.fusion)
+            s = amdahl(share, model.fusion)
             recs.append(
                 _rec(
                     "kernel_fusion",
@@ -451,7 +451,7 @@ def recommend(
             )
         if f.kind == "gpu" and f.subkind == "transfer":
             wait = float(row["wait_gpu_sync"])
-            s = 1.0 / ((1.0 - wait) + wait / model.transfer)
+            s = amdahl(wait, model.transfer)
             recs.append(
                 _rec(
                     "io_binding",
@@ -464,12 +464,11 @@ def recommend(
                 )
             )
         if f.kind == "gpu" and f.subkind == "gpu_starved":
-            cpu_p = p
             recs.append(
                 _rec(
                     "split_cpu_gpu_pipeline",
                     f.stage,
-                    cpu_p,
+                    p,
                     math.inf,
                     {},
                     ev,

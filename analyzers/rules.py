@@ -198,8 +198,8 @@ def classify(bd: Breakdown, facts: RunFacts, t: Thresholds = THRESHOLDS) -> list
             continue
         kind, subkind, rule, evidence = _stage_kind(row, facts, t)
         comp = _components(row)
-        key = {"python": "python", "native": "native"}.get(subkind, subkind)
-        component = comp.get(key if key in comp else "gpu_sync", max(comp.values(), default=0))
+        # the component that named the kind (GPU subkinds: the waits on the GPU)
+        component = comp.get(subkind, comp["gpu_sync"])
         evidence.update(
             {
                 "path_share": round(share, 4),

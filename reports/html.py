@@ -31,7 +31,7 @@ import numpy as np
 from analyzers.attribution import attribute
 from analyzers.breakdown import WAIT_REASONS
 from analyzers.diagnosis import Diagnosis
-from analyzers.spantree import index_spans
+from reports.json import json_safe
 
 __all__ = ["ReportData", "render_html", "report_data"]
 
@@ -179,11 +179,10 @@ def _stage_figure(d: Diagnosis) -> dict[str, Any]:
     }
 
 
-def _timeline_figure(run: Any, t0: int, notes: list[str]) -> dict[str, Any] | None:
-    spans = run.tables["spans"]
-    if spans.empty:
+def _timeline_figure(run: Any, d: Diagnosis, t0: int, notes: list[str]) -> dict[str, Any] | None:
+    indexed = d.breakdown.spans
+    if indexed.empty:
         return None
-    indexed = index_spans(spans)
     total = len(indexed)
     if total > MAX_TIMELINE_SPANS:
         indexed = indexed[indexed["depth"] <= 1]
@@ -505,7 +504,7 @@ def report_data(d: Diagnosis, run: Any) -> ReportData:
         figures["amdahl"] = _amdahl_figure(d)
         figures["stages"] = _stage_figure(d)
     optional = {
-        "timeline": _timeline_figure(run, t0, notes),
+        "timeline": _timeline_figure(run, d, t0, notes),
         "flame": _flame_figure(run, notes),
         "resources": _resource_figure(run, d, t0, notes),
         "memory": _memory_figure(run, d, t0),
@@ -649,16 +648,6 @@ def _figure_block(fig_id: str, spec: dict[str, Any], nonce: str) -> str:
     )
 
 
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    return value
-
-
 def render_html(data: ReportData, *, plotly_js: str | None = None) -> str:
     """The page. ``plotly_js``: the library's source (default: the installed plotly's)."""
     if plotly_js is None:
@@ -679,7 +668,7 @@ def render_html(data: ReportData, *, plotly_js: str | None = None) -> str:
         "memory": "Memory",
     }
     figs = "".join(
-        f"<h2>{title}</h2>" + _figure_block(key, _clean(data.figures[key]), nonce)
+        f"<h2>{title}</h2>" + _figure_block(key, json_safe(data.figures[key]), nonce)
         for key, title in sections.items()
         if key in data.figures
     )

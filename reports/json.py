@@ -10,25 +10,25 @@ from typing import Any
 
 from analyzers.diagnosis import Diagnosis
 
-__all__ = ["render_json", "write_diagnosis"]
+__all__ = ["json_safe", "render_json", "write_diagnosis"]
 
 
-def _clean(value: Any) -> Any:
-    """NaN and infinity are not JSON: they become null."""
+def json_safe(value: Any) -> Any:
+    """NaN and infinity are not JSON: they become null (numpy scalars: Python ones)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
+        return [json_safe(v) for v in value]
     if hasattr(value, "item"):  # numpy scalars
-        return _clean(value.item())
+        return json_safe(value.item())
     return value
 
 
 def render_json(diagnosis: Diagnosis) -> str:
     return (
-        json.dumps(_clean(diagnosis.to_dict()), indent=2, ensure_ascii=False, allow_nan=False)
+        json.dumps(json_safe(diagnosis.to_dict()), indent=2, ensure_ascii=False, allow_nan=False)
         + "\n"
     )
 
