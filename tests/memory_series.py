@@ -1,0 +1,91 @@
+"""Simulated memory series for the leak detector: the shapes a healthy service makes, and leaks.
+
+One reading a second (the watchdog's default interval). Every series has i.i.d. noise
+of +-5% of its base (uniform) on top of its shape. The non-leaking shapes:
+
+* ``gc``: a saw-tooth -- memory climbs linearly by 2-20% of the base, then drops back
+  (a collection or an arena released); period 10-120 s, jittered +-10% a cycle;
+* ``cache``: a cache that fills linearly by 5-30% of the base, then is flushed;
+  period 5-15 min;
+* ``warmup``: growth of 10-50% of the base that plateaus, ``A (1 - exp(-t / tau))``
+  with tau 2-20 min (imports, pools and caches reaching their working size);
+* ``steps``: one to three one-off steps of 5-20% of the base (a model loaded, a pool
+  resized), up or down, at least an hour apart;
+* ``mixed``: all of the above at once.
+
+``leak`` adds a linear leak of a given rate from a given onset to any of them.
+Everything is drawn from ``numpy.random.default_rng(seed)``: a series is reproducible
+from its kind and seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MB = 1e6
+KINDS = ("gc", "cache", "warmup", "steps", "mixed")
+
+
+@dataclass(frozen=True)
+class Series:
+    kind: str
+    seed: int
+    t_s: np.ndarray
+    bytes_: np.ndarray
+    base: float
+
+
+def _sawtooth(t: np.ndarray, rng: np.random.Generator, period: float, height: float) -> np.ndarray:
+    """Linear climbs of ``height`` that drop to zero; each cycle's length jitters +-10%."""
+    cycles = int(t[-1] / (period * 0.9)) + 2
+    lengths = period * rng.uniform(0.9, 1.1, cycles)
+    starts = np.concatenate([[-rng.uniform(0, period)], lengths]).cumsum()
+    which = np.searchsorted(starts, t, side="right") - 1
+    phase = (t - starts[which]) / lengths[np.minimum(which, cycles - 1)]
+    return height * np.clip(phase, 0.0, 1.0)
+
+
+def shape(kind: str, t: np.ndarray, base: float, rng: np.random.Generator) -> np.ndarray:
+    """The noiseless non-leaking shape of one kind (bytes above the base)."""
+    y = np.zeros_like(t)
+    if kind in ("gc", "mixed"):
+        y += _sawtooth(t, rng, rng.uniform(10, 120), rng.uniform(0.02, 0.20) * base)
+    if kind in ("cache", "mixed"):
+        y += _sawtooth(t, rng, rng.uniform(300, 900), rng.uniform(0.05, 0.30) * base)
+    if kind in ("warmup", "mixed"):
+        y += rng.uniform(0.10, 0.50) * base * (1 - np.exp(-t / rng.uniform(120, 1200)))
+    if kind in ("steps", "mixed"):
+        at = 3600.0
+        for _ in range(int(rng.integers(1, 4))):
+            at += rng.uniform(3600, 6 * 3600)
+            if at >= t[-1]:
+                break
+            size = rng.uniform(0.05, 0.20) * base * rng.choice([-1.0, 1.0], p=[0.3, 0.7])
+            y += np.where(t >= at, size, 0.0)
+    return y
+
+
+def make(
+    kind: str,
+    seed: int,
+    *,
+    hours: float = 24.0,
+    base: float | None = None,
+    interval_s: float = 1.0,
+    leak_bytes_per_s: float = 0.0,
+    leak_onset_s: float = 0.0,
+) -> Series:
+    rng = np.random.default_rng([KINDS.index(kind) if kind in KINDS else 99, seed])
+    t = np.arange(0.0, hours * 3600.0, interval_s)
+    b = base if base is not None else 300 * MB * rng.uniform(0.5, 2.0)
+    y = b + (shape(kind, t, b, rng) if kind in KINDS else 0.0)
+    y = y + leak_bytes_per_s * np.clip(t - leak_onset_s, 0.0, None)
+    y = y + rng.uniform(-0.05, 0.05, len(t)) * b
+    return Series(kind, seed, t, y, b)
+
+
+def flat(seed: int, **kwargs: float) -> Series:
+    """A flat 300 MB base with +-5% noise: the background the detection bar is stated on."""
+    return make("flat", seed, base=300 * MB, **kwargs)

@@ -1,0 +1,150 @@
+"""The live leak detector (``LeakWatch``) and its statistics, on simulated series.
+
+The issue's bar, on the detector (samples, not a live clock): a 1 MB/s leak on a 300 MB
+base is flagged within 60 s of its onset, 10 KB/s within 30 min; healthy shapes over
+24 hours raise nothing. The full 200-series corpus runs in ``benchmarks/leak_corpus.py``;
+here one series of each shape.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from analyzers.leaks import (
+    LeakWatch,
+    WatchSettings,
+    estimate_onset,
+    snapshot_growth,
+    trend,
+)
+from tests.memory_series import KINDS, MB, flat, make
+
+ONSET = 3600.0
+
+
+def first_flag(series, detector=None):
+    detector = detector or LeakWatch()
+    for t, y in zip(series.t_s.tolist(), series.bytes_.tolist(), strict=True):
+        if detector.add(t, y) is not None:
+            return detector.leak
+    return None
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_1mb_per_s_leak_on_300mb_is_flagged_within_60s(seed):
+    v = first_flag(flat(seed, hours=1.5, leak_bytes_per_s=1e6, leak_onset_s=ONSET))
+    assert v is not None and v.test == "fast"
+    assert 0 < v.at_s - ONSET <= 60
+    assert abs(v.onset_s - ONSET) <= 20  # the hinge finds when it began
+    assert v.slope_low <= 1e6 * 1.05 and v.slope_bytes_per_s == pytest.approx(1e6, rel=0.25)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_10kb_per_s_leak_is_flagged_within_30min(seed):
+    v = first_flag(flat(seed, hours=2, leak_bytes_per_s=1e4, leak_onset_s=ONSET))
+    assert v is not None and v.test == "slow"
+    assert 0 < v.at_s - ONSET <= 1800
+    assert v.slope_low <= 1e4 <= v.slope_high * 1.2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_healthy_day_raises_no_alarm(kind):
+    series = make(kind, 7, hours=24)
+    detector = LeakWatch()
+    assert first_flag(series, detector) is None
+    assert not detector.verdict.detected
+
+
+def test_nothing_is_judged_during_warm_up():
+    # growth from the first second (a service loading its model) is not a leak yet
+    series = flat(0, hours=0.15, leak_bytes_per_s=2e6, leak_onset_s=0.0)
+    detector = LeakWatch(WatchSettings(warmup_s=600))
+    assert first_flag(series, detector) is None
+    assert detector.verdict.reason == "warming up"
+
+
+def test_state_stays_bounded_over_days():
+    detector = LeakWatch(WatchSettings(history_s=3600))
+    sizes = []
+    for hour in range(4):
+        series = flat(hour, hours=1)
+        for t, y in zip(series.t_s.tolist(), series.bytes_.tolist(), strict=True):
+            detector.add(t + hour * 3600, y)
+        sizes.append(len(pickle.dumps(detector.__dict__)))
+    assert max(sizes) - min(sizes) < 0.05 * min(sizes)
+    assert len(detector.bins()["t_s"]) <= 361
+
+
+def test_time_to_limit_follows_the_leak():
+    detector = LeakWatch(limit_bytes=600 * MB)
+    v = first_flag(flat(1, hours=1.5, leak_bytes_per_s=1e6, leak_onset_s=ONSET), detector)
+    assert v is not None
+    # ~300 MB of headroom minus what leaked before the flag, at ~1 MB/s
+    assert 150 < v.seconds_to_limit < 320
+    detector.set_limit(None)
+    assert detector.verdict.seconds_to_limit is None
+
+
+def test_bad_readings_are_dropped_not_raised():
+    detector = LeakWatch()
+    assert detector.add(1.0, float("nan")) is None
+    assert detector.add(2.0, 3e8) is None
+    assert detector.add(1.5, 3e8) is None  # out of order
+    assert detector.readings == 1
+
+
+def test_settings_say_what_is_wrong():
+    with pytest.raises(ValueError, match="window"):
+        WatchSettings(interval_s=1.0, window_s=60)  # 12 bins of 10 s do not fit
+    with pytest.raises(ValueError, match="interval_s"):
+        WatchSettings(interval_s=0)
+
+
+def test_trend_bounds_the_slope_and_ignores_a_few_outliers():
+    t = np.arange(100.0)
+    y = 5.0 * t + np.random.default_rng(0).normal(0, 10, 100)
+    y[[10, 50, 90]] += 5000  # three wild readings
+    tr = trend(t, y)
+    assert tr.low < 5.0 < tr.high and tr.slope == pytest.approx(5.0, rel=0.1)
+    assert tr.p_up < 1e-6
+    assert trend(t, np.random.default_rng(1).normal(0, 1, 100)).p_up > 0.01
+
+
+def test_onset_is_the_knee_of_flat_then_rising():
+    t = np.arange(0.0, 600.0, 5.0)
+    y = 3e8 + np.where(t > 200, (t - 200) * 1e5, 0.0)
+    assert estimate_onset(t, y) == pytest.approx(200, abs=10)
+
+
+def snap(t, sites, types=None, containers=None):
+    return {"t_s": t, "sites": sites, "types": types or {}, "containers": containers or {}}
+
+
+def test_growth_ranks_sites_that_climb_with_the_trend_first():
+    snaps = [
+        snap(
+            t,
+            {
+                "cache.py:65": [1000 * t, t, "cache.py:65 <- app.py:10"],
+                "buffer.py:3": [50_000 if t % 2 else 0, 1, "buffer.py:3"],  # comes and goes
+            },
+            {"dict": 100 + t},
+            {"app._CACHE": ["dict", 1000 + 10 * t]},
+        )
+        for t in range(0, 11)
+    ]
+    growth = snapshot_growth(snaps)
+    top = growth["top_sites"][0]
+    assert top["site"] == "cache.py:65" and top["steady"]
+    assert top["bytes_per_s"] == pytest.approx(1000, rel=0.01)
+    assert growth["growing_containers"][0] == {
+        "name": "app._CACHE",
+        "type": "dict",
+        "items": 1100,
+        "grew": 100,
+    }
+    assert growth["growing_types"] == [{"type": "dict", "count_grew": 10}]
+    assert snapshot_growth([]) == {"top_sites": [], "growing_types": [], "growing_containers": []}
