@@ -33,7 +33,7 @@ from analyzers.breakdown import WAIT_REASONS
 from analyzers.diagnosis import Diagnosis
 from reports.json import json_safe
 
-__all__ = ["ReportData", "render_html", "report_data"]
+__all__ = ["ReportData", "html_page", "render_html", "report_data"]
 
 MAX_TIMELINE_SPANS = 4000
 MAX_FLAME_NODES = 2000
@@ -648,8 +648,17 @@ def _figure_block(fig_id: str, spec: dict[str, Any], nonce: str) -> str:
     )
 
 
-def render_html(data: ReportData, *, plotly_js: str | None = None) -> str:
-    """The page. ``plotly_js``: the library's source (default: the installed plotly's)."""
+def html_page(
+    title: str,
+    body: str,
+    figures: list[tuple[str, str, dict[str, Any]]],
+    tail: str = "",
+    *,
+    plotly_js: str | None = None,
+) -> str:
+    """A self-contained page: ``body`` (already escaped HTML), then each figure under its
+    heading (key, heading, plotly spec), then ``tail``; plotly.js embedded once, scripts
+    allowed only by the page's nonce."""
     if plotly_js is None:
         from plotly.offline import get_plotlyjs
 
@@ -659,21 +668,10 @@ def render_html(data: ReportData, *, plotly_js: str | None = None) -> str:
         f"default-src 'none'; script-src 'nonce-{nonce}' 'unsafe-eval'; "
         "style-src 'unsafe-inline'; img-src data: blob:; font-src data:"
     )
-    sections = {
-        "amdahl": "Amdahl: what each fix can buy",
-        "stages": "Stage breakdown",
-        "timeline": "Timeline",
-        "flame": "Flame graph",
-        "resources": "Resources",
-        "memory": "Memory",
-    }
     figs = "".join(
-        f"<h2>{title}</h2>" + _figure_block(key, json_safe(data.figures[key]), nonce)
-        for key, title in sections.items()
-        if key in data.figures
+        f"<h2>{_esc(heading)}</h2>" + _figure_block(key, json_safe(spec), nonce)
+        for key, heading, spec in figures
     )
-    notes = "".join(f"<li class='note'>{_esc(n)}</li>" for n in data.notes + data.downsampled)
-    meta = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in data.meta_rows)
     draw = (
         "document.querySelectorAll('script.plot-spec').forEach(function(el){"
         "var spec=JSON.parse(el.textContent);"
@@ -684,16 +682,38 @@ def render_html(data: ReportData, *, plotly_js: str | None = None) -> str:
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<meta http-equiv='Content-Security-Policy' content=\"{csp}\">"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{_esc(data.title)}</title><style>{_CSS}</style></head><body><main>"
-        f"<h1>{_esc(data.title)}</h1>"
-        f"{_verdict_html(data)}"
-        f"<h2>What to change</h2>{_recommendations_html(data)}"
-        f"<h2>Leak</h2>{_leak_html(data)}"
-        f"{figs}"
-        + (f"<h2>Notes</h2><ul>{notes}</ul>" if notes else "")
-        + f"<h2>Run</h2><table class='meta'>{meta}</table>"
+        f"<title>{_esc(title)}</title><style>{_CSS}</style></head><body><main>"
+        f"<h1>{_esc(title)}</h1>{body}{figs}{tail}"
         f"<p class='muted'>Written by probe. Charts need JavaScript; everything above them "
         f"reads without it.</p></main>"
         f"<script nonce='{nonce}'>{plotly_js}</script>"
         f"<script nonce='{nonce}'>{draw}</script></body></html>\n"
     )
+
+
+def render_html(data: ReportData, *, plotly_js: str | None = None) -> str:
+    """The page. ``plotly_js``: the library's source (default: the installed plotly's)."""
+    sections = {
+        "amdahl": "Amdahl: what each fix can buy",
+        "stages": "Stage breakdown",
+        "timeline": "Timeline",
+        "flame": "Flame graph",
+        "resources": "Resources",
+        "memory": "Memory",
+    }
+    figures = [
+        (key, heading, data.figures[key])
+        for key, heading in sections.items()
+        if key in data.figures
+    ]
+    notes = "".join(f"<li class='note'>{_esc(n)}</li>" for n in data.notes + data.downsampled)
+    meta = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in data.meta_rows)
+    body = (
+        f"{_verdict_html(data)}"
+        f"<h2>What to change</h2>{_recommendations_html(data)}"
+        f"<h2>Leak</h2>{_leak_html(data)}"
+    )
+    tail = (f"<h2>Notes</h2><ul>{notes}</ul>" if notes else "") + (
+        f"<h2>Run</h2><table class='meta'>{meta}</table>"
+    )
+    return html_page(data.title, body, figures, tail, plotly_js=plotly_js)

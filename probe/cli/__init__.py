@@ -16,6 +16,7 @@ from probe.cli.analyze import analyze_command
 from probe.cli.diff import diff_command
 from probe.cli.report import report_command
 from probe.cli.run import run_command
+from probe.cli.watch import watch_command
 from probe.errors import ProbeError
 
 __all__ = ["cli", "main"]
@@ -29,6 +30,7 @@ def cli() -> None:
     \b
     Start with:  probe run service.py [ARGS]...
     Then:        probe report RUN_DIR --open · probe diff RUN_A RUN_B
+    Staging:     probe watch --pid PID · probe watch -- CMD [ARGS]...
     """
 
 
@@ -36,6 +38,7 @@ cli.add_command(run_command)
 cli.add_command(analyze_command)
 cli.add_command(diff_command)
 cli.add_command(report_command)
+cli.add_command(watch_command)
 
 
 def main(argv: list[str] | None = None) -> None:

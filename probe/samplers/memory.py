@@ -23,7 +23,8 @@ __all__ = ["MemorySampler"]
 _PROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _type_name(t: type) -> str:
+def type_name(t: type) -> str:
+    """``dict``, ``collections.OrderedDict``: builtins bare, the rest with their module."""
     module = t.__module__
     return t.__qualname__ if module == "builtins" else f"{module}.{t.__qualname__}"
 
@@ -96,7 +97,7 @@ class MemorySampler:
     def _sample_types(self, now: int) -> None:
         counts = Counter(type(o) for o in self._gc_objects())
         self._rows["gc_types"].extend(
-            (now, self._snapshot, _type_name(t), n) for t, n in counts.most_common(self._top_types)
+            (now, self._snapshot, type_name(t), n) for t, n in counts.most_common(self._top_types)
         )
 
     def drain(self) -> dict[str, list[tuple[Any, ...]]]:

@@ -139,3 +139,32 @@ def test_probe_report_verb_writes_each_format(tmp_path, run_probe):
     assert '"schema": "probe.diagnosis/1"' in report("--format", "json").stdout
     bad = report("-o", tmp_path / "no" / "dir.html")
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "cannot write" in bad.stderr
+
+
+LEAKER = """
+import time
+kept = []
+end = time.monotonic() + 9
+while time.monotonic() < end:
+    kept.append(bytearray(100_000))  # ~3 MB/s, never freed
+    time.sleep(0.03)
+"""
+
+
+def test_the_leak_report_of_probe_watch_draws_its_trend_and_sites(tmp_path, browser):
+    script = write_script(tmp_path, LEAKER, name="leak_<img src=x onerror=alert(1)>.py")
+    out = tmp_path / "watch"
+    result = subprocess.run(
+        probe_cmd("watch", "--interval", "0.1", "--warmup", "1s", "--window", "12s",
+                  "--attribution", "always", "-q", "--out", out, "--", "python", script),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    page, errors, outside = open_report(browser, out / "leak.html", tmp_path / "leak.png")
+    assert errors == [] and outside == []
+    assert page.locator("#fig-trend svg.main-svg").count() > 0
+    assert "Leak: memory grows" in page.inner_text("#verdict")
+    assert "leak_<img src=x onerror=alert(1)>.py:6" in page.inner_text("#sites")  # as text
+    assert page.locator("img").count() == 0
+    names = page.evaluate("document.getElementById('fig-trend').data.map(t => t.name)")
+    assert "floor (min)" in names and any(n.startswith("growth ") for n in names)

@@ -1,0 +1,182 @@
+"""The leak watchdog, built into a service: ``probe.watchdog.start(...)`` / ``stop()``.
+
+    import probe.watchdog
+    probe.watchdog.start(limit="2GiB", alert_webhook="http://alerts.internal/hook",
+                         metrics_port=9464)
+    ...                      # serve
+    probe.watchdog.stop()    # returns the last verdict (a dict)
+
+A daemon thread reads the process's own RSS every ``interval``, runs the live leak
+detector (``analyzers.leaks.LeakWatch``), arms tracemalloc attribution when growth looks
+suspect, and on a leak logs one JSON line on the ``probe.watch`` logger, posts to the
+webhook and flips the Prometheus gauges. Once started, nothing it does raises into the
+service: failures are logged. ``start`` itself raises ``ProbeError`` for bad settings and
+a metrics port already in use, so misconfiguration shows at start-up.
+
+Starting it imports ``analyzers.leaks`` (numpy only), not pandas: cheap in a service.
+It is the one place probe's collection side uses the analysis side, because the
+decision to alert has to be taken live.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from probe.errors import ProbeError
+from probe.watchdog.limits import cgroup_memory_limit, parse_duration, parse_size
+
+if TYPE_CHECKING:
+    from probe.watchdog.monitor import Monitor
+
+__all__ = ["Watchdog", "start", "stop"]
+
+log = logging.getLogger("probe.watch")
+_lock = threading.Lock()
+_current: Watchdog | None = None
+
+
+def _seconds(value: float | str, name: str) -> float:
+    try:
+        return parse_duration(value) if isinstance(value, str) else float(value)
+    except ValueError as e:
+        raise ProbeError(f"{name}: {e}") from e
+
+
+def _bytes(value: float | str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_size(value) if isinstance(value, str) else int(value)
+    except ValueError as e:
+        raise ProbeError(f"limit: {e}") from e
+
+
+def _own_rss() -> float | None:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        import psutil
+
+        return float(psutil.Process().memory_info().rss)
+
+
+class Watchdog:
+    """A running in-process watchdog (see ``start``)."""
+
+    def __init__(self, monitor: Monitor, out: Path | None) -> None:
+        self.monitor = monitor
+        self.out = out
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="probe-watchdog", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.monitor.run(self._stop)
+        except Exception as e:  # the service must outlive its watchdog
+            log.warning("probe: watchdog stopped: %r", e)
+
+    def verdict(self) -> dict[str, Any]:
+        return self.monitor.verdict_dict()
+
+    def stop(self, timeout: float = 5.0) -> dict[str, Any]:
+        self._stop.set()
+        self._thread.join(timeout)
+        verdict = self.monitor.verdict_dict(final=True)
+        if self.out is not None:
+            try:
+                from reports.leak import write_leak_report
+
+                write_leak_report(self.out, self.monitor.report(verdict))
+            except Exception as e:
+                log.warning("probe: watchdog report to %s failed: %r", self.out, e)
+        self.monitor.close(timeout)
+        return verdict
+
+
+def start(
+    *,
+    interval: float | str = 1.0,
+    window: float | str = "30m",
+    warmup: float | str = "10m",
+    limit: float | str | None = None,
+    alert_webhook: str | None = None,
+    metrics_port: int | None = None,
+    metrics_host: str = "127.0.0.1",
+    attribution: str = "auto",
+    out: str | os.PathLike[str] | None = None,
+    log_alerts: bool = True,
+) -> Watchdog:
+    """Start watching this process's memory; returns the running ``Watchdog``.
+
+    ``interval``/``window``/``warmup``: seconds or "30m"-style durations. ``limit``:
+    bytes or "2GiB" (default: the cgroup's memory limit, if any). ``attribution``:
+    "auto" (tracemalloc armed when growth looks suspect), "always", or "off".
+    ``out``: a directory for the leak report (JSON and HTML), written by ``stop()``.
+    """
+    global _current
+    # imported here, not at the top: ``probe watch``'s agent imports this package into
+    # the watched child, which needs none of it
+    from analyzers.leaks import WatchSettings
+    from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert
+    from probe.watchdog.attribution import SiteTracker
+    from probe.watchdog.monitor import Monitor
+
+    if attribution not in ("auto", "always", "off"):
+        raise ProbeError(f"attribution must be auto, always or off, not {attribution!r}")
+    try:
+        settings = WatchSettings(
+            interval_s=_seconds(interval, "interval"),
+            window_s=_seconds(window, "window"),
+            warmup_s=_seconds(warmup, "warmup"),
+        )
+    except ValueError as e:
+        raise ProbeError(str(e)) from e
+    limit_bytes = _bytes(limit)
+    limit_source = "limit" if limit_bytes else None
+    if limit_bytes is None:
+        limit_bytes = cgroup_memory_limit()
+        limit_source = "cgroup" if limit_bytes else None
+    with _lock:
+        if _current is not None:
+            raise ProbeError("the watchdog is already running (call probe.watchdog.stop() first)")
+        process = {"pid": os.getpid(), "name": Path(sys.argv[0] or "python").name}
+        sinks: list[Any] = [LogAlert()] if log_alerts else []
+        if alert_webhook:
+            sinks.append(WebhookAlert(alert_webhook))
+        metrics = (
+            Metrics(metrics_port, metrics_host, {"pid": str(os.getpid())})
+            if metrics_port is not None
+            else None
+        )
+        tracker = None
+        if attribution != "off":
+            tracker = SiteTracker(snapshot_s=max(settings.bin_s, settings.window_s / 12))
+            if attribution == "always":
+                tracker.arm()
+        monitor = Monitor(
+            _own_rss,
+            settings,
+            process=process,
+            limit_bytes=limit_bytes,
+            limit_source=limit_source,
+            sinks=sinks,
+            metrics=metrics,
+            attribution=tracker,
+        )
+        _current = Watchdog(monitor, Path(out) if out is not None else None)
+        _current._thread.start()
+        return _current
+
+
+def stop(timeout: float = 5.0) -> dict[str, Any] | None:
+    """Stop the watchdog started by ``start``; returns its last verdict (None if none ran)."""
+    global _current
+    with _lock:
+        dog, _current = _current, None
+    return dog.stop(timeout) if dog is not None else None

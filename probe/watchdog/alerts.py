@@ -1,0 +1,188 @@
+"""Where a leak verdict goes: a structured log line, a webhook, Prometheus gauges.
+
+None of them may block or crash the watched service: the webhook posts from its own
+daemon thread through a bounded queue (the newest alert wins when it is full), with a
+timeout and bounded retries, and every failure becomes a log line. The metrics
+endpoint is prometheus-client's own server on a private registry, bound to 127.0.0.1
+unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import queue
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+from probe.errors import ProbeError
+
+__all__ = ["LogAlert", "Metrics", "WebhookAlert", "alert_payload"]
+
+log = logging.getLogger("probe.watch")
+
+
+def alert_payload(verdict: dict[str, Any], process: dict[str, Any]) -> dict[str, Any]:
+    """The JSON every sink sends: the process, rate, confidence, time to limit, top sites."""
+    return {
+        "event": "probe.leak",
+        "process": process,
+        "detected": verdict["detected"],
+        "rate_bytes_per_s": verdict["slope_bytes_per_s"],
+        "rate_interval_bytes_per_s": verdict["slope_interval_bytes_per_s"],
+        "confidence": verdict["confidence"],
+        "level_bytes": verdict["level_bytes"],
+        "onset_s": verdict["onset_s"],
+        "seconds_to_limit": verdict["seconds_to_limit"],
+        "limit_bytes": verdict["limit_bytes"],
+        "test": verdict["test"],
+        "reason": verdict["reason"],
+        "top_sites": verdict["top_sites"],
+        "growing_types": verdict["growing_types"],
+        "growing_containers": verdict.get("growing_containers", []),
+    }
+
+
+class LogAlert:
+    """One JSON line on the ``probe.watch`` logger (stderr unless the service routes it)."""
+
+    def __init__(self, logger: logging.Logger = log) -> None:
+        self._log = logger
+
+    def send(self, payload: dict[str, Any]) -> None:
+        self._log.warning(json.dumps(payload, sort_keys=True, default=str))
+
+    def close(self, timeout: float = 0.0) -> None:
+        pass
+
+
+class WebhookAlert:
+    """POSTs alerts as JSON from a daemon thread; ``send`` never blocks and never raises."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout_s: float = 5.0,
+        retries: int = 3,
+        backoff_s: float = 1.0,
+        sleep: Callable[[float], None] = time.sleep,
+        logger: logging.Logger = log,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ProbeError(f"--alert-webhook must be an http(s) URL, not {url!r}")
+        self.url = url
+        self._timeout = timeout_s
+        self._retries = retries
+        self._backoff = backoff_s
+        self._sleep = sleep
+        self._log = logger
+        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=8)
+        self.delivered = 0
+        self.failed = 0
+        self._thread = threading.Thread(target=self._loop, name="probe-webhook", daemon=True)
+        self._thread.start()
+
+    def send(self, payload: dict[str, Any]) -> None:
+        while True:
+            try:
+                self._queue.put_nowait(payload)
+                return
+            except queue.Full:
+                try:
+                    self._queue.get_nowait()  # drop the oldest: the newest says more
+                except queue.Empty:
+                    pass
+
+    def _loop(self) -> None:
+        while True:
+            payload = self._queue.get()
+            if payload is None:
+                return
+            try:
+                self._post(payload)
+            except Exception as e:  # never let the thread die: the next alert must go out
+                self._log.warning("probe: webhook %s: unexpected %r", self.url, e)
+
+    def _post(self, payload: dict[str, Any]) -> None:
+        body = json.dumps(payload, default=str).encode()
+        for attempt in range(1, self._retries + 1):
+            request = urllib.request.Request(
+                self.url,
+                data=body,
+                headers={"Content-Type": "application/json", "User-Agent": "probe-watch"},
+                method="POST",
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=self._timeout) as response:
+                    response.read()
+                self.delivered += 1
+                return
+            except (urllib.error.URLError, OSError, ValueError) as e:
+                reason = getattr(e, "reason", e)
+                self._log.warning(
+                    "probe: webhook %s failed (attempt %d of %d): %s",
+                    self.url,
+                    attempt,
+                    self._retries,
+                    reason,
+                )
+                if attempt < self._retries:
+                    self._sleep(self._backoff * 2 ** (attempt - 1))
+        self.failed += 1
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Deliver what is queued, waiting at most ``timeout`` seconds."""
+        try:
+            self._queue.put(None, timeout=max(0.0, timeout))
+        except queue.Full:
+            return
+        self._thread.join(timeout)
+
+
+class Metrics:
+    """Prometheus gauges for one watched process, served over HTTP."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1", labels: dict[str, str] | None = None):
+        from prometheus_client import CollectorRegistry, Gauge, start_http_server
+
+        self.registry = CollectorRegistry()
+        names = sorted(labels or {})
+        values = [str((labels or {})[n]) for n in names]
+
+        def gauge(name: str, doc: str) -> Any:
+            g = Gauge(name, doc, names, registry=self.registry)
+            return g.labels(*values) if names else g
+
+        self.memory = gauge("probe_watch_memory_bytes", "Memory of the watched process (bytes)")
+        self.slope = gauge(
+            "probe_watch_memory_slope_bytes_per_second",
+            "Growth rate of the memory floor (Theil-Sen, bytes per second)",
+        )
+        self.leak = gauge("probe_watch_leak", "1 when a leak has been flagged, else 0")
+        self.to_limit = gauge(
+            "probe_watch_seconds_to_limit",
+            "Seconds until the memory limit at the current rate (+Inf: never, or no limit)",
+        )
+        self.to_limit.set(math.inf)
+        try:
+            self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as e:
+            raise ProbeError(f"cannot serve metrics on {host}:{port}: {e.strerror or e}") from e
+        self.port = self._server.server_port
+
+    def update(self, memory_bytes: float, verdict: dict[str, Any]) -> None:
+        self.memory.set(memory_bytes)
+        self.slope.set(verdict["slope_bytes_per_s"])
+        self.leak.set(1.0 if verdict["detected"] else 0.0)
+        to_limit = verdict["seconds_to_limit"]
+        self.to_limit.set(math.inf if to_limit is None else to_limit)
+
+    def close(self, timeout: float = 0.0) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,260 @@
+"""Where the memory goes, from inside the watched Python process.
+
+tracemalloc costs 5-18x on allocation-heavy code (see ``probe.samplers.memory``): too much
+to leave on in staging. So attribution is *armed on suspicion*: the watchdog starts
+tracemalloc when the detector first sees a significant rise to a new high, and from then
+on tracemalloc sees only allocations made after arming. What is still alive of them a
+few snapshots later is, by construction, what the service allocated and kept: for a
+leak, the leak. ``--attribution always`` arms from the start instead (for a short
+staging run where the overhead is fine), ``off`` never.
+
+Each snapshot keeps, per allocation site (the innermost frame, with its traceback): the
+live bytes and blocks; per type: the gc count; and the large containers (dicts, lists,
+sets, deques of at least ``container_min`` items) with the module global that names them,
+so a growing cache is named by what holds it, not only by the line that allocated its
+entries. ``analyzers.leaks.snapshot_growth`` turns the snapshots into growth figures.
+
+Two ways to run it: in the watched process's own thread (``probe.watchdog.start``), or as
+an agent in a child launched by ``probe watch -- python ...`` (``Agent``: it is armed
+through a file in a private directory and writes its snapshots there as JSON).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import threading
+import time
+import tracemalloc
+from collections import Counter, deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from probe.samplers.memory import type_name as _type_name
+
+__all__ = ["Agent", "AgentLink", "SiteTracker"]
+
+_PROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CONTAINERS = (dict, list, set, deque)
+_NOT_THE_SERVICE = {tracemalloc.__file__, "<frozen importlib._bootstrap>"}
+
+
+def _global_names() -> dict[int, str]:
+    """id -> "module.name" for every module-level global that is a container."""
+    names: dict[int, str] = {}
+    for mod_name, module in list(sys.modules.items()):
+        try:
+            items = list(vars(module).items())
+        except TypeError:
+            continue
+        for attr, value in items:
+            if isinstance(value, _CONTAINERS) and not attr.startswith("__"):
+                names.setdefault(id(value), f"{mod_name}.{attr}")
+    return names
+
+
+class SiteTracker:
+    """tracemalloc and gc snapshots of this process, kept in bounded memory."""
+
+    def __init__(
+        self,
+        *,
+        frames: int = 8,
+        top_sites: int = 50,
+        top_types: int = 30,
+        container_min: int = 1000,
+        keep: int = 12,
+        snapshot_s: float = 150.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._snapshot_s = snapshot_s
+        self._next_snapshot = 0.0
+        self._frames = frames
+        self._top_sites = top_sites
+        self._top_types = top_types
+        self._container_min = container_min
+        self._clock = clock
+        self._started_tracing = False
+        self.armed_at: float | None = None
+        # the first snapshot after arming is the baseline, the rest a ring of the latest
+        self._first: dict[str, Any] | None = None
+        self._latest: deque[dict[str, Any]] = deque(maxlen=keep)
+
+    @property
+    def armed(self) -> bool:
+        return self.armed_at is not None
+
+    def arm(self) -> None:
+        if self.armed:
+            return
+        if not tracemalloc.is_tracing():
+            tracemalloc.start(self._frames)
+            self._started_tracing = True
+        self.armed_at = self._clock()
+
+    def poll(self) -> None:
+        """Snapshot when one is due (every ``snapshot_s`` once armed)."""
+        if self.armed and self._clock() >= self._next_snapshot:
+            self.request_snapshot()
+
+    def request_snapshot(self) -> None:
+        self.snapshot()
+        self._next_snapshot = self._clock() + self._snapshot_s
+
+    def disarm(self) -> None:
+        if self._started_tracing and tracemalloc.is_tracing():
+            tracemalloc.stop()
+        self._started_tracing = False
+        self.armed_at = None
+
+    def snapshot(self) -> dict[str, Any] | None:
+        if not self.armed or not tracemalloc.is_tracing():
+            return None
+        snap = {
+            "t_s": self._clock(),
+            "sites": self._sites(),
+            **self._objects(),
+        }
+        if self._first is None:
+            self._first = snap
+        else:
+            self._latest.append(snap)
+        return snap
+
+    def snapshots(self) -> list[dict[str, Any]]:
+        return ([self._first] if self._first else []) + list(self._latest)
+
+    def _sites(self) -> dict[str, list[Any]]:
+        # filtered here, on the grouped statistics: Snapshot.filter_traces is pure Python
+        # per trace (1-6 s on 140k traces)
+        stats = tracemalloc.take_snapshot().statistics("traceback")
+        sites: dict[str, list[Any]] = {}
+        for stat in stats[: self._top_sites * 4]:
+            leaf_name = stat.traceback[-1].filename if len(stat.traceback) else ""
+            if leaf_name.startswith(_PROBE_DIR) or leaf_name in _NOT_THE_SERVICE:
+                continue
+            if any(f.filename == __file__ for f in stat.traceback):
+                continue  # the agent's own thread (pathlib, json): not the service's
+            frames = [f for f in stat.traceback if not f.filename.startswith(_PROBE_DIR)]
+            if not frames:
+                continue
+            leaf = frames[-1]  # tracemalloc orders frames oldest first
+            site = f"{leaf.filename}:{leaf.lineno}"
+            entry = sites.setdefault(site, [0, 0, ""])
+            entry[0] += stat.size
+            entry[1] += stat.count
+            if not entry[2]:  # the traceback of the site's largest group, newest frame first
+                entry[2] = " <- ".join(f"{f.filename}:{f.lineno}" for f in reversed(frames))
+        ranked = sorted(sites.items(), key=lambda kv: kv[1][0], reverse=True)
+        return dict(ranked[: self._top_sites])
+
+    def _objects(self) -> dict[str, Any]:
+        counts: Counter[type] = Counter()
+        containers: dict[str, list[Any]] = {}
+        big: list[Any] = []
+        for obj in gc.get_objects():
+            t = type(obj)
+            counts[t] += 1
+            if isinstance(obj, _CONTAINERS):
+                try:
+                    n = len(obj)
+                except TypeError:
+                    continue
+                if n >= self._container_min:
+                    big.append((obj, n))
+        names = _global_names() if big else {}
+        for obj, n in big:
+            key = names.get(id(obj), f"{_type_name(type(obj))}@{id(obj):x}")
+            containers[key] = [_type_name(type(obj)), n]
+        del big
+        return {
+            "types": {_type_name(t): n for t, n in counts.most_common(self._top_types)},
+            "containers": containers,
+        }
+
+
+class Agent:
+    """Runs a ``SiteTracker`` in a child process, driven through files in ``directory``:
+    ``arm`` (written by the watcher) arms it; it writes ``sites.json`` after each snapshot."""
+
+    def __init__(
+        self, directory: Path, *, snapshot_s: float, always: bool = False, frames: int = 8
+    ) -> None:
+        self.directory = directory
+        self._snapshot_s = snapshot_s
+        self._always = always
+        self._tracker = SiteTracker(frames=frames)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="probe-watch-agent", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        arm_file = self.directory / "arm"
+        next_snapshot = 0.0
+        errors = 0
+        while not self._stop.wait(0.5 if not self._tracker.armed else 0.2):
+            try:
+                if not self._tracker.armed and (self._always or arm_file.exists()):
+                    self._tracker.arm()
+                    next_snapshot = time.monotonic()
+                snap_now = (self.directory / "snap").exists()
+                if self._tracker.armed and (time.monotonic() >= next_snapshot or snap_now):
+                    if snap_now:
+                        (self.directory / "snap").unlink(missing_ok=True)
+                    self._tracker.snapshot()
+                    self._write()
+                    next_snapshot = time.monotonic() + self._snapshot_s
+            except Exception as e:  # noqa: BLE001 -- the service must never see the agent fail
+                errors += 1
+                try:
+                    (self.directory / "agent.error").write_text(repr(e))
+                except OSError:
+                    pass
+                if errors >= 5:
+                    return
+
+    def _write(self) -> None:
+        data = {"pid": os.getpid(), "snapshots": self._tracker.snapshots()}
+        tmp = self.directory / f"sites.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, self.directory / "sites.json")
+
+
+class AgentLink:
+    """The watcher's side of an ``Agent``: arm it, ask for a snapshot, read what it wrote."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def poll(self) -> None:
+        pass  # the agent snapshots on its own schedule
+
+    def arm(self) -> None:
+        (self.directory / "arm").touch()
+
+    def request_snapshot(self, wait_s: float = 3.0) -> None:
+        """Ask the agent for a snapshot now and wait (at most ``wait_s``) until it is
+        written: an alert should carry the sites as they are when it goes out."""
+        asked_ns = time.time_ns()
+        (self.directory / "snap").touch()
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:
+                if (self.directory / "sites.json").stat().st_mtime_ns >= asked_ns:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+
+    def snapshots(self) -> list[dict[str, Any]]:
+        try:
+            data = json.loads((self.directory / "sites.json").read_text())
+        except (OSError, ValueError):
+            return []
+        snaps = data.get("snapshots") if isinstance(data, dict) else None
+        return snaps if isinstance(snaps, list) else []

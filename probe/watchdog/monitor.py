@@ -1,0 +1,214 @@
+"""The watch loop: read memory, feed the detector, arm attribution, raise alerts.
+
+``Monitor`` is shared by ``probe watch`` (memory read from outside with psutil) and the
+in-process watchdog (its own process). Clock, memory source, attribution and sinks are
+injected, so the loop is tested on fakes in milliseconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+from analyzers.leaks import LeakVerdict, LeakWatch, WatchSettings, detect_leak, snapshot_growth
+
+__all__ = ["Attribution", "Monitor", "Sink"]
+
+log = logging.getLogger("probe.watch")
+
+# A process watched for less than its warm-up plus a window is judged at exit on its
+# whole series by the recorded-run test; these many readings are kept for that.
+_SHORT_LIFE_READINGS = 4096
+
+
+class Sink(Protocol):
+    def send(self, payload: dict[str, Any]) -> None: ...
+    def close(self, timeout: float = ...) -> None: ...
+
+
+class Attribution(Protocol):
+    """Where growth is attributed: a ``SiteTracker`` in-process, an ``AgentLink`` outside."""
+
+    def arm(self) -> None: ...
+    def poll(self) -> None: ...  # called every reading: snapshot when one is due
+    def request_snapshot(self) -> None: ...
+    def snapshots(self) -> list[dict[str, Any]]: ...
+
+
+class Monitor:
+    def __init__(
+        self,
+        read_memory: Callable[[], float | None],
+        settings: WatchSettings | None = None,
+        *,
+        process: dict[str, Any] | None = None,
+        limit_bytes: float | None = None,
+        limit_source: str | None = None,
+        sinks: Sequence[Sink] = (),
+        metrics: Any = None,
+        attribution: Attribution | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings or WatchSettings()
+        self.detector = LeakWatch(self.settings, limit_bytes)
+        self.process = process or {}
+        self.limit_bytes = limit_bytes
+        self.limit_source = limit_source
+        self._read = read_memory
+        self._sinks = list(sinks)
+        self._metrics = metrics
+        self._attribution = attribution
+        self._clock = clock
+        self._t0 = clock()
+        self.started_at = wall_clock()
+        self._early: list[tuple[float, float]] = []
+        self.last_bytes: float | None = None
+        self.alerted: LeakVerdict | None = None
+        self._sink_errors = 0
+        self._armed = False
+        self._containers: list[dict[str, Any]] = []
+
+    @property
+    def elapsed_s(self) -> float:
+        return self._clock() - self._t0
+
+    def tick(self) -> bool:
+        """One reading. False when the memory could not be read (the process is gone)."""
+        value = self._read()
+        if value is None:
+            return False
+        now = self._clock() - self._t0
+        self.last_bytes = value
+        if len(self._early) < _SHORT_LIFE_READINGS:
+            self._early.append((now, value))
+        flagged = self.detector.add(now, value)
+        if self._attribution is not None:
+            if not self._armed and (self.detector.suspect or flagged is not None):
+                self._armed = True
+                self._safely(self._attribution.arm)
+            self._safely(self._attribution.poll)
+        if self._metrics is not None:
+            self._safely(self._metrics.update, value, self.verdict().to_dict())
+        if flagged is not None:
+            if self._attribution is not None:
+                self._safely(self._attribution.request_snapshot)
+            self.alerted = flagged
+            self.alert(self.verdict())
+        return True
+
+    def verdict(self, *, final: bool = False) -> LeakVerdict:
+        """The detector's verdict with attribution attached; ``final``: the process has
+        ended, and one watched too briefly for the live tests is judged on its whole series."""
+        v = self.detector.verdict
+        short = self.elapsed_s < self.settings.warmup_s + self.settings.window_s
+        if final and not v.detected and short and len(self._early) >= 8:
+            t = [p[0] for p in self._early]
+            y = [p[1] for p in self._early]
+            import numpy as np
+
+            run = detect_leak(np.array(t), np.array(y), limit_bytes=self.limit_bytes)
+            v = replace(
+                run,
+                reason=f"{run.reason} (judged on the whole series: the process lived "
+                f"{self.elapsed_s:.0f} s, less than warm-up plus a window)",
+            )
+        if v.detected and self._attribution is not None:
+            growth = snapshot_growth(self._attribution.snapshots())
+            v = replace(v, top_sites=growth["top_sites"], growing_types=growth["growing_types"])
+            self._containers = growth["growing_containers"]
+        return v
+
+    def verdict_dict(self, *, final: bool = False) -> dict[str, Any]:
+        v = self.verdict(final=final)
+        out = v.to_dict()
+        out["growing_containers"] = self._containers if v.detected else []
+        return out
+
+    def alert(self, verdict: LeakVerdict) -> None:
+        from probe.watchdog.alerts import alert_payload
+
+        payload = alert_payload(self.verdict_dict(), self.process)
+        for sink in self._sinks:
+            self._safely(sink.send, payload)
+
+    def _safely(self, fn: Callable[..., Any], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as e:  # a sink's failure must not stop the watch
+            self._sink_errors += 1
+            if self._sink_errors <= 3:
+                log.warning("probe: watch: %s failed: %r", getattr(fn, "__qualname__", fn), e)
+
+    def run(self, stop: threading.Event) -> None:
+        """Tick every interval until ``stop`` is set or the memory can't be read."""
+        interval = self.settings.interval_s
+        next_at = self._clock()
+        while not stop.is_set():
+            if not self.tick():
+                return
+            next_at += interval
+            delay = next_at - self._clock()
+            if delay < 0:  # fell behind (a suspended host): skip, don't burst
+                next_at = self._clock()
+                delay = 0.0
+            stop.wait(delay)
+
+    def close(self, timeout: float = 10.0) -> None:
+        deadline = self._clock() + timeout
+        for sink in [*self._sinks, self._metrics]:
+            if sink is not None:
+                self._safely(sink.close, max(0.0, deadline - self._clock()))
+
+    def report(self, verdict: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Everything the leak report shows, as plain data (times: seconds since start)."""
+        s = self.settings
+        bins: dict[str, Any] = self.detector.bins()
+        if not len(bins["t_s"]) and self._early:  # shorter than one bin: the raw readings
+            t = [p[0] for p in self._early]
+            y = [p[1] for p in self._early]
+            bins = {"t_s": t, "min": y, "median": y, "max": y}
+        return {
+            "schema": "probe.leak/1",
+            "process": self.process,
+            "started_at": self.started_at,
+            "watched_s": round(self.elapsed_s, 1),
+            "readings": self.detector.readings,
+            "settings": {
+                "interval_s": s.interval_s,
+                "window_s": s.window_s,
+                "fast_window_s": s.fast_window_s,
+                "warmup_s": s.warmup_s,
+                "bin_s": s.bin_s,
+            },
+            "limit_bytes": self.limit_bytes,
+            "limit_source": self.limit_source,
+            "memory_bytes": self.last_bytes,
+            "verdict": verdict if verdict is not None else self.verdict_dict(),
+            "series": {k: [float(x) for x in v] for k, v in bins.items()},
+        }
+
+    def status_line(self) -> str:
+        v = self.detector.verdict
+        mem = "?" if self.last_bytes is None else f"{self.last_bytes / 2**20:.1f} MiB"
+        left = self.settings.warmup_s - self.elapsed_s
+        state = (
+            f"LEAK {v.slope_bytes_per_s / 1e3:+.1f} KB/s"
+            if v.detected
+            else (
+                f"warming up ({left:.0f} s left)"
+                if left > 0
+                else f"no leak (floor {v.slope_bytes_per_s / 1e3:+.1f} KB/s: {v.reason})"
+            )
+        )
+        to_limit = (
+            f", limit in {v.seconds_to_limit / 60:.0f} min"
+            if v.seconds_to_limit is not None and math.isfinite(v.seconds_to_limit)
+            else ""
+        )
+        return f"{mem}, {state}{to_limit}"

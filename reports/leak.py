@@ -1,0 +1,190 @@
+"""The leak report of ``probe watch --out DIR``: ``leak.json`` and ``leak.html``.
+
+Input is the plain dict of ``Monitor.report()`` (schema ``probe.leak/1``): the process,
+the settings, the verdict (with its growing sites, types and containers) and the memory
+series as kept bins (min / median / max a bin). The page shows the verdict, the trend
+chart -- the bins' band and floor, the fitted growth from its onset, the onset and the
+limit -- and the tables of what grows. Strings from the watched process (command line,
+file names) are escaped as in the run report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from probe.errors import ProbeError
+from reports.html import MAX_POINTS, _esc, _layout, _num, html_page
+from reports.json import json_safe
+
+__all__ = ["leak_figure", "render_leak_html", "write_leak_report"]
+
+
+def _thin(values: list[float], step: int) -> list[float]:
+    return values[::step] if step > 1 else values
+
+
+def leak_figure(report: dict[str, Any]) -> dict[str, Any]:
+    series = report["series"]
+    t = [x / 60 for x in series["t_s"]]
+    step = max(1, math.ceil(len(t) / MAX_POINTS))
+    mib = 2**20
+
+    def scaled(key: str) -> list[float]:
+        return _thin([x / mib for x in series[key]], step)
+
+    tt = _thin(t, step)
+    data: list[dict[str, Any]] = [
+        {"type": "scatter", "x": tt, "y": scaled("max"), "name": "bin max", "mode": "lines",
+         "line": {"width": 0}, "showlegend": False, "hoverinfo": "skip"},
+        {"type": "scatter", "x": tt, "y": scaled("min"), "name": "range in a bin",
+         "mode": "lines", "line": {"width": 0}, "fill": "tonexty",
+         "fillcolor": "rgba(31,119,180,0.2)"},
+        {"type": "scatter", "x": tt, "y": scaled("median"), "name": "memory (median)",
+         "mode": "lines", "line": {"color": "#1f77b4"}},
+        {"type": "scatter", "x": tt, "y": scaled("min"), "name": "floor (min)",
+         "mode": "lines", "line": {"color": "#2ca02c", "dash": "dot"}},
+    ]  # fmt: skip
+    v = report["verdict"]
+    shapes: list[dict[str, Any]] = []
+    if v.get("detected") and t:
+        onset = v.get("onset_s") or 0.0
+        end = series["t_s"][-1]
+        level = report.get("memory_bytes") or series["median"][-1]
+        slope = v["slope_bytes_per_s"]
+        start_level = level - slope * (end - onset)
+        data.append(
+            {"type": "scatter", "x": [onset / 60, end / 60],
+             "y": [start_level / mib, level / mib], "mode": "lines",
+             "name": f"growth {slope / 1e3:.1f} KB/s", "line": {"color": "#d62728", "width": 3}}
+        )  # fmt: skip
+        shapes.append(
+            {"type": "line", "x0": onset / 60, "x1": onset / 60, "yref": "paper", "y0": 0,
+             "y1": 1, "line": {"color": "#d62728", "dash": "dash"}}
+        )  # fmt: skip
+    if report.get("limit_bytes") and t:
+        shapes.append(
+            {"type": "line", "xref": "paper", "x0": 0, "x1": 1,
+             "y0": report["limit_bytes"] / mib, "y1": report["limit_bytes"] / mib,
+             "line": {"color": "#7f7f7f", "dash": "dot"}}
+        )  # fmt: skip
+    layout = _layout(
+        "Memory over time",
+        xaxis={"title": {"text": "minutes since watching began"}},
+        yaxis={"title": {"text": "MiB"}},
+        shapes=shapes,
+    )
+    return {"data": data, "layout": layout}
+
+
+def _tables(v: dict[str, Any]) -> str:
+    out = []
+    sites = v.get("top_sites") or []
+    if sites:
+        rows = "".join(
+            f"<tr><td><code>{_esc(s['site'])}</code></td>"
+            f"<td>+{s['grew_bytes'] / 2**20:.2f} MiB</td>"
+            f"<td>{_num(s.get('bytes_per_s'), ',.0f')} B/s</td>"
+            f"<td>{'yes' if s.get('steady', True) else 'no'}</td>"
+            f"<td><pre>{_esc(s.get('traceback', ''))}</pre></td></tr>"
+            for s in sites
+        )
+        out.append(
+            "<h2>Growing allocation sites</h2><table id='sites'><tr><th>site</th>"
+            "<th>grew</th><th>rate</th><th>with the trend</th><th>traceback (newest first)</th>"
+            f"</tr>{rows}</table>"
+        )
+    containers = v.get("growing_containers") or []
+    if containers:
+        rows = "".join(
+            f"<tr><td><code>{_esc(c['name'])}</code></td><td>{_esc(c['type'])}</td>"
+            f"<td>{c['items']:,}</td><td>+{c['grew']:,}</td></tr>"
+            for c in containers
+        )
+        out.append(
+            "<h2>Growing containers</h2><table id='containers'><tr><th>held by</th>"
+            f"<th>type</th><th>items</th><th>grew</th></tr>{rows}</table>"
+        )
+    types = v.get("growing_types") or []
+    if types:
+        rows = "".join(
+            f"<tr><td><code>{_esc(t['type'])}</code></td><td>+{t['count_grew']:,}</td></tr>"
+            for t in types
+        )
+        out.append(
+            "<h2>Growing object types</h2><table id='types'><tr><th>type</th>"
+            f"<th>live objects grew</th></tr>{rows}</table>"
+        )
+    if v.get("detected") and not (sites or containers or types):
+        out.append(
+            "<p class='muted'>No attribution: the process is not Python, attribution was "
+            "off, or it ended before a snapshot (a Python target launched by "
+            "<code>probe watch -- python …</code> gets it).</p>"
+        )
+    return "".join(out)
+
+
+def render_leak_html(report: dict[str, Any], *, plotly_js: str | None = None) -> str:
+    v = report["verdict"]
+    proc = report.get("process", {})
+    name = proc.get("name") or "process"
+    title = f"probe watch: {name} (pid {proc.get('pid', '?')})"
+    to_limit = v.get("seconds_to_limit")
+    limit = report.get("limit_bytes")
+    if v.get("detected"):
+        head = (
+            f"<div class='kind'>Leak: memory grows {v['slope_bytes_per_s'] / 1e3:,.1f} KB/s"
+            "</div>"
+            f"<p>{_esc(v.get('reason', ''))}</p>"
+            "<table><tr><th>rate (99% interval)</th><th>confidence</th><th>onset</th>"
+            "<th>level</th><th>time to limit</th><th>test</th></tr>"
+            f"<tr><td>{v['slope_interval_bytes_per_s'][0] / 1e3:,.1f} – "
+            f"{v['slope_interval_bytes_per_s'][1] / 1e3:,.1f} KB/s</td>"
+            f"<td>{v['confidence']:.1%}</td>"
+            f"<td>{_num(v.get('onset_s'), ',.0f')} s</td>"
+            f"<td>{v['level_bytes'] / 2**20:,.1f} MiB</td>"
+            f"<td>{_num(None if to_limit is None else to_limit / 60, ',.1f')} min</td>"
+            f"<td>{_esc(v.get('test', ''))}</td></tr></table>"
+        )
+        card = f"<section class='card verdict' id='verdict'>{head}</section>"
+    else:
+        card = (
+            "<section class='card' id='verdict' style='border-left:6px solid #2ca02c'>"
+            f"<div class='kind'>No leak</div><p>{_esc(v.get('reason', ''))}</p></section>"
+        )
+    settings = report.get("settings", {})
+    meta_rows = [
+        ("command", " ".join(proc.get("cmdline") or []) or "—"),
+        ("pid", proc.get("pid", "—")),
+        ("watched", f"{report.get('watched_s', 0):,.0f} s, {report.get('readings', 0):,} readings"),
+        ("memory", proc.get("metric", "rss")),
+        ("limit", f"{limit / 2**20:,.0f} MiB ({report.get('limit_source')})" if limit else "none"),
+        *((k, v2) for k, v2 in settings.items()),
+    ]
+    meta = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(x)}</td></tr>" for k, x in meta_rows)
+    body = card
+    tail = _tables(v) + f"<h2>Watch</h2><table class='meta'>{meta}</table>"
+    return html_page(title, body, [("trend", "Trend", leak_figure(report))], tail,
+                     plotly_js=plotly_js)  # fmt: skip
+
+
+def write_leak_report(out: Path, report: dict[str, Any]) -> tuple[Path, Path]:
+    """Write ``leak.json`` and ``leak.html`` into ``out`` (created); atomic per file."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for name, text in (
+            ("leak.json", json.dumps(json_safe(report), indent=1)),
+            ("leak.html", render_leak_html(report)),
+        ):
+            path = out / name
+            tmp = out / f".{name}.tmp"
+            tmp.write_text(text)
+            os.replace(tmp, path)
+            paths.append(path)
+    except OSError as e:
+        raise ProbeError(f"cannot write the leak report to {out}: {e.strerror or e}") from e
+    return paths[0], paths[1]

@@ -1,0 +1,233 @@
+"""`probe watch` on real processes: the leaky sample flagged with its cache named, the healthy
+one quiet, a real webhook receiver and the real metrics endpoint, exit statuses, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import psutil
+import pytest
+
+from .conftest import REPO, probe_cmd, write_script
+
+pytestmark = pytest.mark.integration
+
+# short settings for processes that live seconds, not hours: readings every 0.1 s, a
+# 12-s window; the defaults are for staging (1 s, 30 min, 10 min of warm-up)
+QUICK = ["--interval", "0.1", "--warmup", "2s", "--window", "12s", "-q"]
+LEAKY = [sys.executable, str(REPO / "sample_services" / "leaky_cache.py")]
+
+
+def watch(*args, timeout=240, **kwargs) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        probe_cmd("watch", *args), capture_output=True, text=True, timeout=timeout, **kwargs
+    )
+
+
+@pytest.fixture
+def receiver():
+    got: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/alerts", got
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_leaky_sample_is_flagged_with_its_cache_named(tmp_path, receiver):
+    url, posted = receiver
+    port = free_port()
+    out = tmp_path / "report"
+    proc = subprocess.Popen(
+        probe_cmd("watch", *QUICK, "--alert-webhook", url, "--metrics-port", port,
+                  "--out", out, "--", *LEAKY, "--requests", "4500"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    scraped = ""
+    try:
+        deadline = time.monotonic() + 200
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    text = r.read().decode()
+                if re.search(r"^probe_watch_leak\{pid=\"\d+\"\} 1\.0$", text, re.M):
+                    scraped = text
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        stdout, stderr = proc.communicate(timeout=200)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr  # the command's own status: it ran to the end
+    assert scraped, f"the metrics endpoint never showed the leak\n{stderr}"
+    assert "probe_watch_memory_slope_bytes_per_second{" in scraped
+    assert "LEAK: memory grows" in stderr
+    # the alert went to the webhook, with the rate, the confidence and what grows
+    assert posted and posted[0]["event"] == "probe.leak" and posted[0]["detected"]
+    assert posted[0]["rate_bytes_per_s"] > 0.5e6 and posted[0]["confidence"] > 0.99
+    report = json.loads((out / "leak.json").read_text())
+    v = report["verdict"]
+    assert v["detected"] and v["test"] in ("slow", "fast")
+    # the cache is named by what holds it, and its entries' allocation line is top
+    assert v["growing_containers"][0]["name"] == "__main__._CACHE"
+    sites = [s["site"] for s in v["top_sites"]]
+    assert sites[0].endswith("leaky_cache.py:61"), sites  # the cached result's lists
+    assert "leaky_cache.py:82" in v["top_sites"][0]["traceback"]  # ...kept by main's loop
+    assert "leaky_cache.py" in (out / "leak.html").read_text()
+
+
+def test_the_healthy_sample_stays_quiet(receiver):
+    url, posted = receiver
+    result = watch(*QUICK, "--alert-webhook", url, "--fail-on-leak", "--",
+                   sys.executable, str(REPO / "sample_services" / "healthy_service.py"),
+                   "--requests", "20000")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "no leak" in result.stderr and "LEAK" not in result.stderr
+    assert posted == []
+
+
+def test_fail_on_leak_exits_3_and_stops_the_command():
+    started = time.monotonic()
+    result = watch(*QUICK, "--fail-on-leak", "--", *LEAKY, "--requests", "100000")
+    assert result.returncode == 3, result.stderr
+    assert "LEAK" in result.stderr
+    assert time.monotonic() - started < 120  # stopped at the flag, not after 100k requests
+
+
+def test_the_command_exit_status_comes_back():
+    result = watch(
+        *QUICK, "--", sys.executable, "-c", "import time, sys; time.sleep(1); sys.exit(7)"
+    )
+    assert result.returncode == 7, result.stderr
+
+
+def test_watching_a_pid_reports_when_it_exits_and_exits_0(tmp_path):
+    script = write_script(tmp_path, "import time\ntime.sleep(3)\n")
+    target = subprocess.Popen([sys.executable, str(script)])
+    try:
+        result = watch(*QUICK, "--pid", target.pid, "--out", tmp_path / "out")
+    finally:
+        target.kill()
+        target.wait()
+    assert result.returncode == 0, result.stderr
+    assert f"no leak in pid {target.pid}" in result.stderr
+    assert json.loads((tmp_path / "out" / "leak.json").read_text())["process"]["pid"] == target.pid
+
+
+def test_sigterm_stops_the_watch_with_a_report(tmp_path):
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    watcher = subprocess.Popen(
+        probe_cmd("watch", *QUICK, "--pid", target.pid, "--out", tmp_path / "out"),
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(2)
+        watcher.send_signal(signal.SIGTERM)
+        _, stderr = watcher.communicate(timeout=30)
+        assert psutil.pid_exists(target.pid)  # watching a pid never touches it
+    finally:
+        target.kill()
+        target.wait()
+        if watcher.poll() is None:
+            watcher.kill()
+    assert watcher.returncode == 128 + signal.SIGTERM, stderr
+    assert (tmp_path / "out" / "leak.html").exists()
+
+
+def test_a_missing_pid_is_one_line_and_exit_2():
+    result = watch("--pid", "999999")
+    assert result.returncode == 2
+    assert result.stderr.strip() == "probe: error: no process with pid 999999"
+
+
+def test_a_metrics_port_in_use_is_exit_2_and_nothing_is_launched(tmp_path):
+    marker = tmp_path / "ran"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        result = watch("--metrics-port", busy.getsockname()[1], "--",
+                       sys.executable, "-c", f"open({str(marker)!r}, 'w')")  # fmt: skip
+    assert result.returncode == 2
+    assert "cannot serve metrics on 127.0.0.1" in result.stderr
+    assert not marker.exists()
+
+
+def test_an_unreachable_webhook_does_not_change_the_outcome():
+    result = watch(*QUICK, "--alert-webhook", f"http://127.0.0.1:{free_port()}/x", "--",
+                   *LEAKY, "--requests", "4500")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "LEAK" in result.stderr and "webhook" in result.stderr
+
+
+def test_bad_options_are_usage_errors(tmp_path):
+    assert watch("--", sys.executable, "-c", "pass", "--pid", "1").returncode == 0  # args of CMD
+    assert watch().returncode == 2
+    assert watch("--pid", "1", "--", "true").returncode == 2
+    assert watch("--interval", "soon", "--pid", "1").returncode == 2
+    assert watch("--limit", "lots", "--pid", "1").returncode == 2
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    result = watch("--out", blocked / "sub", "--pid", str(os.getpid()))
+    assert result.returncode == 2 and "cannot write the leak report" in result.stderr
+    assert "--fail-on-leak" in watch("--help").stdout
+
+
+def test_the_in_process_watchdog_flags_a_leak_and_posts_it(tmp_path, receiver):
+    url, posted = receiver
+    script = write_script(
+        tmp_path,
+        f"""
+        import json, time
+        import probe.watchdog
+
+        dog = probe.watchdog.start(interval=0.05, warmup=1, window=6, limit="4GiB",
+                                   alert_webhook={url!r}, out={str(tmp_path / "out")!r})
+        kept = []
+        end = time.monotonic() + 14
+        while time.monotonic() < end:
+            kept.append(bytearray(200_000))  # ~4 MB/s, never freed
+            time.sleep(0.05)
+        print(json.dumps(probe.watchdog.stop()))
+        """,
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    verdict = json.loads(result.stdout)
+    assert verdict["detected"] and verdict["seconds_to_limit"] > 0
+    assert any("bytearray" in t["type"] for t in verdict["growing_types"]) or verdict["top_sites"]
+    assert posted and posted[0]["process"]["pid"] > 0
+    assert '"event": "probe.leak"' in result.stderr  # the structured log line
+    assert (tmp_path / "out" / "leak.json").exists()

@@ -1,0 +1,304 @@
+"""The watch loop on fakes, and its sinks on real sockets (127.0.0.1): webhook, metrics."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from analyzers.leaks import WatchSettings
+from probe.errors import ProbeError
+from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert, alert_payload
+from probe.watchdog.limits import cgroup_memory_limit, parse_duration, parse_size
+from probe.watchdog.monitor import Monitor
+
+FAST = WatchSettings(interval_s=0.1, window_s=12.0, fast_window_s=6.0, warmup_s=2.0)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+
+    def send(self, payload: dict) -> None:
+        self.sent.append(payload)
+
+    def close(self, timeout: float = 0.0) -> None:
+        pass
+
+
+class Broken:
+    def send(self, payload: dict) -> None:
+        raise RuntimeError("sink down")
+
+    def close(self, timeout: float = 0.0) -> None:
+        raise RuntimeError("sink down")
+
+
+class FakeAttribution:
+    def __init__(self) -> None:
+        self.armed_at: float | None = None
+        self.clock: Clock | None = None
+
+    def arm(self) -> None:
+        self.armed_at = self.clock.t
+
+    def poll(self) -> None:
+        pass
+
+    def request_snapshot(self) -> None:
+        pass
+
+    def snapshots(self) -> list[dict]:
+        return [
+            {"t_s": 0, "sites": {"svc.py:9": [0, 0, "svc.py:9"]}, "types": {}, "containers": {}},
+            {
+                "t_s": 10,
+                "sites": {"svc.py:9": [5_000_000, 900, "svc.py:9 <- svc.py:20"]},
+                "types": {"dict": 900},
+                "containers": {"svc._CACHE": ["dict", 900]},
+            },
+        ]
+
+
+def run_monitor(memory, seconds, **kwargs):
+    clock = Clock()
+    attribution = kwargs.pop("attribution", None)
+    if attribution is not None:
+        attribution.clock = clock
+    readings = iter(memory)
+
+    def read():
+        return next(readings, None)
+
+    monitor = Monitor(read, FAST, clock=clock, attribution=attribution, **kwargs)
+    while clock.t < seconds and monitor.tick():
+        clock.t += FAST.interval_s
+    return monitor
+
+
+def leaking(rate=2e6, base=100e6):
+    return (base + rate * 0.1 * i for i in range(100_000))
+
+
+def test_a_leak_alerts_every_sink_once_with_the_growing_sites():
+    sink, attribution = Recorder(), FakeAttribution()
+    monitor = run_monitor(
+        leaking(), 30, sinks=[Broken(), sink], attribution=attribution, process={"pid": 42}
+    )
+    assert monitor.alerted is not None
+    assert len(sink.sent) == 1  # a broken sink before it changed nothing
+    payload = sink.sent[0]
+    assert payload["process"] == {"pid": 42} and payload["detected"]
+    assert payload["rate_bytes_per_s"] == pytest.approx(2e6, rel=0.1)
+    assert payload["top_sites"][0]["site"] == "svc.py:9"
+    assert payload["growing_containers"][0]["name"] == "svc._CACHE"
+    # armed before the alert went out, after warm-up
+    assert FAST.warmup_s <= attribution.armed_at <= monitor.alerted.at_s
+
+
+def test_flat_memory_never_arms_attribution_nor_alerts():
+    sink, attribution = Recorder(), FakeAttribution()
+    flat = (100e6 + (i % 7) * 1e5 for i in range(100_000))
+    monitor = run_monitor(flat, 60, sinks=[sink], attribution=attribution)
+    assert sink.sent == [] and attribution.armed_at is None
+    assert not monitor.verdict_dict(final=True)["detected"]
+
+
+def test_a_process_gone_before_a_window_is_judged_on_its_whole_series():
+    monitor = run_monitor(leaking(), 8)  # < warm-up + window: the live tests never judged
+    assert monitor.alerted is None
+    final = monitor.verdict_dict(final=True)
+    assert final["detected"] and "whole series" in final["reason"]
+
+
+def test_the_report_carries_the_series_and_settings():
+    monitor = run_monitor(leaking(), 20, limit_bytes=1e9, limit_source="--limit")
+    report = monitor.report()
+    assert report["schema"] == "probe.leak/1" and report["limit_source"] == "--limit"
+    assert len(report["series"]["t_s"]) == len(report["series"]["min"]) > 10
+    assert report["verdict"]["seconds_to_limit"] > 0
+
+
+def test_log_alert_is_one_json_line(caplog):
+    with caplog.at_level(logging.WARNING, logger="probe.watch"):
+        LogAlert().send({"event": "probe.leak", "rate_bytes_per_s": 1.5})
+    (record,) = caplog.records
+    assert json.loads(record.getMessage()) == {"event": "probe.leak", "rate_bytes_per_s": 1.5}
+
+
+@pytest.fixture
+def receiver():
+    got: list[dict] = []
+    arrived = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            got.append(json.loads(body))
+            self.send_response(204)
+            self.end_headers()
+            arrived.set()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/hook", got, arrived
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_webhook_posts_the_alert_json(receiver):
+    url, got, arrived = receiver
+    hook = WebhookAlert(url)
+    hook.send({"event": "probe.leak", "rate_bytes_per_s": 1e6})
+    assert arrived.wait(10)
+    hook.close()
+    assert got == [{"event": "probe.leak", "rate_bytes_per_s": 1e6}] and hook.delivered == 1
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_webhook_is_logged_retried_and_never_raised(caplog):
+    slept: list[float] = []
+    hook = WebhookAlert(
+        f"http://127.0.0.1:{closed_port()}/hook", timeout_s=1.0, retries=3, sleep=slept.append
+    )
+    with caplog.at_level(logging.WARNING, logger="probe.watch"):
+        hook.send({"event": "probe.leak"})  # returns at once: the thread does the work
+        hook.close(timeout=10)
+    assert hook.failed == 1 and hook.delivered == 0
+    assert slept == [1.0, 2.0]  # bounded, backing off
+    assert sum("attempt" in r.getMessage() for r in caplog.records) == 3
+
+
+def test_a_non_http_webhook_is_refused_up_front():
+    with pytest.raises(ProbeError, match="http"):
+        WebhookAlert("ftp://example/hook")
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def test_metrics_endpoint_serves_the_gauges():
+    metrics = Metrics(0, labels={"pid": "42"})
+    try:
+        metrics.update(
+            123e6, {"slope_bytes_per_s": 1e6, "detected": True, "seconds_to_limit": 600.0}
+        )
+        text = scrape(metrics.port)
+    finally:
+        metrics.close()
+    assert 'probe_watch_memory_bytes{pid="42"} 1.23e+08' in text
+    assert 'probe_watch_memory_slope_bytes_per_second{pid="42"} 1e+06' in text
+    assert 'probe_watch_leak{pid="42"} 1.0' in text
+    assert 'probe_watch_seconds_to_limit{pid="42"} 600.0' in text
+
+
+def test_a_metrics_port_in_use_is_a_clear_error():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        with pytest.raises(ProbeError, match=f"127.0.0.1:{busy.getsockname()[1]}"):
+            Metrics(busy.getsockname()[1])
+
+
+def test_alert_payload_has_what_the_issue_lists():
+    verdict = {
+        "detected": True,
+        "slope_bytes_per_s": 1.0,
+        "slope_interval_bytes_per_s": [0.5, 1.5],
+        "confidence": 0.99,
+        "level_bytes": 1,
+        "onset_s": 3.0,
+        "seconds_to_limit": 60.0,
+        "limit_bytes": 100,
+        "test": "slow",
+        "reason": "r",
+        "top_sites": [{"site": "a.py:1"}],
+        "growing_types": [],
+    }
+    payload = alert_payload(verdict, {"pid": 1})
+    for key in ("process", "rate_bytes_per_s", "confidence", "seconds_to_limit", "top_sites"):
+        assert key in payload
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("2GiB", 2 * 1024**3), ("512MB", 512e6), ("1.5G", 1.5e9), ("4096", 4096)],
+)
+def test_sizes_parse(text, value):
+    assert parse_size(text) == int(value)
+
+
+@pytest.mark.parametrize(("text", "value"), [("30m", 1800), ("60s", 60), ("2h", 7200), ("15", 15)])
+def test_durations_parse(text, value):
+    assert parse_duration(text) == value
+
+
+@pytest.mark.parametrize("text", ["lots", "2XB", "-1G", ""])
+def test_bad_sizes_say_so(text):
+    with pytest.raises(ValueError, match="size"):
+        parse_size(text)
+
+
+def test_cgroup_limit_is_read_from_v1_and_v2_layouts(tmp_path):
+    v1 = tmp_path / "v1"
+    (v1 / "memory" / "svc").mkdir(parents=True)
+    (v1 / "memory" / "svc" / "memory.limit_in_bytes").write_text("1073741824\n")
+    (v1 / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # unlimited
+    v2 = tmp_path / "v2"
+    (v2 / "svc").mkdir(parents=True)
+    (v2 / "cgroup.controllers").write_text("memory\n")
+    (v2 / "svc" / "memory.max").write_text("max\n")
+    (v2 / "memory.max").write_text("2147483648\n")
+    proc = tmp_path / "proc"
+    (proc / "1").mkdir(parents=True)
+    cgroup = proc / "1" / "cgroup"
+    cgroup.write_text("4:memory:/svc\n")
+    assert cgroup_memory_limit(1, root=v1, proc=proc) == 1024**3
+    cgroup.write_text("0::/svc\n")
+    assert cgroup_memory_limit(1, root=v2, proc=proc) == 2 * 1024**3
+    cgroup.write_text("0::/elsewhere\n")
+    (v2 / "memory.max").write_text("max\n")
+    assert cgroup_memory_limit(1, root=v2, proc=proc) is None
+
+
+def test_a_process_that_may_not_be_read_is_a_clear_error(monkeypatch):
+    import psutil
+
+    from probe.cli.watch import _open_process
+
+    class Denied:
+        def __init__(self, pid: int) -> None:
+            self.pid = pid
+
+        def memory_info(self) -> None:
+            raise psutil.AccessDenied(self.pid)
+
+    monkeypatch.setattr(psutil, "Process", Denied)
+    with pytest.raises(ProbeError, match="may not read the memory of pid 7") as e:
+        _open_process(7, "rss")
+    assert e.value.exit_code == 2
