@@ -199,7 +199,10 @@ def _leak(run: Any, lo: int | None, hi: int | None) -> LeakVerdict:
             root = serving
     if root.empty:
         return detect_leak(np.array([]), np.array([]))
-    verdict = detect_leak(root["ts_ns"].to_numpy() / 1e9, root["rss_bytes"].to_numpy())
+    limit = (run.meta.get("host") or {}).get("memory_limit_bytes") or None
+    verdict = detect_leak(
+        root["ts_ns"].to_numpy() / 1e9, root["rss_bytes"].to_numpy(), limit_bytes=limit
+    )
     sites = growing_sites(run.tables["memory_sites"]) if verdict.detected else []
     types = growing_types(run.tables["gc_types"]) if verdict.detected else []
     t0 = float(root["ts_ns"].min()) / 1e9

@@ -32,18 +32,22 @@ them apart -- each shape names the test that rejects it:
   (``min_growth_bytes`` and ``min_growth_share`` of the level); the newest floors stand
   above every floor of the ``recall_s`` before the window (**new high**: a cache that
   fills and is flushed, or a saw-tooth slower than the bins, climbs every cycle but
-  never past its earlier peaks); and the newer half of the window still climbs at
-  ``sustain`` of the window's pace (**sustained**: warm-up that plateaus decelerates --
-  with tau = 20 min the newer half of a 30-min window climbs at 0.64 of the window's
-  pace, a leak at 1.0).
+  never past its earlier peaks); the growth is **steady**: each half of the window climbs
+  at ``sustain`` of the faster half, of the whole window and of the window before it
+  (warm-up that plateaus decelerates -- with tau = 20 min the newer half of a 30-min
+  window climbs at 0.47 of the older, a leak at 1.0 -- and a step rises in one half
+  only), and a line fits the floors better than one jump between two levels; and all of
+  this holds for ``confirm_share`` of a window (a step riding a cache's climbs can pass
+  for a few minutes, a leak keeps passing).
 * the **fast test** (``fast_window_s``, 60 s) for leaks fast enough to matter in
   minutes: the level now (median of the last tenth of the window) stands above every
   bin's median of the ``recall_s`` before the window by ``fast_margin`` of it (a
   saw-tooth and a cache climb fast but back to where they have been; in 60 s only a
   growth of ``fast_margin`` of the level per minute clears this), and *both halves* of
-  the window climb significantly (**both halves**: a one-off step rises in one half only).
+  the window climb significantly and at a like pace (**both halves**: a one-off step
+  rises in one half only).
 * **Warm-up**: nothing is judged in the first ``warmup_s`` (a setting: services differ),
-  and the sustained test covers the slow end of warm-ups that outlast it.
+  and the steadiness test covers the slow end of warm-ups that outlast it.
 
 The false-alarm rate is measured on 200 simulated 24-hour series of every healthy shape,
 and the detection delays on leaks of 10 KB/s and 1 MB/s (``benchmarks/leak_corpus.py``).
@@ -169,6 +173,18 @@ def estimate_onset(t: np.ndarray, y: np.ndarray) -> float:
     return float(knots[int(np.argmin(sse))])
 
 
+def _step_fits_better(t: np.ndarray, y: np.ndarray, tr: Trend) -> bool:
+    """Is ``y`` better described by one jump between two flat levels than by the line?
+    A one-off step riding a cache's climbs passes the trend tests; it fails this one."""
+    line_sse = float(((y - (tr.intercept + tr.slope * t)) ** 2).sum())
+    n = len(y)
+    c1, c2 = np.cumsum(y), np.cumsum(y * y)
+    k = np.arange(1, n)  # split after k points
+    left = c2[k - 1] - c1[k - 1] ** 2 / k
+    right = (c2[-1] - c2[k - 1]) - (c1[-1] - c1[k - 1]) ** 2 / (n - k)
+    return float((left + right).min()) < line_sse
+
+
 def _bin_floors(t: np.ndarray, y: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
     """Mean time and minimum reading of each of ``bins`` equal time bins (empty ones dropped)."""
     edges = np.linspace(t[0], t[-1], bins + 1)
@@ -265,7 +281,7 @@ class WatchSettings:
     min_growth_bytes: float = 2 * 1024 * 1024
     min_growth_share: float = 0.02
     floors_per_window: int = 12
-    confirm_share: float = 0.05  # of the window: the slow test must hold this long (a step
+    confirm_share: float = 0.1  # of the window: the slow test must hold this long (a step
     # riding a cache's climb passes the tests for a few minutes, a leak keeps passing)
     history_s: float = 7 * 86400.0  # bins kept for the report's chart (bounded memory)
 
@@ -472,8 +488,9 @@ class LeakWatch:
         older = trend(wt[: k // 2], wy[: k // 2]).slope
         newer = trend(wt[k // 2 :], wy[k // 2 :]).slope
         # the window before this one: warm-up climbed faster then, a leak no faster
-        before = trend(ht[-k:], history[-k:]).slope if len(history) >= k // 2 else 0.0
+        before = trend(ht[-k:], history[-k:]).slope if len(history) >= 3 else 0.0
         steady = min(older, newer) >= s.sustain * max(older, newer, tr.slope, before) > 0
+        steady = steady and not _step_fits_better(wt, wy, tr)
         new_high = float(wy[-2:].max()) - (float(history.max()) if len(history) else -math.inf)
         checks = {
             "no significant upward trend": tr.p_up < s.alpha and tr.low > 0,

@@ -31,6 +31,7 @@ from probe.errors import ProbeError
 from probe.redact import redact_argv
 from probe.rundir.schema import SCHEMA_NAME, SCHEMA_VERSION
 from probe.session import Session, Settings
+from probe.watchdog.limits import cgroup_memory_limit
 
 __all__ = ["Outcome", "Target", "default_run_dir", "resolve_target", "run"]
 
@@ -137,6 +138,8 @@ def build_meta(target: Target, settings: Settings, argv: list[str]) -> dict[str,
             "platform": platform.platform(),
             "cpu_count": os.cpu_count(),
             "memory_total_bytes": mem_total,
+            # the leak verdict's time to limit: the cgroup's limit, else none
+            "memory_limit_bytes": cgroup_memory_limit(),
         },
         "start_unix_ns": now_unix,
         "start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now_unix / 1e9)),

@@ -115,7 +115,7 @@ class Monitor:
             run = detect_leak(np.array(t), np.array(y), limit_bytes=self.limit_bytes)
             v = replace(
                 run,
-                reason=f"{run.reason} (judged on the whole series: the process lived "
+                reason=f"{run.reason} (judged on the whole series: watched for "
                 f"{self.elapsed_s:.0f} s, less than warm-up plus a window)",
             )
         if v.detected and self._attribution is not None:
