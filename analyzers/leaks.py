@@ -336,8 +336,6 @@ class LeakWatch:
         self.leak: LeakVerdict | None = None
         self._status: LeakVerdict = _none("warming up")
         self._stale = False
-        # a significant rise to a new high, not yet a leak: time to arm attribution
-        self.suspect = False
         g = max(1, round(s.window_s / s.floors_per_window / s.bin_s))
         self._group = g
         self._window_bins = g * s.floors_per_window
@@ -398,7 +396,6 @@ class LeakWatch:
         level = last[len(last) // 2]
         if level - self._envelope < s.fast_margin * self._envelope:
             return
-        self.suspect = True
         start = now - s.fast_window_s
         raw = [(t, y) for t, y in self._raw if t >= start]
         if len(raw) < 8:
@@ -503,8 +500,6 @@ class LeakWatch:
         }
         failed = [why for why, ok in checks.items() if not ok]
         now = self._last_t
-        if tr.p_up < s.alpha and new_high > 0:
-            self.suspect = True
         if flag:
             if failed:
                 self._slow_since = None

@@ -104,7 +104,11 @@ def _leak_line(v: dict[str, Any]) -> str:
         parts.append(f"since {v['onset_s']:,.0f} s")
     if v.get("seconds_to_limit") is not None:
         parts.append(f"limit reached in {v['seconds_to_limit'] / 60:,.1f} min")
-    line = ", ".join(parts) + f"\n  {v['reason']}"
+    return ", ".join(parts) + f"\n  {v['reason']}" + _growth_lines(v)
+
+
+def _growth_lines(v: dict[str, Any]) -> str:
+    line = ""
     for c in v.get("growing_containers", [])[:3]:
         line += f"\n  grows: {c['name']} ({c['type']}, {c['items']:,} items, +{c['grew']:,})"
     for s in v.get("top_sites", [])[:3]:
@@ -187,7 +191,7 @@ def _leak_line(v: dict[str, Any]) -> str:
     default="auto",
     show_default=True,
     help="For a Python command: tracemalloc sites, gc types and growing containers; "
-    "'auto' arms tracemalloc only once growth looks suspect.",
+    "'auto' arms tracemalloc when a leak is flagged and sends the sites a snapshot later.",
 )
 @click.option(
     "--frames",
@@ -241,7 +245,7 @@ def watch_command(
     from analyzers.leaks import WatchSettings
     from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert
     from probe.watchdog.attribution import AgentLink
-    from probe.watchdog.monitor import Monitor
+    from probe.watchdog.monitor import Monitor, attribution_interval
 
     if (pid is None) == (not command):
         raise ProbeError("give either --pid PID or a command after --, not both or neither")
@@ -280,7 +284,7 @@ def watch_command(
                 env["PROBE_WATCH_AGENT"] = json.dumps(
                     {
                         "dir": str(agent_dir),
-                        "snapshot_s": max(settings.bin_s, settings.window_s / 12),
+                        "snapshot_s": attribution_interval(settings),
                         "always": attribution == "always",
                         "frames": frames,
                     }
@@ -392,7 +396,7 @@ def _watch(
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         next_status = status_every
-        announced = False
+        announced = attributed = False
         next_at = time.monotonic()
         while not stop.is_set():
             alive = monitor.tick()
@@ -404,6 +408,12 @@ def _watch(
                     _safe_report(write_leak_report, out, monitor.report(verdict))
                 if fail_on_leak:
                     break
+            if monitor.attributed is not None and not attributed:
+                attributed = True
+                verdict = monitor.verdict_dict()
+                click.echo(f"probe watch: what grows:{_growth_lines(verdict)}", err=True)
+                if out is not None:
+                    _safe_report(write_leak_report, out, monitor.report(verdict))
             if not alive or (child is not None and child.poll() is not None):
                 break
             if duration is not None and monitor.elapsed_s >= duration:

@@ -7,11 +7,12 @@
     probe.watchdog.stop()    # returns the last verdict (a dict)
 
 A daemon thread reads the process's own RSS every ``interval``, runs the live leak
-detector (``analyzers.leaks.LeakWatch``), arms tracemalloc attribution when growth looks
-suspect, and on a leak logs one JSON line on the ``probe.watch`` logger, posts to the
-webhook and flips the Prometheus gauges. Once started, nothing it does raises into the
-service: failures are logged. ``start`` itself raises ``ProbeError`` for bad settings and
-a metrics port already in use, so misconfiguration shows at start-up.
+detector (``analyzers.leaks.LeakWatch``), and on a leak logs one JSON line on the
+``probe.watch`` logger, posts to the webhook and flips the Prometheus gauges; then it
+arms tracemalloc and, a snapshot later, sends what grows (``probe.leak.attribution``).
+Once started, nothing it does raises into the service: failures are logged. ``start``
+itself raises ``ProbeError`` for bad settings and a metrics port already in use, so
+misconfiguration shows at start-up.
 
 Starting it imports ``analyzers.leaks`` (numpy only), not pandas: cheap in a service.
 It is the one place probe's collection side uses the analysis side, because the
@@ -116,7 +117,7 @@ def start(
 
     ``interval``/``window``/``warmup``: seconds or "30m"-style durations. ``limit``:
     bytes or "2GiB" (default: the cgroup's memory limit, if any). ``attribution``:
-    "auto" (tracemalloc armed when growth looks suspect), "always", or "off".
+    "auto" (tracemalloc armed by the first alert), "always", or "off".
     ``out``: a directory for the leak report (JSON and HTML), written by ``stop()``.
     """
     global _current
@@ -125,7 +126,7 @@ def start(
     from analyzers.leaks import WatchSettings
     from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert
     from probe.watchdog.attribution import SiteTracker
-    from probe.watchdog.monitor import Monitor
+    from probe.watchdog.monitor import Monitor, attribution_interval
 
     if attribution not in ("auto", "always", "off"):
         raise ProbeError(f"attribution must be auto, always or off, not {attribution!r}")
@@ -156,7 +157,7 @@ def start(
         )
         tracker = None
         if attribution != "off":
-            tracker = SiteTracker(snapshot_s=max(settings.bin_s, settings.window_s / 12))
+            tracker = SiteTracker(snapshot_s=attribution_interval(settings))
             if attribution == "always":
                 tracker.arm()
         monitor = Monitor(

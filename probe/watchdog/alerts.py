@@ -27,10 +27,15 @@ __all__ = ["LogAlert", "Metrics", "WebhookAlert", "alert_payload"]
 log = logging.getLogger("probe.watch")
 
 
-def alert_payload(verdict: dict[str, Any], process: dict[str, Any]) -> dict[str, Any]:
-    """The JSON every sink sends: the process, rate, confidence, time to limit, top sites."""
+def alert_payload(
+    verdict: dict[str, Any], process: dict[str, Any], event: str = "probe.leak"
+) -> dict[str, Any]:
+    """The JSON every sink sends: the process, rate, confidence, time to limit, top sites.
+
+    ``event`` is ``probe.leak`` when a leak is flagged, ``probe.leak.attribution`` when the
+    growing sites follow (attribution is armed by the first alert)."""
     return {
-        "event": "probe.leak",
+        "event": event,
         "process": process,
         "detected": verdict["detected"],
         "rate_bytes_per_s": verdict["slope_bytes_per_s"],

@@ -17,13 +17,19 @@ from typing import Any, Protocol
 
 from analyzers.leaks import LeakVerdict, LeakWatch, WatchSettings, detect_leak, snapshot_growth
 
-__all__ = ["Attribution", "Monitor", "Sink"]
+__all__ = ["Attribution", "Monitor", "Sink", "attribution_interval"]
 
 log = logging.getLogger("probe.watch")
 
 # A process watched for less than its warm-up plus a window is judged at exit on its
 # whole series by the recorded-run test; these many readings are kept for that.
 _SHORT_LIFE_READINGS = 4096
+
+
+def attribution_interval(settings: WatchSettings) -> float:
+    """Seconds between attribution snapshots once armed: a twelfth of the window, at most
+    30 s (the sites should follow the alert within a minute), at least a bin."""
+    return min(30.0, max(settings.bin_s, settings.window_s / 12))
 
 
 class Sink(Protocol):
@@ -70,9 +76,13 @@ class Monitor:
         self._early: list[tuple[float, float]] = []
         self.last_bytes: float | None = None
         self.alerted: LeakVerdict | None = None
+        self.attributed: LeakVerdict | None = None  # the follow-up alert, with the sites
         self._sink_errors = 0
         self._armed = False
         self._containers: list[dict[str, Any]] = []
+        self._attribution_gap = attribution_interval(self.settings)
+        self._attribution_due: float | None = None  # when to send the sites after an alert
+        self._attribution_tries = 0
 
     @property
     def elapsed_s(self) -> float:
@@ -89,22 +99,27 @@ class Monitor:
             self._early.append((now, value))
         flagged = self.detector.add(now, value)
         if self._attribution is not None:
-            if not self._armed and (self.detector.suspect or flagged is not None):
-                self._armed = True
-                self._safely(self._attribution.arm)
             self._safely(self._attribution.poll)
         if self._metrics is not None:
-            self._safely(self._metrics.update, value, self.verdict().to_dict())
+            self._safely(self._metrics.update, value, self.detector.verdict.to_dict())
         if flagged is not None:
-            if self._attribution is not None:
-                self._safely(self._attribution.request_snapshot)
             self.alerted = flagged
+            # Attribution is armed by the alert, not before: tracemalloc slows the service,
+            # which slows its leak, which the detector would read as a plateau.
+            if self._attribution is not None and not self._armed:
+                self._armed = True
+                self._safely(self._attribution.arm)
+                self._attribution_due = now + self._attribution_gap
             self.alert(self.verdict())
+        elif self._attribution_due is not None and now >= self._attribution_due:
+            self._send_attribution(now)
         return True
 
     def verdict(self, *, final: bool = False) -> LeakVerdict:
         """The detector's verdict with attribution attached; ``final``: the process has
         ended, and one watched too briefly for the live tests is judged on its whole series."""
+        if final and self._armed and self._attribution is not None:
+            self._safely(self._attribution.request_snapshot)  # the sites as they ended
         v = self.detector.verdict
         short = self.elapsed_s < self.settings.warmup_s + self.settings.window_s
         if final and not v.detected and short and len(self._early) >= 8:
@@ -130,12 +145,27 @@ class Monitor:
         out["growing_containers"] = self._containers if v.detected else []
         return out
 
-    def alert(self, verdict: LeakVerdict) -> None:
+    def alert(self, verdict: LeakVerdict, event: str = "probe.leak") -> None:
         from probe.watchdog.alerts import alert_payload
 
-        payload = alert_payload(self.verdict_dict(), self.process)
+        payload = alert_payload(self.verdict_dict(), self.process, event)
         for sink in self._sinks:
             self._safely(sink.send, payload)
+
+    def _send_attribution(self, now: float) -> None:
+        """The follow-up alert: what grows since attribution was armed."""
+        assert self._attribution is not None
+        self._safely(self._attribution.request_snapshot)
+        verdict = self.verdict()
+        self._attribution_tries += 1
+        if verdict.top_sites or self._containers:
+            self.alert(verdict, "probe.leak.attribution")
+            self.attributed = verdict
+            self._attribution_due = None
+        elif self._attribution_tries >= 5:
+            self._attribution_due = None  # nothing grew that tracemalloc could see
+        else:
+            self._attribution_due = now + self._attribution_gap
 
     def _safely(self, fn: Callable[..., Any], *args: Any) -> None:
         try:

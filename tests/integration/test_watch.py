@@ -93,9 +93,11 @@ def test_the_leaky_sample_is_flagged_with_its_cache_named(tmp_path, receiver):
     assert scraped, f"the metrics endpoint never showed the leak\n{stderr}"
     assert "probe_watch_memory_slope_bytes_per_second{" in scraped
     assert "LEAK: memory grows" in stderr
-    # the alert went to the webhook, with the rate, the confidence and what grows
-    assert posted and posted[0]["event"] == "probe.leak" and posted[0]["detected"]
-    assert posted[0]["rate_bytes_per_s"] > 0.5e6 and posted[0]["confidence"] > 0.99
+    # the alert went to the webhook with the rate and the confidence; what grows followed
+    assert [p["event"] for p in posted] == ["probe.leak", "probe.leak.attribution"]
+    assert posted[0]["detected"] and posted[0]["confidence"] > 0.99
+    assert posted[0]["rate_bytes_per_s"] > 0.5e6
+    assert posted[1]["growing_containers"][0]["name"] == "__main__._CACHE"
     report = json.loads((out / "leak.json").read_text())
     v = report["verdict"]
     assert v["detected"] and v["test"] in ("slow", "fast")
@@ -230,4 +232,5 @@ def test_the_in_process_watchdog_flags_a_leak_and_posts_it(tmp_path, receiver):
     assert any("bytearray" in t["type"] for t in verdict["growing_types"]) or verdict["top_sites"]
     assert posted and posted[0]["process"]["pid"] > 0
     assert '"event": "probe.leak"' in result.stderr  # the structured log line
+    assert any(p["event"] == "probe.leak.attribution" for p in posted)
     assert (tmp_path / "out" / "leak.json").exists()
