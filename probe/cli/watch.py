@@ -400,20 +400,20 @@ def _watch(
         next_at = time.monotonic()
         while not stop.is_set():
             alive = monitor.tick()
-            if monitor.alerted is not None and not announced:
-                announced = True
-                verdict = monitor.verdict_dict()
-                click.echo(f"probe watch: {_leak_line(verdict)}", err=True)
-                if out is not None:
-                    _safe_report(write_leak_report, out, monitor.report(verdict))
-                if fail_on_leak:
-                    break
-            if monitor.attributed is not None and not attributed:
-                attributed = True
-                verdict = monitor.verdict_dict()
-                click.echo(f"probe watch: what grows:{_growth_lines(verdict)}", err=True)
-                if out is not None:
-                    _safe_report(write_leak_report, out, monitor.report(verdict))
+            # each alert once: on stderr, and in the report so far
+            for done, news, render in (
+                (announced, monitor.alerted, _leak_line),
+                (attributed, monitor.attributed, lambda v: "what grows:" + _growth_lines(v)),
+            ):
+                if news is not None and not done:
+                    verdict = monitor.verdict_dict()
+                    click.echo(f"probe watch: {render(verdict)}", err=True)
+                    if out is not None:
+                        _safe_report(write_leak_report, out, monitor.report(verdict))
+            announced = monitor.alerted is not None
+            attributed = monitor.attributed is not None
+            if announced and fail_on_leak:
+                break
             if not alive or (child is not None and child.poll() is not None):
                 break
             if duration is not None and monitor.elapsed_s >= duration:

@@ -68,7 +68,7 @@ def test_the_leaky_sample_is_flagged_with_its_cache_named(tmp_path, receiver):
     out = tmp_path / "report"
     proc = subprocess.Popen(
         probe_cmd("watch", *QUICK, "--alert-webhook", url, "--metrics-port", port,
-                  "--out", out, "--", *LEAKY, "--requests", "4500"),
+                  "--out", out, "--", *LEAKY, "--requests", "6000"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     scraped = ""
@@ -187,7 +187,7 @@ def test_a_metrics_port_in_use_is_exit_2_and_nothing_is_launched(tmp_path):
 
 def test_an_unreachable_webhook_does_not_change_the_outcome():
     result = watch(*QUICK, "--alert-webhook", f"http://127.0.0.1:{free_port()}/x", "--",
-                   *LEAKY, "--requests", "4500")  # fmt: skip
+                   *LEAKY, "--requests", "6000")  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "LEAK" in result.stderr and "webhook" in result.stderr
 
