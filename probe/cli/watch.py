@@ -321,6 +321,9 @@ def watch_command(
             + (f", metrics on http://{metrics_host}:{metrics.port}/metrics" if metrics else "")
         )
         code = _watch(monitor, child, settings, fail_on_leak, duration, status_every, echo, out)
+        if agent_dir is not None and (agent_dir / "agent.error").exists():
+            error = (agent_dir / "agent.error").read_text(errors="replace").strip()
+            click.echo(f"probe watch: no attribution from the command: {error}", err=True)
     finally:
         if child is not None and child.poll() is None:
             _stop_child(child)

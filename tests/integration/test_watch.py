@@ -134,17 +134,29 @@ def test_the_command_exit_status_comes_back():
     assert result.returncode == 7, result.stderr
 
 
-def test_watching_a_pid_reports_when_it_exits_and_exits_0(tmp_path):
+@pytest.mark.parametrize("metric", ["rss", "uss"])
+def test_watching_a_pid_reports_when_it_exits_and_exits_0(tmp_path, metric):
     script = write_script(tmp_path, "import time\ntime.sleep(3)\n")
     target = subprocess.Popen([sys.executable, str(script)])
     try:
-        result = watch(*QUICK, "--pid", target.pid, "--out", tmp_path / "out")
+        result = watch(*QUICK, "--pid", target.pid, "--metric", metric, "--out", tmp_path / "out")
     finally:
         target.kill()
         target.wait()
     assert result.returncode == 0, result.stderr
     assert f"no leak in pid {target.pid}" in result.stderr
     assert json.loads((tmp_path / "out" / "leak.json").read_text())["process"]["pid"] == target.pid
+
+
+def test_duration_ends_the_watch_and_leaves_the_pid_alone():
+    target = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        result = watch("--interval", "0.1", "--duration", "2s", "--pid", target.pid)
+        assert result.returncode == 0, result.stderr
+        assert "--duration" in result.stderr and target.poll() is None
+    finally:
+        target.kill()
+        target.wait()
 
 
 def test_sigterm_stops_the_watch_with_a_report(tmp_path):
