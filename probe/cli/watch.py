@@ -23,6 +23,7 @@ from probe.watchdog.limits import cgroup_memory_limit, parse_duration, parse_siz
 __all__ = ["watch_command"]
 
 EXIT_LEAK = 3
+_EARLY_READINGS_S = 30.0
 _BOOT_DIR = Path(__file__).resolve().parent.parent / "watchdog" / "_boot"
 
 
@@ -191,7 +192,7 @@ def _growth_lines(v: dict[str, Any]) -> str:
     default="auto",
     show_default=True,
     help="For a Python command: tracemalloc sites, gc types and growing containers; "
-    "'auto' arms tracemalloc when a leak is flagged and sends the sites a snapshot later.",
+    "'auto' traces the first 10 s and again from a leak's alert (the sites follow it).",
 )
 @click.option(
     "--frames",
@@ -245,7 +246,7 @@ def watch_command(
     from analyzers.leaks import WatchSettings
     from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert
     from probe.watchdog.attribution import AgentLink
-    from probe.watchdog.monitor import Monitor, attribution_interval
+    from probe.watchdog.monitor import Monitor, attribution_interval, traced_start_s
 
     if (pid is None) == (not command):
         raise ProbeError("give either --pid PID or a command after --, not both or neither")
@@ -267,6 +268,7 @@ def watch_command(
         sinks.append(WebhookAlert(alert_webhook))
     metrics = None
     agent_dir: Path | None = None
+    link: AgentLink | None = None
     child: subprocess.Popen[bytes] | None = None
     try:
         if pid is not None:
@@ -285,16 +287,20 @@ def watch_command(
                     {
                         "dir": str(agent_dir),
                         "snapshot_s": attribution_interval(settings),
-                        "always": attribution == "always",
                         "frames": frames,
                     }
                 )
+                link = AgentLink(agent_dir)
+                if traced_start_s(attribution, settings) > 0:
+                    link.arm()  # from the service's first line
             if metrics_port is not None:  # before launching: a port in use stops us here
                 _check_port(metrics_host, metrics_port)
             try:
                 child = subprocess.Popen(argv, env=env)
             except OSError as e:
                 raise ProbeError(f"cannot run {argv[0]!r}: {e.strerror or e}") from e
+            if link is not None:
+                link.pid = child.pid
             proc = _open_process(child.pid, metric)
             watched = {"pid": child.pid, "name": os.path.basename(argv[0]), "cmdline": argv}
         watched["metric"] = metric
@@ -312,7 +318,8 @@ def watch_command(
             limit_source=limit_source,
             sinks=sinks,
             metrics=metrics,
-            attribution=AgentLink(agent_dir) if agent_dir else None,
+            attribution=link,
+            traced_until_s=traced_start_s(attribution, settings),
         )
         echo(
             f"watching pid {watched['pid']} ({watched['name']}): {metric} every "
@@ -425,7 +432,10 @@ def _watch(
             if monitor.elapsed_s >= next_status:
                 echo(f"pid {monitor.process['pid']}: {monitor.status_line()}")
                 next_status += status_every
-            next_at += settings.interval_s
+            # read ten times a second at first: a command that lives seconds still leaves
+            # a series the recorded-run test can judge at its exit
+            early = monitor.elapsed_s < _EARLY_READINGS_S
+            next_at += min(settings.interval_s, 0.1) if early else settings.interval_s
             stop.wait(max(0.0, next_at - time.monotonic()))
             if next_at < time.monotonic():
                 next_at = time.monotonic()

@@ -117,7 +117,8 @@ def start(
 
     ``interval``/``window``/``warmup``: seconds or "30m"-style durations. ``limit``:
     bytes or "2GiB" (default: the cgroup's memory limit, if any). ``attribution``:
-    "auto" (tracemalloc armed by the first alert), "always", or "off".
+    "auto" (tracemalloc traces the first 10 s, and again from a leak's alert),
+    "always", or "off".
     ``out``: a directory for the leak report (JSON and HTML), written by ``stop()``.
     """
     global _current
@@ -126,7 +127,7 @@ def start(
     from analyzers.leaks import WatchSettings
     from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert
     from probe.watchdog.attribution import SiteTracker
-    from probe.watchdog.monitor import Monitor, attribution_interval
+    from probe.watchdog.monitor import Monitor, attribution_interval, traced_start_s
 
     if attribution not in ("auto", "always", "off"):
         raise ProbeError(f"attribution must be auto, always or off, not {attribution!r}")
@@ -158,7 +159,7 @@ def start(
         tracker = None
         if attribution != "off":
             tracker = SiteTracker(snapshot_s=attribution_interval(settings))
-            if attribution == "always":
+            if traced_start_s(attribution, settings) > 0:
                 tracker.arm()
         monitor = Monitor(
             _own_rss,
@@ -169,6 +170,7 @@ def start(
             sinks=sinks,
             metrics=metrics,
             attribution=tracker,
+            traced_until_s=traced_start_s(attribution, settings),
         )
         _current = Watchdog(monitor, Path(out) if out is not None else None)
         _current._thread.start()

@@ -21,6 +21,7 @@ through a file in a private directory and writes its snapshots there as JSON).
 
 from __future__ import annotations
 
+import atexit
 import gc
 import json
 import os
@@ -39,7 +40,8 @@ __all__ = ["Agent", "AgentLink", "SiteTracker"]
 
 _PROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CONTAINERS = (dict, list, set, deque)
-_NOT_THE_SERVICE = {tracemalloc.__file__, "<frozen importlib._bootstrap>"}
+# probe's own allocations, tracemalloc's, and imports' (code objects, module dicts)
+_NOT_THE_SERVICE = (_PROBE_DIR, tracemalloc.__file__, "<frozen importlib.")
 
 
 def _global_names() -> dict[int, str]:
@@ -88,12 +90,16 @@ class SiteTracker:
         return self.armed_at is not None
 
     def arm(self) -> None:
+        """Start tracing with a fresh baseline (the last arming's snapshots are dropped)."""
         if self.armed:
             return
         if not tracemalloc.is_tracing():
             tracemalloc.start(self._frames)
             self._started_tracing = True
         self.armed_at = self._clock()
+        self._first = None
+        self._latest.clear()
+        self._next_snapshot = 0.0
 
     def poll(self) -> None:
         """Snapshot when one is due (every ``snapshot_s`` once armed)."""
@@ -105,6 +111,10 @@ class SiteTracker:
         self._next_snapshot = self._clock() + self._snapshot_s
 
     def disarm(self) -> None:
+        """A last snapshot, then stop tracing (if this tracker started it); the snapshots
+        stay readable until the next arming."""
+        if self.armed:
+            self.snapshot()
         if self._started_tracing and tracemalloc.is_tracing():
             tracemalloc.stop()
         self._started_tracing = False
@@ -134,7 +144,7 @@ class SiteTracker:
         sites: dict[str, list[Any]] = {}
         for stat in stats[: self._top_sites * 4]:
             leaf_name = stat.traceback[-1].filename if len(stat.traceback) else ""
-            if leaf_name.startswith(_PROBE_DIR) or leaf_name in _NOT_THE_SERVICE:
+            if leaf_name.startswith(_NOT_THE_SERVICE):
                 continue
             if any(f.filename == __file__ for f in stat.traceback):
                 continue  # the agent's own thread (pathlib, json): not the service's
@@ -177,38 +187,48 @@ class SiteTracker:
 
 
 class Agent:
-    """Runs a ``SiteTracker`` in a child process, driven through files in ``directory``:
-    ``arm`` (written by the watcher) arms it; it writes ``sites.json`` after each snapshot."""
+    """Runs a ``SiteTracker`` in a child process, driven through files in ``directory``.
 
-    def __init__(
-        self, directory: Path, *, snapshot_s: float, always: bool = False, frames: int = 8
-    ) -> None:
+    The watcher arms it by writing ``arm`` (holding a generation number) and disarms it by
+    removing the file; ``snap`` asks for a snapshot now. After each snapshot the agent
+    writes ``sites.json`` (with the generation, so the watcher never mistakes an old
+    arming's sites for the current one's), and once more when the process exits."""
+
+    def __init__(self, directory: Path, *, snapshot_s: float, frames: int = 8) -> None:
         self.directory = directory
         self._snapshot_s = snapshot_s
-        self._always = always
         self._tracker = SiteTracker(frames=frames)
+        self._generation = ""
+        self._next_snapshot = 0.0
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="probe-watch-agent", daemon=True)
 
     def start(self) -> None:
+        self._follow_arm_file()  # armed from the first line of the service, if asked
         self._thread.start()
+        atexit.register(self._at_exit)
+
+    def _follow_arm_file(self) -> None:
+        try:
+            generation = (self.directory / "arm").read_text().strip()
+        except OSError:
+            generation = ""
+        if generation and generation != self._generation:
+            self._tracker.disarm()
+            self._generation = generation
+            self._tracker.arm()
+            self._next_snapshot = 0.0
+        elif not generation and self._tracker.armed:
+            self._tracker.disarm()  # its last snapshot stays readable
+            self._write()
 
     def _loop(self) -> None:
-        arm_file = self.directory / "arm"
-        next_snapshot = 0.0
         errors = 0
-        while not self._stop.wait(0.5 if not self._tracker.armed else 0.2):
+        while not self._stop.wait(0.2):
             try:
-                if not self._tracker.armed and (self._always or arm_file.exists()):
-                    self._tracker.arm()
-                    next_snapshot = time.monotonic()
-                snap_now = (self.directory / "snap").exists()
-                if self._tracker.armed and (time.monotonic() >= next_snapshot or snap_now):
-                    if snap_now:
-                        (self.directory / "snap").unlink(missing_ok=True)
-                    self._tracker.snapshot()
-                    self._write()
-                    next_snapshot = time.monotonic() + self._snapshot_s
+                with self._lock:
+                    self._step()
             except Exception as e:  # noqa: BLE001 -- the service must never see the agent fail
                 errors += 1
                 try:
@@ -218,28 +238,75 @@ class Agent:
                 if errors >= 5:
                     return
 
+    def _step(self) -> None:
+        self._follow_arm_file()
+        asked = (self.directory / "snap").exists()
+        if self._tracker.armed and (time.monotonic() >= self._next_snapshot or asked):
+            (self.directory / "snap").unlink(missing_ok=True)
+            self._tracker.snapshot()
+            self._write()
+            self._next_snapshot = time.monotonic() + self._snapshot_s
+
+    def _at_exit(self) -> None:
+        """The last snapshot: a command that ends before any judgement still gets its sites."""
+        self._stop.set()
+        try:
+            with self._lock:
+                if self._tracker.armed:
+                    self._tracker.snapshot()
+                    self._write()
+        except Exception:  # noqa: BLE001, S110 -- exiting: nothing to tell, no one to tell
+            pass
+
     def _write(self) -> None:
-        data = {"pid": os.getpid(), "snapshots": self._tracker.snapshots()}
+        data = {
+            "pid": os.getpid(),
+            "generation": self._generation,
+            "snapshots": self._tracker.snapshots(),
+        }
         tmp = self.directory / f"sites.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(data))
         os.replace(tmp, self.directory / "sites.json")
 
 
 class AgentLink:
-    """The watcher's side of an ``Agent``: arm it, ask for a snapshot, read what it wrote."""
+    """The watcher's side of an ``Agent``: arm and disarm it, ask for a snapshot, read it."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, pid: int | None = None) -> None:
         self.directory = directory
+        self.pid = pid  # the agent's process: once it is gone nothing answers a request
+        self._generation = 0
+
+    @property
+    def closed(self) -> bool:
+        if self.pid is None:
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
 
     def poll(self) -> None:
         pass  # the agent snapshots on its own schedule
 
     def arm(self) -> None:
-        (self.directory / "arm").touch()
+        self._generation += 1
+        tmp = self.directory / "arm.tmp"
+        tmp.write_text(str(self._generation))
+        os.replace(tmp, self.directory / "arm")
+
+    def disarm(self) -> None:
+        """Stop tracing; the agent writes a last snapshot, readable until the next arming."""
+        (self.directory / "arm").unlink(missing_ok=True)
 
     def request_snapshot(self, wait_s: float = 3.0) -> None:
         """Ask the agent for a snapshot now and wait (at most ``wait_s``) until it is
         written: an alert should carry the sites as they are when it goes out."""
+        if self.closed:
+            return
         asked_ns = time.time_ns()
         (self.directory / "snap").touch()
         deadline = time.monotonic() + wait_s
@@ -256,5 +323,7 @@ class AgentLink:
             data = json.loads((self.directory / "sites.json").read_text())
         except (OSError, ValueError):
             return []
-        snaps = data.get("snapshots") if isinstance(data, dict) else None
+        if not isinstance(data, dict) or data.get("generation") != str(self._generation):
+            return []  # an earlier arming's sites, or none yet
+        snaps = data.get("snapshots")
         return snaps if isinstance(snaps, list) else []

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from analyzers.leaks import LeakVerdict, LeakWatch, WatchSettings, detect_leak, snapshot_growth
 
-__all__ = ["Attribution", "Monitor", "Sink", "attribution_interval"]
+__all__ = ["Attribution", "Monitor", "Sink", "attribution_interval", "traced_start_s"]
 
 log = logging.getLogger("probe.watch")
 
@@ -32,6 +32,14 @@ def attribution_interval(settings: WatchSettings) -> float:
     return min(30.0, max(settings.bin_s, settings.window_s / 12))
 
 
+def traced_start_s(mode: str, settings: WatchSettings) -> float:
+    """How long attribution traces from the start: ``always`` for ever, ``auto`` the first
+    10 s of warm-up (a command gone before any live judgement still gets the sites of its
+    first seconds; a staging service pays tracemalloc for 10 s of its start-up), ``off``
+    never."""
+    return {"always": math.inf, "auto": min(settings.warmup_s, 10.0)}.get(mode, 0.0)
+
+
 class Sink(Protocol):
     def send(self, payload: dict[str, Any]) -> None: ...
     def close(self, timeout: float = ...) -> None: ...
@@ -41,6 +49,7 @@ class Attribution(Protocol):
     """Where growth is attributed: a ``SiteTracker`` in-process, an ``AgentLink`` outside."""
 
     def arm(self) -> None: ...
+    def disarm(self) -> None: ...
     def poll(self) -> None: ...  # called every reading: snapshot when one is due
     def request_snapshot(self) -> None: ...
     def snapshots(self) -> list[dict[str, Any]]: ...
@@ -58,6 +67,7 @@ class Monitor:
         sinks: Sequence[Sink] = (),
         metrics: Any = None,
         attribution: Attribution | None = None,
+        traced_until_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -78,7 +88,10 @@ class Monitor:
         self.alerted: LeakVerdict | None = None
         self.attributed: LeakVerdict | None = None  # the follow-up alert, with the sites
         self._sink_errors = 0
-        self._armed = False
+        # the caller armed attribution for the first ``traced_until_s`` (a process that ends
+        # before any live judgement still gets its sites); disarmed then, unless leaking
+        self._armed = attribution is not None and traced_until_s > 0
+        self._traced_until = traced_until_s if self._armed else None
         self._containers: list[dict[str, Any]] = []
         self._attribution_gap = attribution_interval(self.settings)
         self._attribution_due: float | None = None  # when to send the sites after an alert
@@ -99,6 +112,11 @@ class Monitor:
             self._early.append((now, value))
         flagged = self.detector.add(now, value)
         if self._attribution is not None:
+            if self._traced_until is not None and now >= self._traced_until:
+                self._traced_until = None
+                if self.alerted is None and flagged is None:
+                    self._armed = False
+                    self._safely(self._attribution.disarm)
             self._safely(self._attribution.poll)
         if self._metrics is not None:
             self._safely(self._metrics.update, value, self.detector.verdict.to_dict())
@@ -106,9 +124,10 @@ class Monitor:
             self.alerted = flagged
             # Attribution is armed by the alert, not before: tracemalloc slows the service,
             # which slows its leak, which the detector would read as a plateau.
-            if self._attribution is not None and not self._armed:
-                self._armed = True
-                self._safely(self._attribution.arm)
+            if self._attribution is not None:
+                if not self._armed:
+                    self._armed = True
+                    self._safely(self._attribution.arm)
                 self._attribution_due = now + self._attribution_gap
             self.alert(self.verdict())
         elif self._attribution_due is not None and now >= self._attribution_due:

@@ -58,6 +58,9 @@ class FakeAttribution:
     def arm(self) -> None:
         self.armed_at = self.clock.t
 
+    def disarm(self) -> None:
+        self.disarmed_at = self.clock.t
+
     def poll(self) -> None:
         pass
 
@@ -113,6 +116,22 @@ def test_a_leak_alerts_every_sink_then_sends_what_grows():
     assert sites["growing_containers"][0]["name"] == "svc._CACHE"
     # armed by the alert, not before: tracemalloc's slowdown must not shape the detection
     assert attribution.armed_at == pytest.approx(monitor.alerted.at_s, abs=0.2)
+
+
+def test_start_up_is_traced_then_disarmed_unless_leaking():
+    attribution = FakeAttribution()
+    flat = (100e6 + (i % 7) * 1e5 for i in range(100_000))
+    run_monitor(flat, 20, attribution=attribution, traced_until_s=5.0)
+    assert attribution.disarmed_at == pytest.approx(5.0, abs=0.15)
+
+
+def test_a_short_life_is_judged_with_the_sites_of_its_traced_start():
+    attribution = FakeAttribution()
+    attribution.asked = 1  # the agent's last snapshot, written as the process exited
+    monitor = run_monitor(leaking(), 8, attribution=attribution, traced_until_s=5.0)
+    final = monitor.verdict_dict(final=True)
+    assert final["detected"] and "whole series" in final["reason"]
+    assert final["top_sites"][0]["site"] == "svc.py:9"
 
 
 def test_flat_memory_never_arms_attribution_nor_alerts():

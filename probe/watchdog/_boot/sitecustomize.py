@@ -33,10 +33,7 @@ def _boot() -> None:
 
             cfg = json.loads(config)
             Agent(
-                Path(cfg["dir"]),
-                snapshot_s=float(cfg["snapshot_s"]),
-                always=bool(cfg["always"]),
-                frames=int(cfg["frames"]),
+                Path(cfg["dir"]), snapshot_s=float(cfg["snapshot_s"]), frames=int(cfg["frames"])
             ).start()
         except Exception as e:  # noqa: BLE001 -- report it to the watcher, never to the service
             try:
