@@ -127,12 +127,13 @@ def _growth_lines(v: dict[str, Any]) -> str:
     short_help="Watch a process's memory for leaks (staging watchdog).",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
-@click.option("--pid", type=int, help="Watch this running process (any program).")
+@click.option("--pid", type=int, metavar="PID", help="Watch this running process (any program).")
 @click.option(
     "--interval",
     default="1s",
     show_default=True,
     callback=_duration,
+    metavar="DURATION",
     help="Time between memory readings.",
 )
 @click.option(
@@ -140,6 +141,7 @@ def _growth_lines(v: dict[str, Any]) -> str:
     default="30m",
     show_default=True,
     callback=_duration,
+    metavar="DURATION",
     help="The slow test's window: a leak of 10 KB/s shows within it.",
 )
 @click.option(
@@ -147,6 +149,7 @@ def _growth_lines(v: dict[str, Any]) -> str:
     default="10m",
     show_default=True,
     callback=_duration,
+    metavar="DURATION",
     help="Start-up time not judged (imports, caches and pools filling).",
 )
 @click.option(
@@ -167,12 +170,14 @@ def _growth_lines(v: dict[str, Any]) -> str:
 @click.option(
     "--metrics-port",
     type=click.IntRange(0, 65535),
+    metavar="PORT",
     help="Serve Prometheus gauges on this port (0: any free port).",
 )
 @click.option(
     "--metrics-host",
     default="127.0.0.1",
     show_default=True,
+    metavar="HOST",
     help="Address the metrics endpoint binds.",
 )
 @click.option(
@@ -201,12 +206,15 @@ def _growth_lines(v: dict[str, Any]) -> str:
     show_default=True,
     help="Traceback depth of the attribution's allocation sites.",
 )
-@click.option("--duration", callback=_duration, help="Stop watching after this long.")
+@click.option(
+    "--duration", callback=_duration, metavar="DURATION", help="Stop watching after this long."
+)
 @click.option(
     "--status-every",
     default="60s",
     show_default=True,
     callback=_duration,
+    metavar="DURATION",
     help="Time between status lines on stderr.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No status lines; alerts and the verdict only.")
