@@ -119,6 +119,7 @@ class LeakVerdict:
             "seconds_to_limit": (
                 None if self.seconds_to_limit is None else round(self.seconds_to_limit, 1)
             ),
+            "intercept_bytes": round(self.intercept_bytes),  # the fit: intercept + slope * t
             "limit_bytes": self.limit_bytes,
             "top_sites": self.top_sites,
             "growing_types": self.growing_types,
@@ -683,7 +684,10 @@ def snapshot_growth(snapshots: list[dict[str, Any]], top: int = 5) -> dict[str, 
                 "traceback": traceback,
             }
         )
-    # the sites that climb with the trend first, then by how much they grew
+    # the sites that climb with the trend first, then by how much they grew; crumbs (under
+    # 1% of the largest growth: a cached regex, an import) are not what leaks
+    largest = max((s["grew_bytes"] for s in sites), default=0)
+    sites = [s for s in sites if s["grew_bytes"] >= 0.01 * largest]
     sites.sort(key=lambda s: (not s["steady"], -s["grew_bytes"]))
     types = []
     for name, count in last.get("types", {}).items():

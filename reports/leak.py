@@ -53,13 +53,13 @@ def leak_figure(report: dict[str, Any]) -> dict[str, Any]:
     if v.get("detected") and t:
         onset = v.get("onset_s") or 0.0
         end = series["t_s"][-1]
-        level = report.get("memory_bytes") or series["median"][-1]
         slope = v["slope_bytes_per_s"]
-        start_level = level - slope * (end - onset)
+        intercept = v.get("intercept_bytes", 0.0)  # the detector's fit through the floors
         data.append(
             {"type": "scatter", "x": [onset / 60, end / 60],
-             "y": [start_level / mib, level / mib], "mode": "lines",
-             "name": f"growth {slope / 1e3:.1f} KB/s", "line": {"color": "#d62728", "width": 3}}
+             "y": [(intercept + slope * onset) / mib, (intercept + slope * end) / mib],
+             "mode": "lines", "name": f"growth {slope / 1e3:.1f} KB/s",
+             "line": {"color": "#d62728", "width": 3}}
         )  # fmt: skip
         shapes.append(
             {"type": "line", "x0": onset / 60, "x1": onset / 60, "yref": "paper", "y0": 0,
@@ -146,7 +146,7 @@ def render_leak_html(report: dict[str, Any], *, plotly_js: str | None = None) ->
             f"<td>{v['confidence']:.1%}</td>"
             f"<td>{_num(v.get('onset_s'), ',.0f')} s</td>"
             f"<td>{v['level_bytes'] / 2**20:,.1f} MiB</td>"
-            f"<td>{_num(None if to_limit is None else to_limit / 60, ',.1f')} min</td>"
+            f"<td>{'no limit' if to_limit is None else f'{to_limit / 60:,.1f} min'}</td>"
             f"<td>{_esc(v.get('test', ''))}</td></tr></table>"
         )
         card = f"<section class='card verdict' id='verdict'>{head}</section>"
