@@ -104,6 +104,7 @@ class LeakVerdict:
     intercept_bytes: float = 0.0  # the fitted line: intercept + slope * t (t as given)
     test: str = "run"  # which test spoke: "run" (a recorded series), "fast", "slow"
     at_s: float | None = None  # when the verdict was reached (same clock as the series)
+    growing_containers: list[dict[str, Any]] = field(default_factory=list)  # watchdog only
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -123,6 +124,7 @@ class LeakVerdict:
             "limit_bytes": self.limit_bytes,
             "top_sites": self.top_sites,
             "growing_types": self.growing_types,
+            "growing_containers": self.growing_containers,
         }
 
 

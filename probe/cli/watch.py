@@ -418,13 +418,13 @@ def _watch(
         next_at = time.monotonic()
         while not stop.is_set():
             alive = monitor.tick()
-            # each alert once: on stderr, and in the report so far
-            for done, news, render in (
+            # each alert once, as it was sent: on stderr, and in the report so far
+            for done, sent, render in (
                 (announced, monitor.alerted, _leak_line),
                 (attributed, monitor.attributed, lambda v: "what grows:" + _growth_lines(v)),
             ):
-                if news is not None and not done:
-                    verdict = monitor.verdict_dict()
+                if sent is not None and not done:
+                    verdict = sent.to_dict()
                     click.echo(f"probe watch: {render(verdict)}", err=True)
                     if out is not None:
                         _safe_report(write_leak_report, out, monitor.report(verdict))
@@ -452,9 +452,10 @@ def _watch(
             signal.signal(s, handler)
     if child is not None and child.poll() is None:
         _stop_child(child)
-    verdict = monitor.verdict_dict(final=True)
-    if verdict["detected"] and monitor.alerted is None:
-        monitor.alert(monitor.verdict(final=True))  # a short life judged at exit
+    final = monitor.verdict(final=True)
+    verdict = final.to_dict()
+    if final.detected and monitor.alerted is None:
+        monitor.alert(final)  # a short life judged at exit
         click.echo(f"probe watch: {_leak_line(verdict)}", err=True)
     elif not verdict["detected"]:
         click.echo(

@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+import numpy as np
+
 from analyzers.leaks import LeakVerdict, LeakWatch, WatchSettings, detect_leak, snapshot_growth
 
 __all__ = ["Attribution", "Monitor", "Sink", "attribution_interval", "traced_start_s"]
@@ -92,7 +94,6 @@ class Monitor:
         # before any live judgement still gets its sites); disarmed then, unless leaking
         self._armed = attribution is not None and traced_until_s > 0
         self._traced_until = traced_until_s if self._armed else None
-        self._containers: list[dict[str, Any]] = []
         self._attribution_gap = attribution_interval(self.settings)
         self._attribution_due: float | None = None  # when to send the sites after an alert
         self._attribution_tries = 0
@@ -121,7 +122,6 @@ class Monitor:
         if self._metrics is not None:
             self._safely(self._metrics.update, value, self.detector.verdict.to_dict())
         if flagged is not None:
-            self.alerted = flagged
             # Attribution is armed by the alert, not before: tracemalloc slows the service,
             # which slows its leak, which the detector would read as a plateau.
             if self._attribution is not None:
@@ -129,7 +129,8 @@ class Monitor:
                     self._armed = True
                     self._safely(self._attribution.arm)
                 self._attribution_due = now + self._attribution_gap
-            self.alert(self.verdict())
+            self.alerted = self.verdict()
+            self.alert(self.alerted)
         elif self._attribution_due is not None and now >= self._attribution_due:
             self._send_attribution(now)
         return True
@@ -142,10 +143,7 @@ class Monitor:
         v = self.detector.verdict
         short = self.elapsed_s < self.settings.warmup_s + self.settings.window_s
         if final and not v.detected and short and len(self._early) >= 8:
-            t = [p[0] for p in self._early]
-            y = [p[1] for p in self._early]
-            import numpy as np
-
+            t, y = zip(*self._early, strict=True)
             run = detect_leak(np.array(t), np.array(y), limit_bytes=self.limit_bytes)
             v = replace(
                 run,
@@ -154,20 +152,22 @@ class Monitor:
             )
         if v.detected and self._attribution is not None:
             growth = snapshot_growth(self._attribution.snapshots())
-            v = replace(v, top_sites=growth["top_sites"], growing_types=growth["growing_types"])
-            self._containers = growth["growing_containers"]
+            v = replace(
+                v,
+                top_sites=growth["top_sites"],
+                growing_types=growth["growing_types"],
+                growing_containers=growth["growing_containers"],
+            )
         return v
 
     def verdict_dict(self, *, final: bool = False) -> dict[str, Any]:
-        v = self.verdict(final=final)
-        out = v.to_dict()
-        out["growing_containers"] = self._containers if v.detected else []
-        return out
+        return self.verdict(final=final).to_dict()
 
     def alert(self, verdict: LeakVerdict, event: str = "probe.leak") -> None:
+        """Send ``verdict`` to every sink (a failing sink is logged, the others still get it)."""
         from probe.watchdog.alerts import alert_payload
 
-        payload = alert_payload(self.verdict_dict(), self.process, event)
+        payload = alert_payload(verdict.to_dict(), self.process, event)
         for sink in self._sinks:
             self._safely(sink.send, payload)
 
@@ -177,7 +177,7 @@ class Monitor:
         self._safely(self._attribution.request_snapshot)
         verdict = self.verdict()
         self._attribution_tries += 1
-        if verdict.top_sites or self._containers:
+        if verdict.top_sites or verdict.growing_containers:
             self.alert(verdict, "probe.leak.attribution")
             self.attributed = verdict
             self._attribution_due = None
@@ -219,8 +219,7 @@ class Monitor:
         s = self.settings
         bins: dict[str, Any] = self.detector.bins()
         if not len(bins["t_s"]) and self._early:  # shorter than one bin: the raw readings
-            t = [p[0] for p in self._early]
-            y = [p[1] for p in self._early]
+            t, y = zip(*self._early, strict=True)
             bins = {"t_s": t, "min": y, "median": y, "max": y}
         return {
             "schema": "probe.leak/1",
