@@ -176,6 +176,13 @@ def estimate_onset(t: np.ndarray, y: np.ndarray) -> float:
     return float(knots[int(np.argmin(sse))])
 
 
+def _steady(older: float, newer: float, *paces: float, sustain: float) -> bool:
+    """Both halves of a window climb, each at ``sustain`` of the faster half and of every
+    other pace given (the whole window's, the window before's): a leak keeps its pace, a
+    step climbs in one half only, warm-up slows down."""
+    return min(older, newer) >= sustain * max(older, newer, *paces) > 0
+
+
 def _step_fits_better(t: np.ndarray, y: np.ndarray, tr: Trend) -> bool:
     """Is ``y`` better described by one jump between two flat levels than by the line?
     A one-off step riding a cache's climbs passes the trend tests; it fails this one."""
@@ -412,7 +419,7 @@ class LeakWatch:
         if older.p_up >= s.alpha or newer.p_up >= s.alpha or tr.low <= 0:
             return
         # a step inside one half makes that half significant and steep, the other flat
-        if min(older.slope, newer.slope) < s.sustain * max(older.slope, newer.slope, tr.slope):
+        if not _steady(older.slope, newer.slope, tr.slope, sustain=s.sustain):
             return
         reason = (
             f"memory rose {(level - self._envelope) / 1e6:.1f} MB above its recent high "
@@ -491,7 +498,7 @@ class LeakWatch:
         newer = trend(wt[k // 2 :], wy[k // 2 :]).slope
         # the window before this one: warm-up climbed faster then, a leak no faster
         before = trend(ht[-k:], history[-k:]).slope if len(history) >= 3 else 0.0
-        steady = min(older, newer) >= s.sustain * max(older, newer, tr.slope, before) > 0
+        steady = _steady(older, newer, tr.slope, before, sustain=s.sustain)
         steady = steady and not _step_fits_better(wt, wy, tr)
         new_high = float(wy[-2:].max()) - (float(history.max()) if len(history) else -math.inf)
         checks = {
