@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from probe.errors import ProbeError
-from probe.watchdog.limits import cgroup_memory_limit, parse_duration, parse_size
+from probe.watchdog.limits import memory_limit, parse_duration, parse_size
 
 __all__ = ["watch_command"]
 
@@ -302,7 +302,7 @@ def watch_command(
                 if traced_start_s(attribution, settings) > 0:
                     link.arm()  # from the service's first line
             if metrics_port is not None:  # before launching: a port in use stops us here
-                _check_port(metrics_host, metrics_port)
+                metrics = Metrics(metrics_port, metrics_host)
             try:
                 child = subprocess.Popen(argv, env=env)
             except OSError as e:
@@ -313,11 +313,9 @@ def watch_command(
             watched = {"pid": child.pid, "name": os.path.basename(argv[0]), "cmdline": argv}
         watched["metric"] = metric
         if metrics_port is not None:
-            metrics = Metrics(metrics_port, metrics_host, {"pid": str(watched["pid"])})
-        limit_source = "--limit" if limit else None
-        if limit is None:
-            limit = cgroup_memory_limit(watched["pid"])
-            limit_source = "cgroup" if limit else None
+            metrics = metrics or Metrics(metrics_port, metrics_host)
+            metrics.watch(watched["pid"])
+        limit, limit_source = memory_limit(limit, "--limit", watched["pid"])
         monitor = Monitor(
             _memory_reader(proc, metric),
             settings,
@@ -349,18 +347,6 @@ def watch_command(
         if agent_dir is not None:
             shutil.rmtree(agent_dir, ignore_errors=True)
     sys.exit(code)
-
-
-def _check_port(host: str, port: int) -> None:
-    import socket
-
-    if port == 0:
-        return
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-        try:
-            s.bind((host, port))
-        except OSError as e:
-            raise ProbeError(f"cannot serve metrics on {host}:{port}: {e.strerror or e}") from e
 
 
 def _cmdline(proc: Any) -> list[str]:

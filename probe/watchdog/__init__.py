@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probe.errors import ProbeError
-from probe.watchdog.limits import cgroup_memory_limit, parse_duration, parse_size
+from probe.watchdog.limits import memory_limit, parse_duration, parse_size
 
 if TYPE_CHECKING:
     from probe.watchdog.monitor import Monitor
@@ -139,11 +139,7 @@ def start(
         )
     except ValueError as e:
         raise ProbeError(str(e)) from e
-    limit_bytes = _bytes(limit)
-    limit_source = "limit" if limit_bytes else None
-    if limit_bytes is None:
-        limit_bytes = cgroup_memory_limit()
-        limit_source = "cgroup" if limit_bytes else None
+    limit_bytes, limit_source = memory_limit(_bytes(limit), "limit")
     with _lock:
         if _current is not None:
             raise ProbeError("the watchdog is already running (call probe.watchdog.stop() first)")
@@ -152,9 +148,7 @@ def start(
         if alert_webhook:
             sinks.append(WebhookAlert(alert_webhook))
         metrics = (
-            Metrics(metrics_port, metrics_host, {"pid": str(os.getpid())})
-            if metrics_port is not None
-            else None
+            Metrics(metrics_port, metrics_host, os.getpid()) if metrics_port is not None else None
         )
         tracker = None
         if attribution != "off":

@@ -151,35 +151,43 @@ class WebhookAlert:
 
 
 class Metrics:
-    """Prometheus gauges for one watched process, served over HTTP."""
+    """Prometheus gauges for one watched process (label ``pid``), served over HTTP.
 
-    def __init__(self, port: int, host: str = "127.0.0.1", labels: dict[str, str] | None = None):
+    The endpoint is bound at construction, so a port in use is an error before anything
+    is launched; the process it speaks for is named then or later (``watch``), once a
+    launched command has a pid."""
+
+    def __init__(self, port: int, host: str = "127.0.0.1", pid: int | None = None):
         from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
         self.registry = CollectorRegistry()
-        names = sorted(labels or {})
-        values = [str((labels or {})[n]) for n in names]
-
-        def gauge(name: str, doc: str) -> Any:
-            g = Gauge(name, doc, names, registry=self.registry)
-            return g.labels(*values) if names else g
-
-        self.memory = gauge("probe_watch_memory_bytes", "Memory of the watched process (bytes)")
-        self.slope = gauge(
-            "probe_watch_memory_slope_bytes_per_second",
-            "Growth rate of the memory floor (Theil-Sen, bytes per second)",
-        )
-        self.leak = gauge("probe_watch_leak", "1 when a leak has been flagged, else 0")
-        self.to_limit = gauge(
-            "probe_watch_seconds_to_limit",
-            "Seconds until the memory limit at the current rate (+Inf: never, or no limit)",
-        )
-        self.to_limit.set(math.inf)
+        docs = {
+            "probe_watch_memory_bytes": "Memory of the watched process (bytes)",
+            "probe_watch_memory_slope_bytes_per_second": (
+                "Growth rate of the memory floor (Theil-Sen, bytes per second)"
+            ),
+            "probe_watch_leak": "1 when a leak has been flagged, else 0",
+            "probe_watch_seconds_to_limit": (
+                "Seconds until the memory limit at the current rate (+Inf: never, or no limit)"
+            ),
+        }
+        self._gauges = [
+            Gauge(name, doc, ["pid"], registry=self.registry) for name, doc in docs.items()
+        ]
         try:
             self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
         except OSError as e:
             raise ProbeError(f"cannot serve metrics on {host}:{port}: {e.strerror or e}") from e
         self.port = self._server.server_port
+        if pid is not None:
+            self.watch(pid)
+
+    def watch(self, pid: int) -> None:
+        """Name the watched process: the gauges appear, labelled with its pid."""
+        self.memory, self.slope, self.leak, self.to_limit = (
+            g.labels(str(pid)) for g in self._gauges
+        )
+        self.to_limit.set(math.inf)
 
     def update(self, memory_bytes: float, verdict: dict[str, Any]) -> None:
         self.memory.set(memory_bytes)

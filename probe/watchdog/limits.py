@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["cgroup_memory_limit", "parse_duration", "parse_size"]
+__all__ = ["cgroup_memory_limit", "memory_limit", "parse_duration", "parse_size"]
 
 _SIZE_UNITS = {
     "": 1,
@@ -88,3 +88,14 @@ def cgroup_memory_limit(
             if limit is not None:
                 limits.append(limit)
     return min(limits) if limits else None
+
+
+def memory_limit(
+    given: int | None, given_as: str, pid: int | str = "self"
+) -> tuple[int | None, str | None]:
+    """The limit the time-to-limit estimate uses, and where it came from: the one given
+    (named ``given_as``), else the cgroup's of ``pid``, else none."""
+    if given:
+        return given, given_as
+    cgroup = cgroup_memory_limit(pid)
+    return cgroup, "cgroup" if cgroup else None

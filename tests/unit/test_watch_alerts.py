@@ -228,7 +228,7 @@ def scrape(port: int) -> str:
 
 
 def test_metrics_endpoint_serves_the_gauges():
-    metrics = Metrics(0, labels={"pid": "42"})
+    metrics = Metrics(0, pid=42)
     try:
         metrics.update(
             123e6, {"slope_bytes_per_s": 1e6, "detected": True, "seconds_to_limit": 600.0}
