@@ -14,16 +14,15 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "BLOCKING_REASONS": "analyzers.attribution",
-    "attribute": "analyzers.attribution",
-    "Breakdown": "analyzers.breakdown",
-    "breakdown": "analyzers.breakdown",
-    "Diagnosis": "analyzers.diagnosis",
-    "diagnose": "analyzers.diagnosis",
-    "Comparison": "analyzers.diff",
-    "compare": "analyzers.diff",
-    "LeakVerdict": "analyzers.leaks",
-    "detect_leak": "analyzers.leaks",
+    "attribute": "probe.analyzers.attribution",
+    "Breakdown": "probe.analyzers.breakdown",
+    "breakdown": "probe.analyzers.breakdown",
+    "Diagnosis": "probe.analyzers.diagnosis",
+    "diagnose": "probe.analyzers.diagnosis",
+    "Comparison": "probe.analyzers.diff",
+    "compare": "probe.analyzers.diff",
+    "LeakVerdict": "probe.analyzers.leaks",
+    "detect_leak": "probe.analyzers.leaks",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -29,9 +29,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["BLOCKING_REASONS", "attribute"]
+from probe.rundir.schema import BLOCKING_REASONS, RUNNABLE_REASONS
 
-BLOCKING_REASONS = frozenset({"network", "disk", "sleep", "lock", "subprocess", "gpu_sync"})
+__all__ = ["attribute"]
 
 
 def attribute(samples: pd.DataFrame) -> pd.DataFrame:
@@ -78,7 +78,7 @@ def attribute(samples: pd.DataFrame) -> pd.DataFrame:
     unused = np.clip(wall - cpu, 0.0, None)
     wait = np.where(caught_running & blocking, blocked_wait, unused)
 
-    runnable = np.where(np.isin(reason, ["gil", "unknown"]), reason, "")
+    runnable = np.where(np.isin(reason, list(RUNNABLE_REASONS)), reason, "")
     gil_wall = per_thread(np.where(runnable == "gil", wall, 0.0))
     unknown_wall = per_thread(np.where(runnable == "unknown", wall, 0.0))
     dominant = np.where(gil_wall <= unknown_wall, "unknown", "gil")

@@ -44,13 +44,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analyzers.attribution import BLOCKING_REASONS, attribute
-from analyzers.spantree import covered_ns, index_spans, innermost_span, request_mask
-from analyzers.stacks import label_stacks
+from probe.analyzers.attribution import attribute
+from probe.analyzers.spantree import covered_ns, index_spans, innermost_span, request_mask
+from probe.analyzers.stacks import label_stacks
+from probe.rundir.reader import Run
+from probe.rundir.schema import BLOCKING_REASONS, WAIT_REASONS
 
-__all__ = ["WAIT_REASONS", "Breakdown", "RequestFigures", "breakdown"]
-
-WAIT_REASONS = ("network", "disk", "sleep", "lock", "subprocess", "gpu_sync", "gil", "unknown")
+__all__ = ["Breakdown", "RequestFigures", "breakdown"]
 
 
 @dataclass(frozen=True)
@@ -84,10 +84,19 @@ class Breakdown:
 
 
 def _empty_requests() -> RequestFigures:
-    return RequestFigures(0, 0.0, None, None, None, None, 0.0, 0.0)
+    return RequestFigures(
+        count=0,
+        window_s=0.0,
+        throughput_per_s=None,
+        p50_ms=None,
+        p95_ms=None,
+        p99_ms=None,
+        total_s=0.0,
+        concurrency=0.0,
+    )
 
 
-def _attributed_samples(run: Any) -> pd.DataFrame:
+def _attributed_samples(run: Run) -> pd.DataFrame:
     """Attributed sample rows with their timestamps and stack labels."""
     samples = run.tables["samples"]
     att = attribute(samples)
@@ -172,7 +181,7 @@ def _reading_at(table: pd.DataFrame, column: str, ts_ns: np.ndarray) -> np.ndarr
     return np.where(idx >= 0, values[np.maximum(idx, 0)], np.nan)
 
 
-def _with_resources(run: Any, samples: pd.DataFrame, key: str, split: pd.DataFrame) -> None:
+def _with_resources(run: Run, samples: pd.DataFrame, key: str, split: pd.DataFrame) -> None:
     """Resource figures within each stage: means of the readings at its samples."""
     ts = samples["ts_ns"].to_numpy()
     for column, table, reading in (
@@ -213,7 +222,7 @@ def _requests(indexed: pd.DataFrame, is_request: np.ndarray) -> RequestFigures:
 
 
 def _stage_table(
-    run: Any, spans: pd.DataFrame, samples: pd.DataFrame, wall_s: float
+    run: Run, spans: pd.DataFrame, samples: pd.DataFrame, wall_s: float
 ) -> tuple[pd.DataFrame, RequestFigures]:
     is_request = spans["is_request"].to_numpy()
     requests = _requests(spans, is_request)
@@ -271,7 +280,7 @@ def _stage_table(
     return table, requests
 
 
-def _function_table(samples: pd.DataFrame, run: Any) -> pd.DataFrame:
+def _function_table(samples: pd.DataFrame, run: Run) -> pd.DataFrame:
     """Without spans: the service's own functions, each charged its callees' time."""
     user_threads = samples.loc[samples["user_function"] != "<library>", "thread_id"].unique()
     samples = samples[samples["thread_id"].isin(user_threads)]
@@ -294,7 +303,7 @@ def _function_table(samples: pd.DataFrame, run: Any) -> pd.DataFrame:
     return split
 
 
-def breakdown(run: Any) -> Breakdown:
+def breakdown(run: Run) -> Breakdown:
     """Per-stage (or per-function) breakdown of a loaded run (``probe.rundir.load``)."""
     samples = _attributed_samples(run)
     spans = run.tables["spans"]
@@ -324,15 +333,15 @@ def breakdown(run: Any) -> Breakdown:
     table = _complete(table).sort_values("path_s", ascending=False, kind="stable")
     table.index.name = "name"
     return Breakdown(
-        source,
-        wall_s,
-        table,
-        requests,
-        sampled_s,
-        cpu_s,
-        python_cpu_s,
-        tensor_cpu_s,
-        notes,
+        source=source,
+        wall_s=wall_s,
+        stages=table,
+        requests=requests,
+        sampled_s=sampled_s,
+        cpu_s=cpu_s,
+        python_cpu_s=python_cpu_s,
+        tensor_cpu_s=tensor_cpu_s,
+        notes=notes,
         spans=indexed,
     )
 

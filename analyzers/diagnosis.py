@@ -8,41 +8,22 @@ dataclass out; the same run directory always gives the same diagnosis.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from analyzers.breakdown import Breakdown, breakdown
-from analyzers.leaks import LeakVerdict, detect_leak, growing_sites, growing_types
-from analyzers.recommendations import Recommendation, demands, recommend
-from analyzers.rules import THRESHOLDS, Finding, RunFacts, classify, cold_start
+from probe.analyzers.breakdown import Breakdown, breakdown
+from probe.analyzers.leaks import LeakVerdict, detect_leak, growing_sites, growing_types
+from probe.analyzers.recommendations import Recommendation, demands, recommend
+from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, classify, cold_start
+from probe.analyzers.vocabulary import kind_words, subkind_words
+from probe.rundir.reader import Run
 
 __all__ = ["SCHEMA", "Diagnosis", "diagnose", "run_facts"]
 
 SCHEMA = "probe.diagnosis/1"
-
-_KIND_WORDS = {
-    "cpu": "CPU-bound",
-    "io": "I/O-bound",
-    "gpu": "GPU-bound",
-    "contention": "contention-bound",
-}
-_SUBKIND_WORDS = {
-    "python": "running Python bytecode",
-    "native": "in native code",
-    "gil": "waiting for the GIL",
-    "network": "waiting on the network",
-    "disk": "waiting on the disk",
-    "sleep": "sleeping",
-    "subprocess": "waiting on subprocesses",
-    "lock": "waiting on locks",
-    "gpu_compute": "the GPU is busy computing",
-    "gpu_starved": "the GPU waits for the CPU",
-    "launch_bound": "kernel launches leave the GPU idle",
-    "transfer": "waiting on host-device copies",
-}
 
 
 @dataclass(frozen=True)
@@ -113,7 +94,7 @@ def _host_cores(system: pd.DataFrame, cpu_count: int, lo: int | None, hi: int | 
     return float(s["cpu_percent"].mean()) / 100.0 * cpu_count
 
 
-def _starved_share(run: Any) -> tuple[float, float]:
+def _starved_share(run: Run) -> tuple[float, float]:
     gpu = run.tables["gpu"]
     resources = run.tables["resources"]
     if gpu.empty or resources.empty:
@@ -164,7 +145,7 @@ def _probe_cores(meta: dict[str, Any]) -> float:
     return sum(float(v) for v in own.values()) / duration if duration > 0 else 0.0
 
 
-def run_facts(run: Any, bd: Breakdown) -> RunFacts:
+def run_facts(run: Run, bd: Breakdown) -> RunFacts:
     meta = run.meta
     gpus = meta.get("gpus") or {}
     has_gpu = bool(gpus.get("available")) and not run.tables["gpu"].empty
@@ -186,7 +167,7 @@ def run_facts(run: Any, bd: Breakdown) -> RunFacts:
     )
 
 
-def _leak(run: Any, lo: int | None, hi: int | None) -> LeakVerdict:
+def _leak(run: Run, lo: int | None, hi: int | None) -> LeakVerdict:
     """RSS trend of the target process, over the serving window when there are requests:
     start-up and shutdown (a final snapshot, teardown) are not the service's behaviour."""
     resources = run.tables["resources"]
@@ -207,22 +188,7 @@ def _leak(run: Any, lo: int | None, hi: int | None) -> LeakVerdict:
     types = growing_types(run.tables["gc_types"]) if verdict.detected else []
     t0 = float(root["ts_ns"].min()) / 1e9
     onset = None if verdict.onset_s is None else verdict.onset_s - t0
-    return LeakVerdict(
-        verdict.detected,
-        verdict.slope_bytes_per_s,
-        verdict.slope_low,
-        verdict.slope_high,
-        verdict.confidence,
-        onset,
-        verdict.level_bytes,
-        verdict.points,
-        verdict.reason,
-        sites,
-        types,
-        verdict.seconds_to_limit,
-        verdict.limit_bytes,
-        verdict.intercept_bytes,
-    )
+    return replace(verdict, onset_s=onset, top_sites=sites, growing_types=types)
 
 
 def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown) -> str:
@@ -234,11 +200,11 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
     if primary.share < THRESHOLDS.bottleneck_share:
         return (
             f"No dominant bottleneck: the largest stage, {where}, takes {primary.share:.0%} "
-            f"of {path} ({what}, {_SUBKIND_WORDS.get(primary.subkind, primary.subkind)})."
+            f"of {path} ({what}, {subkind_words(primary.subkind)})."
         )
     text = (
-        f"{_KIND_WORDS.get(primary.kind, primary.kind)} in {where} ({primary.share:.0%} of "
-        f"{path}, {_SUBKIND_WORDS.get(primary.subkind, primary.subkind)})"
+        f"{kind_words(primary.kind)} in {where} ({primary.share:.0%} of "
+        f"{path}, {subkind_words(primary.subkind)})"
     )
     best = next((r for r in recs if r.id != "fix_leak"), None)
     if best is not None:
@@ -250,7 +216,7 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
     return text + "."
 
 
-def diagnose(run: Any) -> Diagnosis:
+def diagnose(run: Run) -> Diagnosis:
     """Diagnose a loaded run (``probe.rundir.load``)."""
     bd = breakdown(run)
     facts = run_facts(run, bd)
@@ -303,4 +269,12 @@ def diagnose(run: Any) -> Diagnosis:
             f"slow first request: {cold['first_request_ms']:.0f} ms, {cold['ratio']:.0f}x the "
             f"median; `{cold['stage']}` ran only inside it ({cold['seconds']:.2f} s)"
         )
-    return Diagnosis(run_block, primary_block, findings, recs, leak, bd, notes)
+    return Diagnosis(
+        run=run_block,
+        primary=primary_block,
+        findings=findings,
+        recommendations=recs,
+        leak=leak,
+        breakdown=bd,
+        notes=notes,
+    )

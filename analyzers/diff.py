@@ -16,9 +16,9 @@ from typing import Any
 
 import pandas as pd
 
-from analyzers.amdahl import amdahl_combined
-from analyzers.diagnosis import Diagnosis
-from analyzers.recommendations import Recommendation
+from probe.analyzers.amdahl import amdahl_combined
+from probe.analyzers.diagnosis import Diagnosis
+from probe.analyzers.recommendations import Recommendation
 
 __all__ = ["Comparison", "StageChange", "compare"]
 
@@ -103,9 +103,18 @@ def compare(a: Diagnosis, b: Diagnosis, applied: list[str] | None = None) -> Com
     realized = _ratio(tb, ta)
     stages_a, stages_b = _per_request_ms(a), _per_request_ms(b)
     stages = [
-        StageChange(name, ms, stages_b.get(name), _ratio(ms, stages_b.get(name)))
+        StageChange(
+            stage=name,
+            a_ms_per_request=ms,
+            b_ms_per_request=stages_b.get(name),
+            speedup=_ratio(ms, stages_b.get(name)),
+        )
         for name, ms in stages_a.items()
-    ] + [StageChange(n, None, ms, None) for n, ms in stages_b.items() if n not in stages_a]
+    ] + [
+        StageChange(stage=n, a_ms_per_request=None, b_ms_per_request=ms, speedup=None)
+        for n, ms in stages_b.items()
+        if n not in stages_a
+    ]
     notes: list[str] = []
     by_id = {r.id: r for r in a.recommendations}
     chosen: list[Recommendation] = []
@@ -135,16 +144,16 @@ def compare(a: Diagnosis, b: Diagnosis, applied: list[str] | None = None) -> Com
             "(or one outermost stage)"
         )
     return Comparison(
-        ta,
-        tb,
-        realized,
-        la,
-        lb,
-        _ratio(la, lb),
-        stages,
-        [r.id for r in chosen],
-        predicted,
-        matched,
-        error,
-        notes,
+        throughput_a=ta,
+        throughput_b=tb,
+        throughput_speedup=realized,
+        latency_p50_a_ms=la,
+        latency_p50_b_ms=lb,
+        latency_speedup=_ratio(la, lb),
+        stages=stages,
+        applied=[r.id for r in chosen],
+        predicted=predicted,
+        matched_by=matched,
+        error=error,
+        notes=notes,
     )

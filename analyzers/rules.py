@@ -19,43 +19,63 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analyzers.breakdown import Breakdown
+from probe.analyzers.breakdown import Breakdown
+from probe.analyzers.constants import constant
+from probe.analyzers.vocabulary import WAITS
 
 __all__ = ["THRESHOLDS", "Finding", "RunFacts", "Thresholds", "classify", "stage_rows"]
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    # A stage is a finding when it holds this share of the request path. The TensorFlow
-    # profiler's input-pipeline analysis calls a step "moderately" input-bound above 5%
-    # of its time and "highly" above 20%; we use the same two bands for any stage.
-    finding_share: float = 0.05
-    major_share: float = 0.20
-    # Below this share the dominant stage is "modest": the service has no bottleneck
-    # worth a headline (Amdahl: fixing half the path at best doubles throughput).
-    bottleneck_share: float = 0.50
-    # cpu/python vs cpu/native: which of the two holds most of the stage's on-CPU time.
-    native_majority: float = 0.50
-    # Python threads waiting for the GIL: contention once waits for it reach the TF
-    # profiler's "moderate" 5% band; with a single busy thread it cannot be contention.
-    gil_share: float = 0.05
-    # SageMaker Debugger's CPUBottleneck rule: GPU utilisation below 10% while CPU
-    # utilisation is above 90%, for more than 50% of the time.
-    starved_gpu_util: float = 10.0
-    starved_cpu_util: float = 90.0
-    starved_time_share: float = 0.50
-    # GPU busy enough to call a stage GPU-bound: SageMaker Debugger's LowGPUUtilization
-    # rule flags below 70%; at or above it the GPU, not its feeding, is the limit.
-    gpu_busy_util: float = 70.0
-    # Launch-bound (after HTA's kernel-launch analysis: many kernels shorter than their
-    # launch overhead leave the GPU idle between them). Without kernel traces we use its
-    # symptom: a stage issuing tensor ops that keeps the CPU busy while the GPU stays
-    # below half utilisation.
-    launch_gpu_util: float = 50.0
-    launch_tensor_share: float = 0.50
-    # A slow first request: its latency at least this many times the median request
-    # (one cold start among hundreds of requests is invisible in p99 but not here).
-    cold_start_ratio: float = 10.0
+    finding_share: float = constant(
+        0.05,
+        "A stage is a finding when it holds this share of the request path. The "
+        "TensorFlow profiler's input-pipeline analysis calls a step 'moderately' "
+        "input-bound above 5% of its time and 'highly' above 20%; we use the same two "
+        "bands for any stage.",
+    )
+    major_share: float = constant(0.20, "The TF profiler's 'highly' band (see finding_share).")
+    bottleneck_share: float = constant(
+        0.50,
+        "Below this share the dominant stage is 'modest': the service has no bottleneck "
+        "worth a headline (Amdahl: fixing half the path at best doubles throughput).",
+    )
+    native_majority: float = constant(
+        0.50,
+        "cpu/python vs cpu/native: whichever holds most of the stage's on-CPU time.",
+    )
+    gil_share: float = constant(
+        0.05,
+        "Python threads waiting for the GIL: contention once waits for it reach the TF "
+        "profiler's 'moderate' 5% band; with a single busy thread it cannot be contention.",
+    )
+    starved_gpu_util: float = constant(
+        10.0,
+        "SageMaker Debugger's CPUBottleneck rule: GPU utilisation below 10% while CPU "
+        "utilisation is above 90%, for more than 50% of the time.",
+    )
+    starved_cpu_util: float = constant(90.0, "SageMaker Debugger's CPUBottleneck rule.")
+    starved_time_share: float = constant(0.50, "SageMaker Debugger's CPUBottleneck rule.")
+    gpu_busy_util: float = constant(
+        70.0,
+        "GPU busy enough to call a stage GPU-bound: SageMaker Debugger's "
+        "LowGPUUtilization rule flags below 70%; at or above it the GPU, not its "
+        "feeding, is the limit.",
+    )
+    launch_gpu_util: float = constant(
+        50.0,
+        "Launch-bound (after HTA's kernel-launch analysis: many kernels shorter than their "
+        "launch overhead leave the GPU idle between them). Without kernel traces we use "
+        "its symptom: a stage issuing tensor ops that keeps the CPU busy while the GPU "
+        "stays below half utilisation.",
+    )
+    launch_tensor_share: float = constant(0.50, "See launch_gpu_util: most of the CPU in ops.")
+    cold_start_ratio: float = constant(
+        10.0,
+        "A slow first request: its latency at least this many times the median request "
+        "(one cold start among hundreds of requests is invisible in p99 but not here).",
+    )
 
 
 THRESHOLDS = Thresholds()
@@ -126,7 +146,7 @@ def _components(row: pd.Series) -> dict[str, float]:
     cpu = float(row["cpu_share"]) + float(row["wait_unknown"])
     native = float(row["native_share"])
     out = {"python": cpu * (1.0 - native), "native": cpu * native}
-    for reason in ("network", "disk", "sleep", "lock", "subprocess", "gpu_sync", "gil"):
+    for reason in WAITS:
         out[reason] = float(row[f"wait_{reason}"])
     return out
 
@@ -212,13 +232,13 @@ def classify(bd: Breakdown, facts: RunFacts, t: Thresholds = THRESHOLDS) -> list
         )
         findings.append(
             Finding(
-                kind,
-                subkind,
-                str(name),
-                share,
-                _confidence(share, component, float(row["sampled_s"]), t),
-                rule,
-                evidence,
+                kind=kind,
+                subkind=subkind,
+                stage=str(name),
+                share=share,
+                confidence=_confidence(share, component, float(row["sampled_s"]), t),
+                rule=rule,
+                evidence=evidence,
             )
         )
     findings.extend(_run_level(bd, facts, t))
@@ -233,13 +253,13 @@ def _run_level(bd: Breakdown, facts: RunFacts, t: Thresholds) -> list[Finding]:
         busiest = rows["cpu_share"].mul(rows["path_share"]).idxmax() if not rows.empty else ""
         out.append(
             Finding(
-                "gpu",
-                "gpu_starved",
-                str(busiest),
-                facts.starved_time_share,
-                0.5 + 0.5 * min(1.0, facts.starved_time_share),
-                "sagemaker_cpu_bottleneck",
-                {
+                kind="gpu",
+                subkind="gpu_starved",
+                stage=str(busiest),
+                share=facts.starved_time_share,
+                confidence=0.5 + 0.5 * min(1.0, facts.starved_time_share),
+                rule="sagemaker_cpu_bottleneck",
+                evidence={
                     "time_share_gpu_under_10_cpu_over_90": round(facts.starved_time_share, 3),
                     "gpu_util_mean": round(facts.gpu_util_mean, 1),
                 },

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analyzers.leaks import LeakWatch  # noqa: E402
+from probe.analyzers.leaks import LeakWatch  # noqa: E402
 from tests.memory_series import KINDS, flat, make  # noqa: E402
 
 LEAK_ONSET_S = 3600.0

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from analyze_speed import build
 
-from analyzers.diagnosis import diagnose
+from probe.analyzers.diagnosis import diagnose
+from probe.reports.html import render_html, report_data
 from probe.rundir import load
-from reports.html import render_html, report_data
 
 
 def render(path: Path, repeat: int) -> tuple[float, int]:

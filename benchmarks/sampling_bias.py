@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from analyzers.attribution import attribute
+from probe.analyzers.attribution import attribute
 from probe.rundir import load
 
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_services" / "tagging_cpu_bound.py"

@@ -79,7 +79,7 @@ def in_process_cost(seconds: float, tmp: Path) -> tuple[float, float]:
 
 
 def memory_over_a_day() -> tuple[int, int]:
-    from analyzers.leaks import WatchSettings
+    from probe.analyzers.leaks import WatchSettings
     from probe.watchdog.monitor import Monitor
     from tests.memory_series import make
 

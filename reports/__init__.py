@@ -1,6 +1,6 @@
 """Renderers: the analyzers' results -> terminal text and diagnosis.json (HTML to come)."""
 
-from reports.json import render_json, write_diagnosis
-from reports.terminal import render_diff, render_verdict
+from probe.reports.json import render_json, write_diagnosis
+from probe.reports.terminal import render_diff, render_verdict
 
 __all__ = ["render_diff", "render_json", "render_verdict", "write_diagnosis"]

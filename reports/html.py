@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.attribution import attribute
-from analyzers.breakdown import WAIT_REASONS
-from analyzers.diagnosis import Diagnosis
-from reports.json import json_safe
+from probe.analyzers.attribution import attribute
+from probe.analyzers.breakdown import WAIT_REASONS
+from probe.analyzers.diagnosis import Diagnosis
+from probe.reports.json import json_safe
 
 __all__ = ["ReportData", "html_page", "render_html", "report_data"]
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from analyzers.diagnosis import Diagnosis
+from probe.analyzers.diagnosis import Diagnosis
 
 __all__ = ["json_safe", "render_json", "write_diagnosis"]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from probe.errors import ProbeError
-from reports.html import MAX_POINTS, _esc, _layout, _num, html_page
-from reports.json import json_safe
+from probe.reports.html import MAX_POINTS, _esc, _layout, _num, html_page
+from probe.reports.json import json_safe
 
 __all__ = ["leak_figure", "render_leak_html", "write_leak_report"]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 
-from analyzers.diagnosis import Diagnosis
-from analyzers.diff import Comparison
+from probe.analyzers.diagnosis import Diagnosis
+from probe.analyzers.diff import Comparison
 
 __all__ = ["render_diff", "render_verdict"]
 

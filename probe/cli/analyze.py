@@ -21,8 +21,8 @@ def shown_path(path: Path) -> str:
 
 
 def diagnose_run_dir(run: object, run_dir: Path, *, write: bool = True) -> object:
-    from analyzers.diagnosis import diagnose
-    from reports.json import write_diagnosis
+    from probe.analyzers.diagnosis import diagnose
+    from probe.reports.json import write_diagnosis
 
     diagnosis = diagnose(run)
     if write:
@@ -52,9 +52,9 @@ def analyze_command(run_dir: Path, as_json: bool, no_write: bool) -> None:
       probe analyze .probe/runs/20261122T101500Z-service
       probe analyze --json RUN_DIR | jq .recommendations
     """
+    from probe.reports.json import render_json
+    from probe.reports.terminal import render_verdict
     from probe.rundir.reader import load
-    from reports.json import render_json
-    from reports.terminal import render_verdict
 
     run = load(run_dir)
     diagnosis = diagnose_run_dir(run, run_dir, write=not no_write)

@@ -35,10 +35,10 @@ def diff_command(run_a: Path, run_b: Path, applied: str | None, as_json: bool) -
       probe run -o after service.py --fixed
       probe diff before after --applied concurrent_io
     """
-    from analyzers.diagnosis import diagnose
-    from analyzers.diff import compare
+    from probe.analyzers.diagnosis import diagnose
+    from probe.analyzers.diff import compare
+    from probe.reports.terminal import render_diff
     from probe.rundir.reader import load
-    from reports.terminal import render_diff
 
     ids = [i.strip() for i in applied.split(",") if i.strip()] if applied else None
     a, b = diagnose(load(run_a)), diagnose(load(run_b))

@@ -16,7 +16,7 @@ def write_report(run: object, diagnosis: object, path: Path) -> Path:
     """Render ``report.html`` for a loaded run and its diagnosis; atomically."""
     import os
 
-    from reports.html import render_html, report_data
+    from probe.reports.html import render_html, report_data
 
     page = render_html(report_data(diagnosis, run))  # type: ignore[arg-type]
     tmp = path.with_name(f".{path.name}.tmp")
@@ -57,10 +57,10 @@ def report_command(run_dir: Path, out: Path | None, fmt: str, open_it: bool) -> 
       probe report RUN_DIR --format text
       probe report RUN_DIR --format json -o diagnosis.json
     """
-    from analyzers.diagnosis import diagnose
+    from probe.analyzers.diagnosis import diagnose
+    from probe.reports.json import render_json
+    from probe.reports.terminal import render_verdict
     from probe.rundir.reader import load
-    from reports.json import render_json
-    from reports.terminal import render_verdict
 
     run = load(run_dir)
     diagnosis = diagnose(run)

@@ -64,7 +64,7 @@ def finish_run(run_dir: Path, *, report: bool, out: IO[str] | None = None) -> No
         _update_meta(run_dir, lambda meta: meta.setdefault("notes", []).extend(compaction_notes))
     if report:
         from probe.cli.analyze import diagnose_run_dir, shown_path
-        from reports.terminal import render_verdict
+        from probe.reports.terminal import render_verdict
 
         diagnosis = diagnose_run_dir(run, run_dir)
         text = render_verdict(
@@ -167,11 +167,11 @@ def _sample_until_told(run_dir: Path, pid: int, hz: float, gpu: bool) -> dict[st
     sampler = Ticker("probe-tree-sampler", 1.0 / hz, tick)
     sampler.start()
     # Warm the analysis stack while the target runs; sampling goes on meanwhile.
-    import analyzers.diagnosis  # noqa: F401
+    import probe.analyzers.diagnosis  # noqa: F401
+    import probe.reports.html  # noqa: F401
+    import probe.reports.json  # noqa: F401
+    import probe.reports.terminal  # noqa: F401
     import probe.rundir.reader  # noqa: F401
-    import reports.html  # noqa: F401
-    import reports.json  # noqa: F401
-    import reports.terminal  # noqa: F401
 
     line = sys.stdin.readline()
     sampler.stop()

@@ -251,7 +251,7 @@ def watch_command(
     containers that grow. Exit status: 0 (or the command's own) when the process ends;
     3 with --fail-on-leak once a leak is found; 2 for bad input.
     """
-    from analyzers.leaks import WatchSettings
+    from probe.analyzers.leaks import WatchSettings
     from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert
     from probe.watchdog.attribution import AgentLink
     from probe.watchdog.monitor import Monitor, attribution_interval, traced_start_s
@@ -385,7 +385,7 @@ def _watch(
     echo: Any,
     out: Path | None,
 ) -> int:
-    from reports.leak import write_leak_report
+    from probe.reports.leak import write_leak_report
 
     stop = threading.Event()
     received: list[int] = []

@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from probe.atomicfile import atomic_output
 from probe.errors import ProbeError
 from probe.rundir.schema import COLUMNS, SCHEMA_NAME, SCHEMA_VERSION, TABLES
 
@@ -198,9 +199,8 @@ def _compact(root: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
             continue
         arrow, table_notes = _read_jsonl(jsonl, table)
         notes.extend(table_notes)
-        tmp = root / f".{table}.parquet.tmp"
-        pq.write_table(arrow, tmp, compression="zstd")
-        os.replace(tmp, root / f"{table}.parquet")
+        with atomic_output(root / f"{table}.parquet") as f:
+            pq.write_table(arrow, f, compression="zstd")
         jsonl.unlink()
         frames[table] = _frame(table, arrow)
     return frames, notes

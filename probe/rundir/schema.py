@@ -20,10 +20,27 @@ trailing column is compatible and keeps the version.
 
 from __future__ import annotations
 
-__all__ = ["COLUMNS", "SCHEMA_NAME", "SCHEMA_VERSION", "TABLES"]
+__all__ = [
+    "BLOCKING_REASONS",
+    "COLUMNS",
+    "RUNNABLE_REASONS",
+    "SCHEMA_NAME",
+    "SCHEMA_VERSION",
+    "TABLES",
+    "WAIT_REASONS",
+]
 
 SCHEMA_NAME = "probe.run"
 SCHEMA_VERSION = 1
+
+# The values of ``samples.wait_reason`` besides "" (the thread ran the whole interval).
+# Blocking: the thread was blocked in a call of that kind at the sample's instant (the
+# stack sampler reads it from the leaf frame, ``probe.samplers.waits``). Runnable: it
+# could run but did not get the CPU -- another of our threads held the GIL (``gil``), or
+# the OS gave the core to someone else (``unknown``).
+BLOCKING_REASONS = ("network", "disk", "sleep", "lock", "subprocess", "gpu_sync")
+RUNNABLE_REASONS = ("gil", "unknown")
+WAIT_REASONS = BLOCKING_REASONS + RUNNABLE_REASONS
 
 # table name -> ordered (column, pandas/arrow dtype) pairs
 COLUMNS: dict[str, list[tuple[str, str]]] = {
@@ -54,8 +71,8 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
     # (exact). wait_reason is the thread's state at that instant: a blocking call
     # (network, disk, sleep, lock, subprocess, gpu_sync: the interval's CPU was spent
     # elsewhere, before it blocked), or, running Python, "" / gil / unknown for how the
-    # interval's off-CPU part went. Consecutive idle intervals in the same stack are
-    # merged; ``samples`` counts the ticks a row stands for.
+    # interval's off-CPU part went (``WAIT_REASONS`` above). Consecutive idle intervals in
+    # the same stack are merged; ``samples`` counts the ticks a row stands for.
     "samples": [
         ("ts_ns", "int64"),
         ("thread_id", "int64"),

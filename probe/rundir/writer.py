@@ -4,37 +4,21 @@ Rows are appended to ``<table>.jsonl`` in batches, one ``[prefix, rows]`` JSON l
 ``append`` (see ``schema``), and flushed to the OS by ``flush()``, which the collector
 calls at least once a second: a process killed with SIGKILL loses at most what it
 collected since the last flush (the page cache keeps the rest). ``meta.json`` is
-replaced atomically (write a temporary file, rename).
+replaced atomically (``probe.atomicfile``).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from probe.atomicfile import write_json_atomic
 from probe.errors import ProbeError
 from probe.rundir.schema import COLUMNS
 
-__all__ = ["RunWriter", "prepare_run_dir", "write_json_atomic"]
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, default=str)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+__all__ = ["RunWriter", "prepare_run_dir"]
 
 
 def prepare_run_dir(path: Path) -> Path:

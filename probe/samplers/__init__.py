@@ -17,10 +17,9 @@ if TYPE_CHECKING:
     from probe.samplers.stacks import StackSampler, thread_cpu_ns
     from probe.samplers.ticker import Ticker
     from probe.samplers.tree import TreeSampler
-    from probe.samplers.waits import REASONS, WaitClassifier
+    from probe.samplers.waits import WaitClassifier
 
 __all__ = [
-    "REASONS",
     "GpuSampler",
     "MemorySampler",
     "ResourceSampler",
@@ -39,7 +38,6 @@ _HOME = {
     "thread_cpu_ns": "stacks",
     "Ticker": "ticker",
     "TreeSampler": "tree",
-    "REASONS": "waits",
     "WaitClassifier": "waits",
 }
 

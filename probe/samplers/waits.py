@@ -7,9 +7,10 @@ arguments with ``dis.stack_effect``), e.g. ``time.sleep`` or ``sock.recv_into``,
 classify from the callee name and the leaf frame's module. Results are cached per
 (code object, instruction offset), so the bytecode is read once per call site.
 
-Reasons: ``network``, ``disk``, ``sleep``, ``lock`` (locks, queues, events, futures,
-joins), ``subprocess``, ``gpu_sync``; the sampler adds ``gil`` and ``unknown`` for runnable
-threads that did not get a CPU.
+Reasons are the run directory's ``BLOCKING_REASONS`` (``probe.rundir.schema``):
+``network``, ``disk``, ``sleep``, ``lock`` (locks, queues, events, futures, joins),
+``subprocess``, ``gpu_sync``; the sampler adds the runnable ones, ``gil`` and ``unknown``,
+for threads that did not get a CPU.
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ import dis
 import os
 from types import CodeType
 
-__all__ = ["REASONS", "WaitClassifier", "callee_at"]
-
-REASONS = ("network", "disk", "sleep", "lock", "subprocess", "gpu_sync", "gil", "unknown")
+__all__ = ["WaitClassifier", "callee_at"]
 
 # Stdlib modules inside which any blocking is of one kind, whatever the call.
 _MODULE_REASON = {

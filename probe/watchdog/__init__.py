@@ -91,7 +91,7 @@ class Watchdog:
         verdict = self.monitor.verdict_dict(final=True)
         if self.out is not None:
             try:
-                from reports.leak import write_leak_report
+                from probe.reports.leak import write_leak_report
 
                 write_leak_report(self.out, self.monitor.report(verdict))
             except Exception as e:
@@ -124,7 +124,7 @@ def start(
     global _current
     # imported here, not at the top: ``probe watch``'s agent imports this package into
     # the watched child, which needs none of it
-    from analyzers.leaks import WatchSettings
+    from probe.analyzers.leaks import WatchSettings
     from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert
     from probe.watchdog.attribution import SiteTracker
     from probe.watchdog.monitor import Monitor, attribution_interval, traced_start_s

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from probe.atomicfile import write_atomic
 from probe.samplers.memory import type_name as _type_name
 
 __all__ = ["Agent", "AgentLink", "SiteTracker"]
@@ -264,9 +265,7 @@ class Agent:
             "generation": self._generation,
             "snapshots": self._tracker.snapshots(),
         }
-        tmp = self.directory / f"sites.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, self.directory / "sites.json")
+        write_atomic(self.directory / "sites.json", json.dumps(data))
 
 
 class AgentLink:
@@ -294,9 +293,7 @@ class AgentLink:
 
     def arm(self) -> None:
         self._generation += 1
-        tmp = self.directory / "arm.tmp"
-        tmp.write_text(str(self._generation))
-        os.replace(tmp, self.directory / "arm")
+        write_atomic(self.directory / "arm", str(self._generation))
 
     def disarm(self) -> None:
         """Stop tracing; the agent writes a last snapshot, readable until the next arming."""

@@ -17,7 +17,13 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from analyzers.leaks import LeakVerdict, LeakWatch, WatchSettings, detect_leak, snapshot_growth
+from probe.analyzers.leaks import (
+    LeakVerdict,
+    LeakWatch,
+    WatchSettings,
+    detect_leak,
+    snapshot_growth,
+)
 
 __all__ = ["Attribution", "Monitor", "Sink", "attribution_interval", "traced_start_s"]
 

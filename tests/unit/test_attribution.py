@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from pytest import approx
 
-from analyzers.attribution import attribute
+from probe.analyzers.attribution import attribute
 
 MS = 1_000_000
 

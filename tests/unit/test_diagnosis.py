@@ -7,11 +7,11 @@ import math
 
 import pytest
 
-from analyzers.diagnosis import diagnose
-from analyzers.diff import compare
+from probe.analyzers.diagnosis import diagnose
+from probe.analyzers.diff import compare
+from probe.reports.json import render_json
+from probe.reports.terminal import render_diff, render_verdict
 from probe.rundir import load
-from reports.json import render_json
-from reports.terminal import render_diff, render_verdict
 from tests.synthetic import MS, T0, RunBuilder
 
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from analyzers.amdahl import (
+from probe.analyzers.amdahl import (
     amdahl,
     amdahl_combined,
     ceiling,
@@ -15,7 +15,7 @@ from analyzers.amdahl import (
     max_throughput,
     mva_throughput,
 )
-from analyzers.leaks import detect_leak
+from probe.analyzers.leaks import detect_leak
 
 
 def test_amdahl_speedup_and_ceiling():

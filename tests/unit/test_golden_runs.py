@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzers.diagnosis import diagnose
+from probe.analyzers.diagnosis import diagnose
 from probe.rundir import load
 
 DATA = Path(__file__).resolve().parents[1] / "data"

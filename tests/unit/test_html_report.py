@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import re
 
-from analyzers.diagnosis import diagnose
+from probe.analyzers.diagnosis import diagnose
+from probe.reports.html import MAX_FLAME_NODES, MAX_TIMELINE_SPANS, render_html, report_data
 from probe.rundir import load
-from reports.html import MAX_FLAME_NODES, MAX_TIMELINE_SPANS, render_html, report_data
 from tests.synthetic import RunBuilder
 
 XSS = "<img src=x onerror=alert(1)>"

@@ -13,7 +13,7 @@ import pickle
 import numpy as np
 import pytest
 
-from analyzers.leaks import (
+from probe.analyzers.leaks import (
     LeakWatch,
     WatchSettings,
     estimate_onset,

@@ -1,10 +1,10 @@
 """The public surface is explicit: pin it so a change to it is a decision."""
 
-import analyzers
 import probe
+import probe.analyzers as analyzers
+import probe.reports as reports
 import probe.rundir
 import probe.samplers
-import reports
 
 
 def test_probe_exports():

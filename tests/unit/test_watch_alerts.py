@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from analyzers.leaks import WatchSettings
+from probe.analyzers.leaks import WatchSettings
 from probe.errors import ProbeError
 from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert, alert_payload
 from probe.watchdog.limits import cgroup_memory_limit, parse_duration, parse_size
