@@ -1,9 +1,10 @@
 """How long rendering the HTML report of an hour-long run takes, and how big the page is.
 
 Builds the same synthetic hour as ``analyze_speed.py`` (1,000,000 spans, 360,000 stack
-samples, resources at 10 Hz), diagnoses it once, then times ``report_data`` +
-``render_html`` (issue 5: <= 5 s) and reports the page size (<= 10 MB, plotly.js ~4.8 MB
-of it). Also at a tenth of the size: the page should not grow with the run.
+samples, resources at 10 Hz), diagnoses it once, then times the report's views (call
+tree, resource series), ``HtmlReport.from_analysis`` and ``render`` (issue 5: <= 5 s)
+and reports the page size (<= 10 MB, plotly.js ~4.8 MB of it). Also at a tenth of the
+size: the page should not grow with the run.
 
     python benchmarks/report_speed.py [--repeat 3]
 """
@@ -19,8 +20,9 @@ from pathlib import Path
 
 from analyze_speed import build
 
+from probe.analyzers.analysis import analyze
 from probe.analyzers.diagnosis import diagnose
-from probe.reports.html import render_html, report_data
+from probe.reports.html import HtmlReport
 from probe.rundir import load
 
 
@@ -30,7 +32,7 @@ def render(path: Path, repeat: int) -> tuple[float, int]:
     times, size = [], 0
     for _ in range(repeat):
         t = time.perf_counter()
-        page = render_html(report_data(d, run))
+        page = HtmlReport.from_analysis(analyze(run, d)).render()  # fresh views each time
         times.append(time.perf_counter() - t)
         size = len(page.encode())
     return statistics.median(times), size

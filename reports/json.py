@@ -1,16 +1,23 @@
-"""JSON renderer: ``diagnosis.json`` (schema ``probe.diagnosis/1``, DESIGN.md)."""
+"""JSON renderer: ``diagnosis.json`` (schema ``probe.diagnosis/1``, DESIGN.md).
+
+``DiagnosisJson.from_analysis(analysis)`` holds the document as plain data (JSON-safe:
+NaN and infinity become null); ``render()`` writes it. Also home of ``json_safe``, which
+every JSON output uses (this module imports no pandas: the leak report needs it inside
+a watched service).
+"""
 
 from __future__ import annotations
 
 import json
 import math
-import os
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from probe.analyzers.diagnosis import Diagnosis
+if TYPE_CHECKING:
+    from probe.analyzers.analysis import Analysis
+    from probe.analyzers.diagnosis import Diagnosis
 
-__all__ = ["json_safe", "render_json", "write_diagnosis"]
+__all__ = ["DiagnosisJson", "json_safe"]
 
 
 def json_safe(value: Any) -> Any:
@@ -26,17 +33,20 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def render_json(diagnosis: Diagnosis) -> str:
-    return (
-        json.dumps(json_safe(diagnosis.to_dict()), indent=2, ensure_ascii=False, allow_nan=False)
-        + "\n"
-    )
+@dataclass(frozen=True)
+class DiagnosisJson:
+    format: ClassVar[str] = "json"
+    filename: ClassVar[str] = "diagnosis.json"
 
+    document: dict[str, Any]
 
-def write_diagnosis(diagnosis: Diagnosis, run_dir: Path) -> Path:
-    """Write ``run_dir/diagnosis.json`` atomically; returns its path."""
-    path = run_dir / "diagnosis.json"
-    tmp = run_dir / ".diagnosis.json.tmp"
-    tmp.write_text(render_json(diagnosis), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    @classmethod
+    def from_diagnosis(cls, diagnosis: Diagnosis) -> DiagnosisJson:
+        return cls(json_safe(diagnosis.to_dict()))
+
+    @classmethod
+    def from_analysis(cls, analysis: Analysis) -> DiagnosisJson:
+        return cls.from_diagnosis(analysis.diagnosis)
+
+    def render(self) -> str:
+        return json.dumps(self.document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
+from probe.atomicfile import write_atomic
 from probe.errors import ProbeError
-from probe.reports.html import MAX_POINTS, _esc, _layout, _num, html_page
 from probe.reports.json import json_safe
+from probe.reports.page import MAX_POINTS, Markup, html, join, layout, num, page
 
 __all__ = ["leak_figure", "render_leak_html", "write_leak_report"]
 
@@ -71,90 +71,115 @@ def leak_figure(report: dict[str, Any]) -> dict[str, Any]:
              "y0": report["limit_bytes"] / mib, "y1": report["limit_bytes"] / mib,
              "line": {"color": "#7f7f7f", "dash": "dot"}}
         )  # fmt: skip
-    layout = _layout(
+    spec_layout = layout(
         "Memory over time",
         xaxis={"title": {"text": "minutes since watching began"}},
         yaxis={"title": {"text": "MiB"}},
         shapes=shapes,
     )
-    return {"data": data, "layout": layout}
+    return {"data": data, "layout": spec_layout}
 
 
-def _tables(v: dict[str, Any]) -> str:
+def _tables(v: dict[str, Any]) -> Markup:
     out = []
     sites = v.get("top_sites") or []
     if sites:
-        rows = "".join(
-            f"<tr><td><code>{_esc(s['site'])}</code></td>"
-            f"<td>+{s['grew_bytes'] / 2**20:.2f} MiB</td>"
-            f"<td>{_num(s.get('bytes_per_s'), ',.0f')} B/s</td>"
-            f"<td>{'yes' if s.get('steady', True) else 'no'}</td>"
-            f"<td><pre>{_esc(s.get('traceback', ''))}</pre></td></tr>"
+        rows = join(
+            html(
+                "<tr><td><code>{}</code></td><td>+{} MiB</td><td>{} B/s</td><td>{}</td>"
+                "<td><pre>{}</pre></td></tr>",
+                s["site"],
+                f"{s['grew_bytes'] / 2**20:.2f}",
+                num(s.get("bytes_per_s"), ",.0f"),
+                "yes" if s.get("steady", True) else "no",
+                s.get("traceback", ""),
+            )
             for s in sites
         )
         out.append(
-            "<h2>Growing allocation sites</h2><table id='sites'><tr><th>site</th>"
-            "<th>grew</th><th>rate</th><th>with the trend</th><th>traceback (newest first)</th>"
-            f"</tr>{rows}</table>"
+            html(
+                "<h2>Growing allocation sites</h2><table id='sites'><tr><th>site</th>"
+                "<th>grew</th><th>rate</th><th>with the trend</th>"
+                "<th>traceback (newest first)</th></tr>{}</table>",
+                rows,
+            )
         )
     containers = v.get("growing_containers") or []
     if containers:
-        rows = "".join(
-            f"<tr><td><code>{_esc(c['name'])}</code></td><td>{_esc(c['type'])}</td>"
-            f"<td>{c['items']:,}</td><td>+{c['grew']:,}</td></tr>"
+        rows = join(
+            html(
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>+{}</td></tr>",
+                c["name"],
+                c["type"],
+                f"{c['items']:,}",
+                f"{c['grew']:,}",
+            )
             for c in containers
         )
         out.append(
-            "<h2>Growing containers</h2><table id='containers'><tr><th>held by</th>"
-            f"<th>type</th><th>items</th><th>grew</th></tr>{rows}</table>"
+            html(
+                "<h2>Growing containers</h2><table id='containers'><tr><th>held by</th>"
+                "<th>type</th><th>items</th><th>grew</th></tr>{}</table>",
+                rows,
+            )
         )
     types = v.get("growing_types") or []
     if types:
-        rows = "".join(
-            f"<tr><td><code>{_esc(t['type'])}</code></td><td>+{t['count_grew']:,}</td></tr>"
+        rows = join(
+            html("<tr><td><code>{}</code></td><td>+{}</td></tr>", t["type"], f"{t['count_grew']:,}")
             for t in types
         )
         out.append(
-            "<h2>Growing object types</h2><table id='types'><tr><th>type</th>"
-            f"<th>live objects grew</th></tr>{rows}</table>"
+            html(
+                "<h2>Growing object types</h2><table id='types'><tr><th>type</th>"
+                "<th>live objects grew</th></tr>{}</table>",
+                rows,
+            )
         )
     if v.get("detected") and not (sites or containers or types):
         out.append(
-            "<p class='muted'>No attribution: the process is not Python, attribution was "
-            "off, or it ended before a snapshot (a Python target launched by "
-            "<code>probe watch -- python …</code> gets it).</p>"
+            Markup(
+                "<p class='muted'>No attribution: the process is not Python, attribution was "
+                "off, or it ended before a snapshot (a Python target launched by "
+                "<code>probe watch -- python …</code> gets it).</p>"
+            )
         )
-    return "".join(out)
+    return join(out)
+
+
+def _verdict_card(v: dict[str, Any]) -> Markup:
+    if not v.get("detected"):
+        return html(
+            "<section class='card' id='verdict' style='border-left:6px solid #2ca02c'>"
+            "<div class='kind'>No leak</div><p>{}</p></section>",
+            v.get("reason", ""),
+        )
+    to_limit = v.get("seconds_to_limit")
+    low, high = v["slope_interval_bytes_per_s"]
+    return html(
+        "<section class='card verdict' id='verdict'>"
+        "<div class='kind'>Leak: memory grows {rate} KB/s</div><p>{reason}</p>"
+        "<table><tr><th>rate (99% interval)</th><th>confidence</th><th>onset</th>"
+        "<th>level</th><th>time to limit</th><th>test</th></tr>"
+        "<tr><td>{low} – {high} KB/s</td><td>{confidence}</td><td>{onset} s</td>"
+        "<td>{level} MiB</td><td>{to_limit}</td><td>{test}</td></tr></table></section>",
+        rate=f"{v['slope_bytes_per_s'] / 1e3:,.1f}",
+        reason=v.get("reason", ""),
+        low=f"{low / 1e3:,.1f}",
+        high=f"{high / 1e3:,.1f}",
+        confidence=f"{v['confidence']:.1%}",
+        onset=num(v.get("onset_s"), ",.0f"),
+        level=f"{v['level_bytes'] / 2**20:,.1f}",
+        to_limit="no limit" if to_limit is None else f"{to_limit / 60:,.1f} min",
+        test=v.get("test", ""),
+    )
 
 
 def render_leak_html(report: dict[str, Any], *, plotly_js: str | None = None) -> str:
     v = report["verdict"]
     proc = report.get("process", {})
-    name = proc.get("name") or "process"
-    title = f"probe watch: {name} (pid {proc.get('pid', '?')})"
-    to_limit = v.get("seconds_to_limit")
+    title = f"probe watch: {proc.get('name') or 'process'} (pid {proc.get('pid', '?')})"
     limit = report.get("limit_bytes")
-    if v.get("detected"):
-        head = (
-            f"<div class='kind'>Leak: memory grows {v['slope_bytes_per_s'] / 1e3:,.1f} KB/s"
-            "</div>"
-            f"<p>{_esc(v.get('reason', ''))}</p>"
-            "<table><tr><th>rate (99% interval)</th><th>confidence</th><th>onset</th>"
-            "<th>level</th><th>time to limit</th><th>test</th></tr>"
-            f"<tr><td>{v['slope_interval_bytes_per_s'][0] / 1e3:,.1f} – "
-            f"{v['slope_interval_bytes_per_s'][1] / 1e3:,.1f} KB/s</td>"
-            f"<td>{v['confidence']:.1%}</td>"
-            f"<td>{_num(v.get('onset_s'), ',.0f')} s</td>"
-            f"<td>{v['level_bytes'] / 2**20:,.1f} MiB</td>"
-            f"<td>{'no limit' if to_limit is None else f'{to_limit / 60:,.1f} min'}</td>"
-            f"<td>{_esc(v.get('test', ''))}</td></tr></table>"
-        )
-        card = f"<section class='card verdict' id='verdict'>{head}</section>"
-    else:
-        card = (
-            "<section class='card' id='verdict' style='border-left:6px solid #2ca02c'>"
-            f"<div class='kind'>No leak</div><p>{_esc(v.get('reason', ''))}</p></section>"
-        )
     settings = report.get("settings", {})
     meta_rows = [
         ("command", " ".join(proc.get("cmdline") or []) or "—"),
@@ -164,27 +189,28 @@ def render_leak_html(report: dict[str, Any], *, plotly_js: str | None = None) ->
         ("limit", f"{limit / 2**20:,.0f} MiB ({report.get('limit_source')})" if limit else "none"),
         *((k, v2) for k, v2 in settings.items()),
     ]
-    meta = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(x)}</td></tr>" for k, x in meta_rows)
-    body = card
-    tail = _tables(v) + f"<h2>Watch</h2><table class='meta'>{meta}</table>"
-    return html_page(title, body, [("trend", "Trend", leak_figure(report))], tail,
-                     plotly_js=plotly_js)  # fmt: skip
+    meta = join(html("<tr><th>{}</th><td>{}</td></tr>", k, x) for k, x in meta_rows)
+    tail = _tables(v) + html("<h2>Watch</h2><table class='meta'>{}</table>", meta)
+    return page(
+        title,
+        _verdict_card(v),
+        [("trend", "Trend", leak_figure(report))],
+        tail,
+        plotly_js=plotly_js,
+    )
 
 
 def write_leak_report(out: Path, report: dict[str, Any]) -> tuple[Path, Path]:
     """Write ``leak.json`` and ``leak.html`` into ``out`` (created); atomic per file."""
     try:
         out.mkdir(parents=True, exist_ok=True)
-        paths = []
-        for name, text in (
-            ("leak.json", json.dumps(json_safe(report), indent=1)),
-            ("leak.html", render_leak_html(report)),
-        ):
-            path = out / name
-            tmp = out / f".{name}.tmp"
-            tmp.write_text(text)
-            os.replace(tmp, path)
-            paths.append(path)
+        paths = [
+            write_atomic(out / name, text)
+            for name, text in (
+                ("leak.json", json.dumps(json_safe(report), indent=1)),
+                ("leak.html", render_leak_html(report)),
+            )
+        ]
     except OSError as e:
         raise ProbeError(f"cannot write the leak report to {out}: {e.strerror or e}") from e
     return paths[0], paths[1]

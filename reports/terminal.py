@@ -1,17 +1,40 @@
 """Terminal renderer: the verdict at the end of ``probe run`` / ``probe analyze``, and diffs.
 
-The verdict: the primary limit (kind, stage, share), the top three recommendations with
-their estimated speedups, a leak if one was found, and where the files are.
+``Verdict.from_analysis(analysis)`` gathers what the verdict says as plain data -- the
+primary limit, the run's figures, where the time goes, the top three recommendations
+with their estimated speedups and the best one's how-to, a leak if one was found, the
+notes -- and ``render()`` lays it out. ``DiffText.from_comparison`` does the same for
+``probe diff``.
+
+Every line goes through ``printable``: names in the verdict come from the profiled
+service, and a stage named ``"\\x1b[2J…"`` must not clear the user's terminal, nor a
+right-to-left override reorder what they read.
 """
 
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from probe.analyzers.diagnosis import Diagnosis
-from probe.analyzers.diff import Comparison
+from probe.analyzers.vocabulary import WAITS
 
-__all__ = ["render_diff", "render_verdict"]
+if TYPE_CHECKING:
+    from probe.analyzers.analysis import Analysis
+    from probe.analyzers.diagnosis import Diagnosis
+    from probe.analyzers.diff import Comparison
+
+__all__ = ["DiffText", "Verdict", "printable"]
+
+# C0 and C1 control characters but newline and tab, and the bidirectional formatting
+# characters (embeddings, overrides, isolates: the "Trojan Source" set).
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control and bidi-override characters shown as escapes."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def _bytes(n: float) -> str:
@@ -33,104 +56,184 @@ def _bar(share: float, width: int = 20) -> str:
     return "█" * filled + "·" * (width - filled)
 
 
-def render_verdict(
-    d: Diagnosis,
-    *,
-    run_dir: str = "",
-    written: tuple[str, ...] = ("diagnosis.json",),
-    max_stages: int = 6,
-) -> str:
-    run = d.run
-    lines = [f"probe: {d.primary['summary']}"]
-    facts = [f"wall {run['wall_s']:.2f} s"]
-    if run["requests"]:
-        lat = run["latency_ms"]
-        facts.append(f"{run['requests']} requests, {run['throughput_per_s']:.1f}/s")
-        facts.append(f"latency p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms")
-    facts.append(f"CPU {run['process_cores']:.2f} of {run['cpu_count']} cores")
-    facts.append("GPU" if run["gpu"] else "no GPU")
-    lines.append("  " + " · ".join(facts))
-    if d.primary["kind"] != "none":
-        lines.append(
-            f"  limit: {d.primary['kind']}/{d.primary['subkind']} in "
-            f"{d.primary['stage']} ({d.primary['share']:.0%}, confidence "
-            f"{d.primary['confidence']:.0%})"
-        )
-    stages = d.breakdown.stages
-    if not stages.empty:
-        label = "request path" if run["requests"] else "sampled time"
-        lines.append("")
-        lines.append(f"Where the time goes (share of {label}; on-CPU / top wait):")
-        shown = stages[stages["category"] != "request"] if run["requests"] else stages
-        for name, row in shown.head(max_stages).iterrows():
-            waits = {
-                r: row[f"wait_{r}"]
-                for r in ("network", "disk", "sleep", "lock", "subprocess", "gpu_sync", "gil")
-            }
-            top = max(waits, key=lambda r: waits[r])
-            wait = f", {top} {waits[top]:.0%}" if waits[top] >= 0.05 else ""
-            lines.append(
-                f"  {str(name)[:28]:<28} {_bar(row['path_share'])} {row['path_share']:6.1%}"
-                f"   on-CPU {row['cpu_share']:.0%}{wait}"
+@dataclass(frozen=True)
+class StageLine:
+    name: str
+    path_share: float
+    cpu_share: float
+    top_wait: str  # the largest named wait, "" under 5% of the stage
+    wait_share: float
+
+
+@dataclass(frozen=True)
+class Verdict:
+    format: ClassVar[str] = "text"
+    filename: ClassVar[str] = "verdict.txt"
+    max_stages: ClassVar[int] = 6
+
+    summary: str
+    facts: list[str]
+    limit: str  # "" when nothing was judged
+    stage_basis: str  # what the shares are of
+    stages: list[StageLine]
+    recommendations: list[dict[str, Any]]  # the top three (figures unrounded)
+    how: tuple[str, str] | None  # (id, how-to) of the best
+    leak: dict[str, Any] | None  # when one was found
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_analysis(cls, analysis: Analysis) -> Verdict:
+        return cls.from_diagnosis(analysis.diagnosis)
+
+    @classmethod
+    def from_diagnosis(cls, d: Diagnosis) -> Verdict:
+        run, primary = d.run, d.primary
+        facts = [f"wall {run['wall_s']:.2f} s"]
+        if run["requests"]:
+            lat = run["latency_ms"]
+            facts.append(f"{run['requests']} requests, {run['throughput_per_s']:.1f}/s")
+            facts.append(f"latency p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms")
+        facts.append(f"CPU {run['process_cores']:.2f} of {run['cpu_count']} cores")
+        facts.append("GPU" if run["gpu"] else "no GPU")
+        limit = ""
+        if primary["kind"] != "none":
+            limit = (
+                f"{primary['kind']}/{primary['subkind']} in {primary['stage']} "
+                f"({primary['share']:.0%}, confidence {primary['confidence']:.0%})"
             )
-    if d.recommendations:
-        lines.append("")
-        lines.append("Recommendations (estimated end-to-end speedup, ceiling):")
-        for i, r in enumerate(d.recommendations[:3], 1):
-            if r.id == "fix_leak":
-                lines.append(f"  {i}. [{r.id}] {r.title}")
-            else:
+        best = d.recommendations[0] if d.recommendations else None
+        return cls(
+            summary=primary["summary"],
+            facts=facts,
+            limit=limit,
+            stage_basis="request path" if run["requests"] else "sampled time",
+            stages=_stage_lines(d, cls.max_stages),
+            recommendations=[
+                {
+                    "id": r.id,
+                    "title": r.title,
+                    "scope": r.scope,
+                    "estimated_speedup": r.estimated_speedup,
+                    "p": r.p,
+                    "s": r.s,
+                    "ceiling": r.ceiling,
+                }
+                for r in d.recommendations[:3]
+            ],
+            how=(best.id, best.how) if best is not None else None,
+            leak=None
+            if not d.leak.detected
+            else {
+                "slope_bytes_per_s": d.leak.slope_bytes_per_s,
+                "confidence": d.leak.confidence,
+                "top_sites": d.leak.top_sites[:3],
+            },
+            notes=list(d.notes),
+        )
+
+    def render(self) -> str:
+        lines = [f"probe: {self.summary}", "  " + " · ".join(self.facts)]
+        if self.limit:
+            lines.append(f"  limit: {self.limit}")
+        if self.stages:
+            lines += ["", f"Where the time goes (share of {self.stage_basis}; on-CPU / top wait):"]
+            for s in self.stages:
+                wait = f", {s.top_wait} {s.wait_share:.0%}" if s.top_wait else ""
                 lines.append(
-                    f"  {i}. [{r.id}] {r.title}: {_x(r.estimated_speedup)}"
-                    f" (p={r.p:.2f}, s={_x(r.s)}, ceiling {_x(r.ceiling)})"
+                    f"  {s.name[:28]:<28} {_bar(s.path_share)} {s.path_share:6.1%}"
+                    f"   on-CPU {s.cpu_share:.0%}{wait}"
                 )
-        best = d.recommendations[0]
-        lines.append("")
-        lines.append(f"How ({best.id}):")
-        lines.extend(f"  {line}" for line in best.how.splitlines())
-    elif d.primary["kind"] != "none":
-        lines.append("")
-        lines.append("No fix estimated to buy 1.25× or more.")
-    if d.leak.detected:
-        lines.append("")
-        lines.append(
-            f"Leak: memory grows {_bytes(d.leak.slope_bytes_per_s)}/s "
-            f"(confidence {d.leak.confidence:.0%})"
-        )
-        lines.extend(f"  +{_bytes(s['grew_bytes'])}  {s['site']}" for s in d.leak.top_sites[:3])
-    lines.extend(f"note: {n}" for n in d.notes)
-    if run_dir:
-        lines.append("")
-        lines.append(f"Run directory: {run_dir}  ({', '.join(written)})")
-    return "\n".join(lines)
+        if self.recommendations:
+            lines += ["", "Recommendations (estimated end-to-end speedup, ceiling):"]
+            lines += [_recommendation_line(i, r) for i, r in enumerate(self.recommendations, 1)]
+        if self.how is not None:
+            lines += ["", f"How ({self.how[0]}):"]
+            lines += [f"  {line}" for line in self.how[1].splitlines()]
+        elif self.limit:
+            lines += ["", "No fix estimated to buy 1.25× or more."]
+        if self.leak is not None:
+            lines += [
+                "",
+                f"Leak: memory grows {_bytes(self.leak['slope_bytes_per_s'])}/s "
+                f"(confidence {self.leak['confidence']:.0%})",
+            ]
+            lines += [
+                f"  +{_bytes(s['grew_bytes'])}  {s['site']}" for s in self.leak["top_sites"][:3]
+            ]
+        lines += [f"note: {n}" for n in self.notes]
+        return printable("\n".join(lines))
 
 
-def render_diff(c: Comparison, *, name_a: str = "A", name_b: str = "B") -> str:
-    lines = [f"probe diff: {name_a} → {name_b}"]
-    if c.throughput_a is not None and c.throughput_b is not None:
-        lines.append(
-            f"  throughput   {c.throughput_a:9.1f}/s → {c.throughput_b:9.1f}/s   "
-            f"realized {_x(c.throughput_speedup)}"
+def _stage_lines(d: Diagnosis, limit: int) -> list[StageLine]:
+    stages = d.breakdown.stages
+    if stages.empty:
+        return []
+    shown = stages[stages["category"] != "request"] if d.run["requests"] else stages
+    out = []
+    for name, row in shown.head(limit).iterrows():
+        waits = {r: float(row[f"wait_{r}"]) for r in WAITS}
+        top = max(waits, key=lambda r: waits[r])
+        out.append(
+            StageLine(
+                name=str(name),
+                path_share=float(row["path_share"]),
+                cpu_share=float(row["cpu_share"]),
+                top_wait=top if waits[top] >= 0.05 else "",
+                wait_share=waits[top],
+            )
         )
-    if c.latency_p50_a_ms is not None and c.latency_p50_b_ms is not None:
-        lines.append(
-            f"  latency p50  {c.latency_p50_a_ms:8.2f} ms → {c.latency_p50_b_ms:8.2f} ms   "
-            f"realized {_x(c.latency_speedup)}"
-        )
-    if c.predicted is not None:
-        how = "as given" if c.matched_by == "given" else "the top recommendation"
-        lines.append(
-            f"  predicted    {_x(c.predicted)} for {' + '.join(c.applied)} ({how});"
-            + (f" off by {c.error:.0%}" if c.error is not None else "")
-        )
-    else:
-        lines.append("  predicted    — (RUN_A's diagnosis has no recommendation to compare)")
-    if c.stages:
-        lines.append("")
-        lines.append("  per request, by stage:")
-        for s in c.stages:
-            a = "—" if s.a_ms_per_request is None else f"{s.a_ms_per_request:9.2f} ms"
-            b = "—" if s.b_ms_per_request is None else f"{s.b_ms_per_request:9.2f} ms"
-            lines.append(f"    {s.stage[:28]:<28} {a:>12} → {b:>12}   {_x(s.speedup)}")
-    lines.extend(f"note: {n}" for n in c.notes)
-    return "\n".join(lines)
+    return out
+
+
+def _recommendation_line(i: int, r: dict[str, Any]) -> str:
+    if r["scope"] == "memory":
+        return f"  {i}. [{r['id']}] {r['title']}"
+    return (
+        f"  {i}. [{r['id']}] {r['title']}: {_x(r['estimated_speedup'])}"
+        f" (p={r['p']:.2f}, s={_x(r['s'])}, ceiling {_x(r['ceiling'])})"
+    )
+
+
+@dataclass(frozen=True)
+class DiffText:
+    comparison: dict[str, Any]  # ``Comparison.to_dict()``
+    name_a: str = "A"
+    name_b: str = "B"
+
+    @classmethod
+    def from_comparison(cls, c: Comparison, *, name_a: str = "A", name_b: str = "B") -> DiffText:
+        return cls(c.to_dict(), name_a, name_b)
+
+    def render(self) -> str:
+        c = self.comparison
+        tp, lat = c["throughput"], c["latency_p50_ms"]
+        lines = [f"probe diff: {self.name_a} → {self.name_b}"]
+        if tp["a"] is not None and tp["b"] is not None:
+            lines.append(
+                f"  throughput   {tp['a']:9.1f}/s → {tp['b']:9.1f}/s   realized {_x(tp['speedup'])}"
+            )
+        if lat["a"] is not None and lat["b"] is not None:
+            lines.append(
+                f"  latency p50  {lat['a']:8.2f} ms → {lat['b']:8.2f} ms   "
+                f"realized {_x(lat['speedup'])}"
+            )
+        if c["predicted_speedup"] is not None:
+            how = "as given" if c["matched_by"] == "given" else "the top recommendation"
+            error = c["relative_error"]
+            lines.append(
+                f"  predicted    {_x(c['predicted_speedup'])} for {' + '.join(c['applied'])} "
+                f"({how});" + (f" off by {error:.0%}" if error is not None else "")
+            )
+        else:
+            lines.append("  predicted    — (RUN_A's diagnosis has no recommendation to compare)")
+        if c["stages"]:
+            lines += ["", "  per request, by stage:"]
+            for s in c["stages"]:
+                a, b = s["a_ms_per_request"], s["b_ms_per_request"]
+                a_text = "—" if a is None else f"{a:9.2f} ms"
+                b_text = "—" if b is None else f"{b:9.2f} ms"
+                lines.append(
+                    f"    {s['stage'][:28]:<28} {a_text:>12} → {b_text:>12}   {_x(s['speedup'])}"
+                )
+        lines += [f"note: {n}" for n in c["notes"]]
+        return printable("\n".join(lines))

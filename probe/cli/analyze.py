@@ -2,35 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 
 import click
 
-__all__ = ["analyze_command", "diagnose_run_dir", "shown_path"]
-
-
-def shown_path(path: Path) -> str:
-    """As the user would type it: relative to the working directory when inside it."""
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return str(path)
-    return str(path) if rel.startswith("..") else rel
-
-
-def diagnose_run_dir(run: object, run_dir: Path, *, write: bool = True) -> object:
-    from probe.analyzers.diagnosis import diagnose
-    from probe.reports.json import write_diagnosis
-
-    diagnosis = diagnose(run)
-    if write:
-        try:
-            write_diagnosis(diagnosis, run_dir)
-        except OSError as e:
-            print(f"probe: could not write {run_dir / 'diagnosis.json'}: {e}", file=sys.stderr)
-    return diagnosis
+__all__ = ["analyze_command"]
 
 
 @click.command("analyze", short_help="Diagnose a run directory (writes diagnosis.json).")
@@ -52,13 +28,12 @@ def analyze_command(run_dir: Path, as_json: bool, no_write: bool) -> None:
       probe analyze .probe/runs/20261122T101500Z-service
       probe analyze --json RUN_DIR | jq .recommendations
     """
-    from probe.reports.json import render_json
-    from probe.reports.terminal import render_verdict
-    from probe.rundir.reader import load
+    from probe.reports.json import DiagnosisJson
+    from probe.reports.pipeline import load_analysis, verdict_text
 
-    run = load(run_dir)
-    diagnosis = diagnose_run_dir(run, run_dir, write=not no_write)
+    analysis = load_analysis(run_dir, write_json=not no_write)
     if as_json:
-        click.echo(render_json(diagnosis), nl=False)  # type: ignore[arg-type]
+        click.echo(DiagnosisJson.from_analysis(analysis).render(), nl=False)
     else:
-        click.echo(render_verdict(diagnosis, run_dir=shown_path(run_dir)))  # type: ignore[arg-type]
+        written = () if no_write else ("diagnosis.json",)
+        click.echo(verdict_text(analysis, run_dir=run_dir, written=written))

@@ -37,7 +37,7 @@ def diff_command(run_a: Path, run_b: Path, applied: str | None, as_json: bool) -
     """
     from probe.analyzers.diagnosis import diagnose
     from probe.analyzers.diff import compare
-    from probe.reports.terminal import render_diff
+    from probe.reports.terminal import DiffText
     from probe.rundir.reader import load
 
     ids = [i.strip() for i in applied.split(",") if i.strip()] if applied else None
@@ -48,4 +48,6 @@ def diff_command(run_a: Path, run_b: Path, applied: str | None, as_json: bool) -
     if as_json:
         click.echo(json.dumps(comparison.to_dict(), indent=2))
     else:
-        click.echo(render_diff(comparison, name_a=str(run_a), name_b=str(run_b)))
+        click.echo(
+            DiffText.from_comparison(comparison, name_a=str(run_a), name_b=str(run_b)).render()
+        )

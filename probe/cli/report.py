@@ -9,20 +9,7 @@ import click
 
 from probe.errors import ProbeError
 
-__all__ = ["report_command", "write_report"]
-
-
-def write_report(run: object, diagnosis: object, path: Path) -> Path:
-    """Render ``report.html`` for a loaded run and its diagnosis; atomically."""
-    import os
-
-    from probe.reports.html import render_html, report_data
-
-    page = render_html(report_data(diagnosis, run))  # type: ignore[arg-type]
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+__all__ = ["report_command"]
 
 
 @click.command("report", short_help="Render a run's report: HTML (default), JSON or text.")
@@ -57,29 +44,20 @@ def report_command(run_dir: Path, out: Path | None, fmt: str, open_it: bool) -> 
       probe report RUN_DIR --format text
       probe report RUN_DIR --format json -o diagnosis.json
     """
-    from probe.analyzers.diagnosis import diagnose
-    from probe.reports.json import render_json
-    from probe.reports.terminal import render_verdict
-    from probe.rundir.reader import load
+    from probe.reports import output
+    from probe.reports.pipeline import load_analysis, write_output
 
-    run = load(run_dir)
-    diagnosis = diagnose(run)
-    if fmt == "html":
-        path = out or run_dir / "report.html"
-        try:
-            write_report(run, diagnosis, path)
-        except OSError as e:
-            raise ProbeError(f"cannot write {path}: {e.strerror or e}", exit_code=1) from None
-        click.echo(f"probe: report written to {path}")
-        if open_it:
-            webbrowser.open(path.resolve().as_uri())
-        return
-    text = render_json(diagnosis) if fmt == "json" else render_verdict(diagnosis) + "\n"
+    analysis = load_analysis(run_dir)
+    if fmt == "html" and out is None:
+        out = run_dir / "report.html"
     if out is None:
-        click.echo(text, nl=False)
-    else:
-        try:
-            out.write_text(text, encoding="utf-8")
-        except OSError as e:
-            raise ProbeError(f"cannot write {out}: {e.strerror or e}", exit_code=1) from None
-        click.echo(f"probe: {fmt} report written to {out}")
+        text = output(fmt).from_analysis(analysis).render()
+        click.echo(text if text.endswith("\n") else text + "\n", nl=False)
+        return
+    try:
+        write_output(analysis, fmt, out)
+    except OSError as e:
+        raise ProbeError(f"cannot write {out}: {e.strerror or e}", exit_code=1) from None
+    click.echo(f"probe: {'report' if fmt == 'html' else f'{fmt} report'} written to {out}")
+    if open_it and fmt == "html":
+        webbrowser.open(out.resolve().as_uri())

@@ -8,8 +8,9 @@
 * imports the analysis stack (pandas, pyarrow), so that finishing costs no import time.
 
 When told that the target ended, it stops sampling, adds what it knows to ``meta.json``
-(GPUs found, peak RSS), compacts the tables to Parquet, writes ``diagnosis.json``, prints
-the verdict and writes ``report.html``. If the ``probe run`` process dies without telling
+(GPUs found, peak RSS), and runs the end-of-run pipeline (``probe.reports.pipeline``):
+compacts the tables to Parquet, writes ``diagnosis.json``, prints the verdict and writes
+``report.html``. If the ``probe run`` process dies without telling
 it (SIGKILL, ``os._exit``), it sees end-of-file on its stdin, marks the run as killed and
 compacts what was flushed: a killed run still leaves a complete, readable run directory.
 
@@ -25,15 +26,16 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-__all__ = ["Sidecar", "finish_run"]
+__all__ = ["Sidecar"]
 
 
-def _update_meta(run_dir: Path, update: Any) -> None:
+def _update_meta(run_dir: Path, update: Callable[[dict[str, Any]], None]) -> None:
+    from probe.atomicfile import write_json_atomic
     from probe.rundir.reader import read_meta
-    from probe.rundir.writer import write_json_atomic
 
     meta = read_meta(run_dir)
     update(meta)
@@ -55,32 +57,6 @@ def _mark_killed(meta: dict[str, Any], run_dir: Path) -> None:
     )
 
 
-def finish_run(run_dir: Path, *, report: bool, out: IO[str] | None = None) -> None:
-    """Compact ``run_dir`` to Parquet; with ``report``, diagnose it and print the verdict."""
-    from probe.rundir.reader import compact_and_load
-
-    run, compaction_notes = compact_and_load(run_dir)
-    if compaction_notes:
-        _update_meta(run_dir, lambda meta: meta.setdefault("notes", []).extend(compaction_notes))
-    if report:
-        from probe.cli.analyze import diagnose_run_dir, shown_path
-        from probe.reports.terminal import render_verdict
-
-        diagnosis = diagnose_run_dir(run, run_dir)
-        text = render_verdict(
-            diagnosis,  # type: ignore[arg-type]
-            run_dir=shown_path(run_dir),
-            written=("diagnosis.json", "report.html"),
-        )
-        print(text, file=out or sys.stdout, flush=True)
-        try:  # after the verdict: the page takes longer, and the verdict names it
-            from probe.cli.report import write_report
-
-            write_report(run, diagnosis, run_dir / "report.html")
-        except OSError as e:
-            print(f"probe: could not write {run_dir / 'report.html'}: {e}", file=sys.stderr)
-
-
 class Sidecar:
     """Handle on the sidecar process, held by ``probe run``."""
 
@@ -100,6 +76,9 @@ class Sidecar:
             proc = subprocess.Popen(
                 [
                     sys.executable,
+                    # -P: no working directory on sys.path. The user's folder may hold
+                    # packages of its own named like ours (a `reports/`, `analyzers/`).
+                    "-P",
                     "-m",
                     "probe.cli.sidecar",
                     str(run_dir),
@@ -137,6 +116,8 @@ class Sidecar:
                 return
             how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
             print(f"probe: the sidecar process failed ({how}); finishing here", file=sys.stderr)
+        from probe.reports.pipeline import finish_run
+
         finish_run(self.run_dir, report=report)
 
 
@@ -167,11 +148,8 @@ def _sample_until_told(run_dir: Path, pid: int, hz: float, gpu: bool) -> dict[st
     sampler = Ticker("probe-tree-sampler", 1.0 / hz, tick)
     sampler.start()
     # Warm the analysis stack while the target runs; sampling goes on meanwhile.
-    import probe.analyzers.diagnosis  # noqa: F401
     import probe.reports.html  # noqa: F401
-    import probe.reports.json  # noqa: F401
-    import probe.reports.terminal  # noqa: F401
-    import probe.rundir.reader  # noqa: F401
+    import probe.reports.pipeline  # noqa: F401
 
     line = sys.stdin.readline()
     sampler.stop()
@@ -200,6 +178,8 @@ def main(argv: list[str]) -> int:
     run_dir, pid, hz, gpu = Path(argv[0]), int(argv[1]), float(argv[2]), argv[3] == "1"
     try:
         message = _sample_until_told(run_dir, pid, hz, gpu)
+        from probe.reports.pipeline import finish_run
+
         finish_run(run_dir, report=bool(message.get("report")))
     except Exception as e:
         print(f"probe: could not finish {run_dir}: {e}", file=sys.stderr)

@@ -9,8 +9,8 @@ import pytest
 
 from probe.analyzers.diagnosis import diagnose
 from probe.analyzers.diff import compare
-from probe.reports.json import render_json
-from probe.reports.terminal import render_diff, render_verdict
+from probe.reports.json import DiagnosisJson
+from probe.reports.terminal import DiffText, Verdict
 from probe.rundir import load
 from tests.synthetic import MS, T0, RunBuilder
 
@@ -217,9 +217,9 @@ def test_empty_run_says_there_is_nothing_to_judge(tmp_path):
     assert d.primary["kind"] == "none"
     assert "Nothing to judge" in d.primary["summary"]
     assert d.recommendations == [] and not d.leak.detected
-    data = json.loads(render_json(d))
+    data = json.loads(DiagnosisJson.from_diagnosis(d).render())
     assert data["schema"] == "probe.diagnosis/1"
-    assert "Nothing to judge" in render_verdict(d)
+    assert "Nothing to judge" in Verdict.from_diagnosis(d).render()
 
 
 def test_run_killed_after_200_ms_is_salvaged_and_diagnosed(tmp_path):
@@ -317,7 +317,7 @@ def test_diff_puts_the_prediction_beside_the_realized_speedup(tmp_path):
     assert c.throughput_speedup == pytest.approx(8.0, rel=0.01)
     assert c.predicted == pytest.approx(a.recommendations[0].estimated_speedup)
     assert c.error == pytest.approx(abs(c.predicted - 8.0) / 8.0)
-    text = render_diff(c)
+    text = DiffText.from_comparison(c).render()
     assert "realized 8.00×" in text and "concurrent_io" in text
     assert compare(a, b).applied == ["concurrent_io"]  # the top one without --applied
     missing = compare(a, b, ["fp16"])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 
-from probe.analyzers.diagnosis import diagnose
-from probe.reports.html import MAX_FLAME_NODES, MAX_TIMELINE_SPANS, render_html, report_data
+from probe.analyzers.analysis import analyze
+from probe.reports.html import MAX_FLAME_NODES, MAX_TIMELINE_SPANS, HtmlReport
 from probe.rundir import load
 from tests.synthetic import RunBuilder
 
@@ -35,7 +35,7 @@ def service_run(tmp_path, *, requests: int = 40, name: str = "download"):
 
 
 def page_for(run):
-    return render_html(report_data(diagnose(run), run), plotly_js=FAKE_PLOTLY)
+    return HtmlReport.from_analysis(analyze(run)).render(plotly_js=FAKE_PLOTLY)
 
 
 def specs(page: str) -> dict[str, dict]:
@@ -50,7 +50,7 @@ def specs(page: str) -> dict[str, dict]:
 
 def test_report_data_has_the_verdict_recommendations_and_every_chart(tmp_path):
     run = service_run(tmp_path)
-    data = report_data(diagnose(run), run)
+    data = HtmlReport.from_analysis(analyze(run))
     assert data.verdict["kind"] == "io" and data.verdict["stage"] == "download"
     assert data.recommendations[0]["id"] == "concurrent_io"
     assert set(data.figures) == {"amdahl", "stages", "timeline", "flame", "resources", "memory"}
@@ -105,12 +105,12 @@ def test_long_runs_are_downsampled_and_say_so(tmp_path):
     for k, sid in enumerate(stack_ids):
         b.sample(1, 5 + k * 10, sid, wall_ms=10)
     run = load(b.write(tmp_path / "long"))
-    data = report_data(diagnose(run), run)
+    data = HtmlReport.from_analysis(analyze(run))
     bars = sum(len(t["x"]) for t in data.figures["timeline"]["data"])
     assert bars <= MAX_TIMELINE_SPANS
     assert len(data.figures["flame"]["data"][0]["ids"]) <= MAX_FLAME_NODES
     assert any("span timeline" in n and "30,000 spans" in n for n in data.downsampled)
-    page = render_html(data, plotly_js=FAKE_PLOTLY)
+    page = data.render(plotly_js=FAKE_PLOTLY)
     assert "30,000 spans" in page
     assert len(page.encode()) < 2_000_000  # plus plotly.js (~4.8 MB): well under 10 MB
 

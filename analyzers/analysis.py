@@ -1,0 +1,63 @@
+"""A diagnosed run and the views of it that outputs draw: the one model renderers read.
+
+``analyze(run)`` -> ``Analysis``: the diagnosis, the run's metadata, and -- computed on
+first use, so a verdict alone costs none of them -- the sampled call tree, the resource
+series and the names of the threads. Every output (terminal, diagnosis.json, the HTML
+report, and exporters) reads this object, never the run's tables.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+from probe.analyzers.calltree import CallTree, call_tree
+from probe.analyzers.diagnosis import Diagnosis, diagnose
+from probe.analyzers.series import ResourceSeries, resource_series
+from probe.rundir.reader import Run
+
+__all__ = ["Analysis", "analyze"]
+
+
+class Analysis:
+    def __init__(self, run: Run, diagnosis: Diagnosis) -> None:
+        self._run = run
+        self.diagnosis = diagnosis
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self._run.meta
+
+    @cached_property
+    def t0_ns(self) -> int:
+        """The run's time origin on the sampling clock: its start, as meta.json gives it
+        (else the first reading of any table)."""
+        t0 = int((self._run.meta.get("clock") or {}).get("perf_ns") or 0)
+        if t0:
+            return t0
+        tables = self._run.tables
+        starts = [
+            int(tables[t]["ts_ns"].min()) for t in ("samples", "resources") if not tables[t].empty
+        ]
+        if not tables["spans"].empty:
+            starts.append(int(tables["spans"]["start_ns"].min()))
+        return min(starts) if starts else 0
+
+    @cached_property
+    def call_tree(self) -> CallTree:
+        t = self._run.tables
+        return call_tree(t["samples"], t["stacks"], t["frames"])
+
+    @cached_property
+    def series(self) -> ResourceSeries:
+        return resource_series(self._run.tables, self.t0_ns)
+
+    @cached_property
+    def thread_names(self) -> dict[int, str]:
+        threads = self._run.tables["threads"].drop_duplicates("thread_id")
+        return {int(t): str(n) for t, n in zip(threads["thread_id"], threads["name"], strict=True)}
+
+
+def analyze(run: Run, diagnosis: Diagnosis | None = None) -> Analysis:
+    """The analysis of a loaded run (``probe.rundir.load``); ``diagnosis`` if already made."""
+    return Analysis(run, diagnosis if diagnosis is not None else diagnose(run))

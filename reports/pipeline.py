@@ -1,0 +1,92 @@
+"""The end of a run, and of every re-analysis: load -> diagnose -> write the outputs.
+
+``probe run`` (through its sidecar), ``probe analyze`` and ``probe report`` all go
+through here, so each writes the same files the same way:
+
+* ``finish_run(run_dir)``: compact the journals to Parquet, diagnose, write
+  ``diagnosis.json``, print the verdict, then write ``report.html`` (after the verdict:
+  the page takes longer, and the verdict names it);
+* ``load_analysis(run_dir)``: load a run directory and diagnose it;
+* ``write_output(analysis, name, path)``: render one registered output to a file,
+  atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import IO
+
+from probe.analyzers.analysis import Analysis, analyze
+from probe.atomicfile import write_atomic, write_json_atomic
+from probe.reports import output
+from probe.reports.terminal import Verdict, printable
+from probe.rundir.reader import Run, compact_and_load, load, read_meta
+
+__all__ = ["finish_run", "load_analysis", "shown_path", "verdict_text", "write_output"]
+
+
+def shown_path(path: Path) -> str:
+    """As the user would type it: relative to the working directory when inside it."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if rel.startswith("..") else rel
+
+
+def write_output(analysis: Analysis, name: str, path: Path) -> Path:
+    """Render the output registered as ``name`` into ``path`` (atomically)."""
+    text = output(name).from_analysis(analysis).render()
+    return write_atomic(path, text if text.endswith("\n") else text + "\n")
+
+
+def verdict_text(
+    analysis: Analysis, *, run_dir: Path | None = None, written: tuple[str, ...] = ()
+) -> str:
+    """The terminal verdict, with where its files are when ``run_dir`` is given."""
+    text = Verdict.from_analysis(analysis).render()
+    if run_dir is not None:
+        files = f"  ({', '.join(written)})" if written else ""
+        text += "\n\n" + printable(f"Run directory: {shown_path(run_dir)}{files}")
+    return text
+
+
+def _warn(message: str) -> None:
+    print(f"probe: {message}", file=sys.stderr)
+
+
+def _diagnosed(run: Run, run_dir: Path, *, write_json: bool) -> Analysis:
+    analysis = analyze(run)
+    if write_json:
+        try:
+            write_output(analysis, "json", run_dir / "diagnosis.json")
+        except OSError as e:
+            _warn(f"could not write {run_dir / 'diagnosis.json'}: {e}")
+    return analysis
+
+
+def load_analysis(run_dir: Path, *, write_json: bool = False) -> Analysis:
+    """Load ``run_dir`` and diagnose it; ``write_json``: (re)write its diagnosis.json."""
+    return _diagnosed(load(run_dir), run_dir, write_json=write_json)
+
+
+def finish_run(run_dir: Path, *, report: bool, out: IO[str] | None = None) -> list[str]:
+    """Compact ``run_dir`` to Parquet; with ``report``, diagnose it, print the verdict and
+    write ``diagnosis.json`` and ``report.html``. Returns the notes compaction made."""
+    run, compaction_notes = compact_and_load(run_dir)
+    if compaction_notes:  # kept in meta.json: the journals they describe are gone now
+        meta = read_meta(run_dir)
+        meta.setdefault("notes", []).extend(compaction_notes)
+        write_json_atomic(run_dir / "meta.json", meta)
+    if not report:
+        return compaction_notes
+    analysis = _diagnosed(run, run_dir, write_json=True)
+    text = verdict_text(analysis, run_dir=run_dir, written=("diagnosis.json", "report.html"))
+    print(text, file=out or sys.stdout, flush=True)
+    try:
+        write_output(analysis, "html", run_dir / "report.html")
+    except OSError as e:
+        _warn(f"could not write {run_dir / 'report.html'}: {e}")
+    return compaction_notes
