@@ -216,17 +216,11 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
     return text + "."
 
 
-def diagnose(run: Run) -> Diagnosis:
-    """Diagnose a loaded run (``probe.rundir.load``)."""
-    bd = breakdown(run)
-    facts = run_facts(run, bd)
-    findings = classify(bd, facts)
-    cold = cold_start(bd, facts)
-    leak = _leak(run, bd.requests.start_ns, bd.requests.end_ns)
-    recs = recommend(findings, bd, facts, cold=cold, leak=leak.to_dict())
-    primary = findings[0] if findings else None
+def _run_block(
+    run: Run, bd: Breakdown, facts: RunFacts, cold: dict[str, Any] | None
+) -> dict[str, Any]:
     req = bd.requests
-    run_block: dict[str, Any] = {
+    return {
         "wall_s": round(bd.wall_s, 4),
         "requests": req.count,
         "throughput_per_s": None
@@ -246,22 +240,30 @@ def diagnose(run: Run) -> Diagnosis:
         # requests per second they allow (empty without requests).
         "bottleneck": demands(bd, facts, cold),
     }
+
+
+def _primary_block(primary: Finding | None) -> dict[str, Any]:
     if primary is None:
-        primary_block = {
-            "kind": "none",
-            "subkind": "none",
-            "stage": "",
-            "share": 0.0,
-            "confidence": 0.0,
-        }
-    else:
-        primary_block = {
-            "kind": primary.kind,
-            "subkind": primary.subkind,
-            "stage": primary.stage,
-            "share": round(primary.share, 4),
-            "confidence": primary.confidence,
-        }
+        return {"kind": "none", "subkind": "none", "stage": "", "share": 0.0, "confidence": 0.0}
+    return {
+        "kind": primary.kind,
+        "subkind": primary.subkind,
+        "stage": primary.stage,
+        "share": round(primary.share, 4),
+        "confidence": primary.confidence,
+    }
+
+
+def diagnose(run: Run) -> Diagnosis:
+    """Diagnose a loaded run (``probe.rundir.load``)."""
+    bd = breakdown(run)
+    facts = run_facts(run, bd)
+    findings = classify(bd, facts)
+    cold = cold_start(bd, facts)
+    leak = _leak(run, bd.requests.start_ns, bd.requests.end_ns)
+    recs = recommend(findings, bd, facts, cold=cold, leak=leak.to_dict())
+    primary = findings[0] if findings else None
+    primary_block = _primary_block(primary)
     primary_block["summary"] = _summary(primary, recs, bd)
     notes = list(run.notes) + list(run.meta.get("notes", [])) + list(bd.notes)
     if cold:
@@ -270,7 +272,7 @@ def diagnose(run: Run) -> Diagnosis:
             f"median; `{cold['stage']}` ran only inside it ({cold['seconds']:.2f} s)"
         )
     return Diagnosis(
-        run=run_block,
+        run=_run_block(run, bd, facts, cold),
         primary=primary_block,
         findings=findings,
         recommendations=recs,

@@ -244,31 +244,35 @@ def detect_leak(
     swing = float(np.percentile(residual, 90) - np.percentile(residual, 10))
     clear = growth >= swing_factor * swing
     detected = bool(tr.p_up < alpha and tr.low > 0 and enough and clear)
-    if detected:
-        reason = f"memory floor rises {tr.slope / 1e6:.3f} MB/s (p = {tr.p_up:.1e})"
-    elif tr.p_up >= alpha:
-        reason = "no significant upward trend"
-    elif not enough:
-        reason = f"trend too small to matter ({growth / 1e6:.2f} MB over the window)"
-    else:
-        reason = (
-            f"rise of {growth / 1e6:.1f} MB within swings of {swing / 1e6:.1f} MB: "
-            "not yet distinguishable from a saw-tooth (a longer run will tell)"
-        )
     return LeakVerdict(
-        detected,
-        tr.slope,
-        tr.low,
-        tr.high,
-        1.0 - tr.p_up,
-        estimate_onset(*_bin_floors(*whole, bins)) if detected else None,
-        level,
-        n,
-        reason,
+        detected=detected,
+        slope_bytes_per_s=tr.slope,
+        slope_low=tr.low,
+        slope_high=tr.high,
+        confidence=1.0 - tr.p_up,
+        onset_s=estimate_onset(*_bin_floors(*whole, bins)) if detected else None,
+        level_bytes=level,
+        points=n,
+        reason=_run_reason(tr, detected, alpha, enough, growth, swing),
         seconds_to_limit=_time_to_limit(limit_bytes, float(y[-1]), tr.slope) if detected else None,
         limit_bytes=limit_bytes,
         intercept_bytes=tr.intercept,
         at_s=float(t[-1]),
+    )
+
+
+def _run_reason(
+    tr: Trend, detected: bool, alpha: float, enough: bool, growth: float, swing: float
+) -> str:
+    if detected:
+        return f"memory floor rises {tr.slope / 1e6:.3f} MB/s (p = {tr.p_up:.1e})"
+    if tr.p_up >= alpha:
+        return "no significant upward trend"
+    if not enough:
+        return f"trend too small to matter ({growth / 1e6:.2f} MB over the window)"
+    return (
+        f"rise of {growth / 1e6:.1f} MB within swings of {swing / 1e6:.1f} MB: "
+        "not yet distinguishable from a saw-tooth (a longer run will tell)"
     )
 
 

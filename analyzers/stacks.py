@@ -50,21 +50,41 @@ def _is_tensor_call(call: str) -> bool:
     return owner in _TENSOR_OWNERS or owner.startswith("umr_")
 
 
+_COLUMNS = {
+    "stack_id": "int64",
+    "function": "object",
+    "filename": "object",
+    "location": "object",
+    "leaf_call": "object",
+    "native": "bool",
+    "tensor": "bool",
+    "user_function": "object",
+}
+
+
+def _user_function(
+    ids: list[int], by_id: dict[int, tuple[str, str]], library: dict[int, bool]
+) -> str:
+    """``name (file.py)`` of the deepest frame of the service's own code."""
+    user = next(
+        (
+            f
+            for f in reversed(ids)
+            if not library.get(f, True) and not by_id[f][0].endswith(_INLINE_SCOPES)
+        ),
+        None,
+    )
+    if user is None:
+        return "<library>" if ids else "<unknown>"
+    ufn, ufile = by_id[user]
+    return f"{ufn} ({os.path.basename(ufile)})"
+
+
 def label_stacks(
     stacks: pd.DataFrame, frames: pd.DataFrame, library_paths: Iterable[str] = ()
 ) -> pd.DataFrame:
-    columns = {
-        "stack_id": "int64",
-        "function": "object",
-        "filename": "object",
-        "location": "object",
-        "leaf_call": "object",
-        "native": "bool",
-        "tensor": "bool",
-        "user_function": "object",
-    }
     if stacks.empty:
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in columns.items()})
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _COLUMNS.items()})
     paths = tuple(library_paths)
     by_id = {
         int(fid): (str(fn), str(fname or ""))
@@ -82,23 +102,9 @@ def label_stacks(
         strict=True,
     ):
         ids = [int(f) for f in str(frame_ids).split(";") if f]
-        leaf = ids[-1] if ids else -1
-        function, filename = by_id.get(leaf, ("<unknown>", ""))
+        function, filename = by_id.get(ids[-1] if ids else -1, ("<unknown>", ""))
         line = int(leaf_line) if pd.notna(leaf_line) else 0
         call = str(leaf_call)
-        user = next(
-            (
-                f
-                for f in reversed(ids)
-                if not library.get(f, True) and not by_id[f][0].endswith(_INLINE_SCOPES)
-            ),
-            None,
-        )
-        if user is None:
-            user_function = "<library>" if ids else "<unknown>"
-        else:
-            ufn, ufile = by_id[user]
-            user_function = f"{ufn} ({os.path.basename(ufile)})"
         rows.append(
             (
                 int(sid),
@@ -108,7 +114,7 @@ def label_stacks(
                 call,
                 bool(call),
                 _is_tensor_call(call) if call else any(p in filename for p in _TENSOR_PACKAGES),
-                user_function,
+                _user_function(ids, by_id, library),
             )
         )
-    return pd.DataFrame(rows, columns=list(columns)).astype({"native": bool, "tensor": bool})
+    return pd.DataFrame(rows, columns=list(_COLUMNS)).astype({"native": bool, "tensor": bool})

@@ -52,3 +52,23 @@ def test_importing_probe_stays_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_in_process_watchdog_keeps_pandas_out_of_the_service(tmp_path):
+    # probe.watchdog runs inside the watched service: its detector is numpy-only and its
+    # report (written by stop()) pandas-free, so the service's imports stay its own
+    import subprocess
+    import sys
+
+    code = f"""
+import sys, time
+import probe.watchdog
+dog = probe.watchdog.start(interval=0.02, warmup=0, window=3, out={str(tmp_path)!r})
+time.sleep(0.3)
+probe.watchdog.stop()
+print([m for m in ("pandas", "pyarrow") if m in sys.modules])
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+    assert (tmp_path / "leak.json").is_file() and (tmp_path / "leak.html").is_file()

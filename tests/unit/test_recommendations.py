@@ -1,0 +1,131 @@
+"""The catalog of fixes is a table: every entry complete, every constant sourced, and each
+rule triggered by the evidence it names (one synthetic run per fix)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import string
+
+import pytest
+
+from probe.analyzers.constants import sources
+from probe.analyzers.diagnosis import diagnose
+from probe.analyzers.recommendations import FIXES, FUTURE, MODEL, Model
+from probe.analyzers.rules import THRESHOLDS
+from probe.rundir import load
+from tests.synthetic import RunBuilder
+from tests.unit.test_diagnosis import add_cpu, sequential_requests
+
+# DESIGN.md, "Recommendations": the catalog's stable ids.
+DESIGN_CATALOG = {
+    "concurrent_io", "faster_codec", "compress_payload", "vectorize_python", "multiprocess",
+    "split_cpu_gpu_pipeline", "fp16", "int8_calibration", "kernel_fusion",
+    "inference_runtime", "io_binding", "dynamic_batching", "multi_instance",
+    "model_packing", "cache_results", "reduce_lock_scope", "lazy_init", "fix_leak",
+}  # fmt: skip
+
+
+def test_every_fix_has_one_rule_a_how_to_and_sourced_constants():
+    ids = [fix.id for fix in FIXES]
+    assert len(ids) == len(set(ids))
+    model_fields = {f.name for f in dataclasses.fields(Model)}
+    for fix in FIXES:
+        assert (fix.finding_rule is None) != (fix.run_rule is None), fix.id
+        assert "{stage}" in fix.title + fix.how, fix.id
+        assert len(fix.how) > 80 and "\n" in fix.how, f"{fix.id}: a how-to with a sketch"
+        assert set(fix.constants) <= model_fields, fix.id
+        assert fix.scope in ("path", "throughput", "memory")
+        fields = {f for _, f, _, _ in string.Formatter().parse(fix.how) if f}
+        assert fields, fix.id
+
+
+def test_every_constant_says_where_its_number_comes_from():
+    for table in (MODEL, THRESHOLDS):
+        for name, source in sources(table).items():
+            assert len(source) >= 20, f"{type(table).__name__}.{name} has no source"
+
+
+def test_catalog_ids_without_a_rule_are_future_work_not_half_present():
+    assert {fix.id for fix in FIXES} | set(FUTURE) == DESIGN_CATALOG
+    assert not {fix.id for fix in FIXES} & set(FUTURE)
+
+
+def test_a_fix_needs_exactly_one_rule():
+    fix = FIXES[0]
+    with pytest.raises(ValueError):
+        dataclasses.replace(fix, run_rule=lambda ctx: None)
+
+
+# -- each rule on the evidence it names --------------------------------------------------
+def _mixed_model_stage(b: RunBuilder) -> None:
+    """A model stage computing in numpy 60% of its time, interpreting Python 40%."""
+    op = b.stack("main", "model", leaf_call="np.dot")
+    py = b.stack("main", "model", "glue")
+    end = 0.0
+    for i in range(30):
+        req = b.span("request", end, end + 50, category="request", request=f"r{i}")
+        b.span("model", end, end + 50, parent=req, request=f"r{i}")
+        for k in range(25):
+            b.sample(1, end + 1 + 2 * k, op if k % 5 < 3 else py, wall_ms=2)
+        end += 50
+    add_cpu(b, end, 1.0)
+
+
+def _lock_stage(b: RunBuilder) -> None:
+    lock = b.stack("main", "update", leaf_call="lock.acquire")
+    work = b.stack("main", "update", "merge")
+    end = sequential_requests(
+        b,
+        30,
+        [
+            ("update", 40.0, {"stack": lock, "reason": "lock", "cpu": 0.0}),
+            ("merge", 5.0, {"stack": work}),
+        ],
+    )
+    add_cpu(b, end, 0.1)
+
+
+def _gpu_stage(b: RunBuilder, *, leaf_call: str, reason: str, cpu: float, util: float) -> None:
+    stack = b.stack("main", "infer", leaf_call=leaf_call)
+    end = sequential_requests(
+        b, 30, [("infer", 40.0, {"stack": stack, "reason": reason, "cpu": cpu})]
+    )
+    add_cpu(b, end, 1.0 if cpu else 0.1)
+    for k in range(0, int(end) + 1, 50):
+        b.gpu_reading(k, util)
+
+
+SCENARIOS = {
+    "dynamic_batching": (False, _mixed_model_stage),
+    "reduce_lock_scope": (False, _lock_stage),
+    # tensor ops on the CPU while the GPU idles: launches leave it idle
+    "kernel_fusion": (
+        True,
+        lambda b: _gpu_stage(b, leaf_call="torch.matmul", reason="", cpu=2.0, util=20.0),
+    ),
+    # blocked in a copy to the host
+    "io_binding": (
+        True,
+        lambda b: _gpu_stage(b, leaf_call="out.cpu", reason="gpu_sync", cpu=0.0, util=40.0),
+    ),
+    # the CPU busy, the GPU under 10%: starved
+    "split_cpu_gpu_pipeline": (
+        True,
+        lambda b: _gpu_stage(b, leaf_call="", reason="", cpu=2.0, util=5.0),
+    ),
+}
+
+
+@pytest.mark.parametrize("fix_id", sorted(SCENARIOS))
+def test_each_rule_fires_on_its_evidence(tmp_path, fix_id):
+    gpu, build = SCENARIOS[fix_id]
+    b = RunBuilder(duration_s=1.5, gpu=gpu)
+    build(b)
+    d = diagnose(load(b.write(tmp_path / fix_id)))
+    recs = {r.id: r for r in d.recommendations}
+    assert fix_id in recs, (d.primary, [r.id for r in d.recommendations])
+    rec = recs[fix_id]
+    assert rec.estimated_speedup >= MODEL.min_speedup and math.isfinite(rec.p)
+    assert rec.stage in rec.how or rec.stage in rec.title
+    assert rec.evidence["finding"]  # tied to the finding that triggered it
