@@ -500,8 +500,11 @@ class LeakWatch:
         growth = tr.slope * float(wt[-1] - wt[0])
         older = trend(wt[: k // 2], wy[: k // 2]).slope
         newer = trend(wt[k // 2 :], wy[k // 2 :]).slope
-        # the window before this one: warm-up climbed faster then, a leak no faster
-        before = trend(ht[-k:], history[-k:]).slope if len(history) >= 3 else 0.0
+        # the window before this one: warm-up climbed faster then, a leak no faster. Only
+        # with half a window of floors: over three or four, the start-up jump (nothing to a
+        # full process in one bin) dominates Theil-Sen, whose breakdown point is 29%, and a
+        # steady leak read as "not steady" until the jump left the recall.
+        before = trend(ht[-k:], history[-k:]).slope if len(history) >= k // 2 else 0.0
         steady = _steady(older, newer, tr.slope, before, sustain=s.sustain)
         steady = steady and not _step_fits_better(wt, wy, tr)
         new_high = float(wy[-2:].max()) - (float(history.max()) if len(history) else -math.inf)
