@@ -2,10 +2,12 @@
 
 A ``Session`` owns the run directory writer, the span recorder and the samplers, and two
 daemon threads: the stack sampler (``hz``, default 100) and the collector (a flush of
-everything to the run directory at least every second, and memory snapshots every
-``memory_interval_s``). The process tree and GPUs are sampled by ``probe run``'s sidecar
-process (``probe.samplers.tree``), outside the target; with ``sample_tree=True`` the
-session samples them itself at ``resource_hz`` (the fallback when no sidecar runs).
+everything to the run directory at least every second, the heap's witnesses -- allocated
+blocks every tick, gc counts by type every few seconds -- and, with ``--memory``,
+tracemalloc snapshots every ``memory_interval_s``). The process tree and GPUs are sampled
+by ``probe run``'s sidecar process (``probe.samplers.tree``), outside the target; with
+``sample_tree=True`` the session samples them itself at ``resource_hz`` (the fallback when
+no sidecar runs).
 ``start()``/``stop()`` bracket the target; ``stop()`` is safe to call from any exit path
 and more than once.
 
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from probe import spans
 from probe.errors import ProbeError
 from probe.rundir.writer import RunWriter
+from probe.samplers.heap import HeapSampler
 from probe.samplers.memory import MemorySampler
 from probe.samplers.stacks import StackSampler
 from probe.samplers.ticker import Ticker
@@ -69,6 +72,7 @@ class Session:
         stack_sampler: StackSampler | None = None,
         tree_sampler: TreeSampler | None = None,
         memory_sampler: MemorySampler | None = None,
+        heap_sampler: HeapSampler | None = None,
         sample_tree: bool = False,
         clock: Any = time.perf_counter_ns,
     ) -> None:
@@ -90,6 +94,7 @@ class Session:
             if settings.memory
             else None
         )
+        self.heap = heap_sampler or HeapSampler(clock=clock)
         self._known_threads: set[int] = set()  # thread ids (OS TIDs)
         self._stack_ticker = Ticker("probe-stack-sampler", 1.0 / settings.hz, self.stacks.sample)
         collect_every = settings.flush_interval_s
@@ -148,6 +153,7 @@ class Session:
             self.tree.sample()
         if self.memory is not None:
             self.memory.sample()  # the last snapshot: what was still held at the end
+        self.heap.sample(count_types=self._heap_count_at_end())
         try:
             self._flush()
         except OSError as e:  # disk full, directory removed: still finish meta.json
@@ -178,15 +184,24 @@ class Session:
             "rows_written": dict(self.writer.rows_written),
             "sampler_errors": self._stack_ticker.errors + self._collector.errors,
             "collector_cpu_s": cpu,
+            "heap_type_counts": self.heap.counted,
+            "heap_type_count_s": round(self.heap.count_cost_s, 4),
         }
         if self.tree is not None:
             figures.update(self.tree.stop())
         return figures
 
     # -- collector thread --------------------------------------------------------------
+    def _heap_count_at_end(self) -> bool:
+        """Count types once more at the end unless the last count is recent: the growth
+        from the first count to the last spans the run."""
+        last = self.heap.last_count_ns
+        return last is None or self._clock() - last >= self.settings.flush_interval_s * 1e9
+
     def _collect(self) -> None:
         if self.tree is not None:
             self.tree.sample()
+        self.heap.sample()
         now = self._clock()
         if self.memory is not None and _due(
             now, self._last_memory, self.settings.memory_interval_s
@@ -209,7 +224,7 @@ class Session:
                     threads.append((tid, buf.ident, buf.thread_name, records[0][4]))
                 # The recorder's tuples as they are: one encode per thread and second.
                 self.writer.append("spans", records, prefix=(tid,))
-            sources = [self.stacks.drain()]
+            sources = [self.stacks.drain(), self.heap.drain()]
             if self.tree is not None:
                 sources.append(self.tree.drain())
             if self.memory is not None:

@@ -159,6 +159,13 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("size_bytes", "int64"),
         ("count", "int64"),
     ],
+    # The Python heap (every run, ``probe.samplers.heap``): pymalloc's allocated blocks
+    # (every small object alive) about once a second, and the most numerous gc-tracked
+    # types counted every few seconds.
+    "heap": [
+        ("ts_ns", "int64"),
+        ("allocated_blocks", "int64"),
+    ],
     "gc_types": [
         ("ts_ns", "int64"),
         ("snapshot", "int64"),

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from probe.samplers.gpu import GpuSampler
+    from probe.samplers.heap import HeapSampler
     from probe.samplers.memory import MemorySampler
     from probe.samplers.resources import ResourceSampler
     from probe.samplers.stacks import StackSampler, thread_cpu_ns
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GpuSampler",
+    "HeapSampler",
     "MemorySampler",
     "ResourceSampler",
     "StackSampler",
@@ -32,6 +34,7 @@ __all__ = [
 
 _HOME = {
     "GpuSampler": "gpu",
+    "HeapSampler": "heap",
     "MemorySampler": "memory",
     "ResourceSampler": "resources",
     "StackSampler": "stacks",

@@ -1,20 +1,19 @@
-"""The memory sampler (``--memory``): tracemalloc snapshots by site and gc type counts.
+"""The memory sampler (``--memory``): tracemalloc snapshots by allocation site.
 
 tracemalloc costs 5-6x on allocation-heavy code with one frame per traceback, ~18x with
 five (W1, measured), which is why it is opt-in and one frame (the allocating line) by
 default. Each snapshot is stored as its top ``top_sites`` allocation sites (grouped by
 traceback; ``site`` is the most recent frame) plus one ``<other>`` row with the rest, so
 per-snapshot totals stay exact while the table stays small. Allocations made by probe
-itself and by tracemalloc are filtered out.
+itself and by tracemalloc are filtered out. (gc counts by type are taken in every run, by
+the heap sampler.)
 """
 
 from __future__ import annotations
 
-import gc
 import os
 import time
 import tracemalloc
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -23,14 +22,8 @@ __all__ = ["MemorySampler"]
 _PROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def type_name(t: type) -> str:
-    """``dict``, ``collections.OrderedDict``: builtins bare, the rest with their module."""
-    module = t.__module__
-    return t.__qualname__ if module == "builtins" else f"{module}.{t.__qualname__}"
-
-
 class MemorySampler:
-    """Takes tracemalloc snapshots and gc counts; ``sample()`` is called every few seconds."""
+    """Takes tracemalloc snapshots; ``sample()`` is called every few seconds."""
 
     def __init__(
         self,
@@ -38,17 +31,13 @@ class MemorySampler:
         clock: Callable[[], int] = time.perf_counter_ns,
         frames: int = 1,
         top_sites: int = 200,
-        top_types: int = 100,
-        gc_objects: Callable[[], list[Any]] = gc.get_objects,
     ) -> None:
         self._clock = clock
         self._frames = frames
         self._top_sites = top_sites
-        self._top_types = top_types
-        self._gc_objects = gc_objects
         self._started_tracing = False
         self._snapshot = 0
-        self._rows: dict[str, list[tuple[Any, ...]]] = {"memory_sites": [], "gc_types": []}
+        self._rows: dict[str, list[tuple[Any, ...]]] = {"memory_sites": []}
         self._filters = [
             tracemalloc.Filter(False, tracemalloc.__file__),
             tracemalloc.Filter(False, os.path.join(_PROBE_DIR, "*")),
@@ -70,7 +59,6 @@ class MemorySampler:
         self._snapshot += 1
         if tracemalloc.is_tracing():
             self._sample_sites(now, tracemalloc.take_snapshot().filter_traces(self._filters))
-        self._sample_types(now)
 
     def _sample_sites(self, now: int, snapshot: tracemalloc.Snapshot) -> None:
         stats = snapshot.statistics("traceback")
@@ -93,12 +81,6 @@ class MemorySampler:
                     sum(s.count for s in rest),
                 )
             )
-
-    def _sample_types(self, now: int) -> None:
-        counts = Counter(type(o) for o in self._gc_objects())
-        self._rows["gc_types"].extend(
-            (now, self._snapshot, type_name(t), n) for t, n in counts.most_common(self._top_types)
-        )
 
     def drain(self) -> dict[str, list[tuple[Any, ...]]]:
         out = self._rows

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from probe.atomicfile import write_atomic
-from probe.samplers.memory import type_name as _type_name
+from probe.samplers.heap import type_name
 
 __all__ = ["Agent", "AgentLink", "SiteTracker"]
 
@@ -178,11 +178,11 @@ class SiteTracker:
                     big.append((obj, n))
         names = _global_names() if big else {}
         for obj, n in big:
-            key = names.get(id(obj), f"{_type_name(type(obj))}@{id(obj):x}")
-            containers[key] = [_type_name(type(obj)), n]
+            key = names.get(id(obj), f"{type_name(type(obj))}@{id(obj):x}")
+            containers[key] = [type_name(type(obj)), n]
         del big
         return {
-            "types": {_type_name(t): n for t, n in counts.most_common(self._top_types)},
+            "types": {type_name(t): n for t, n in counts.most_common(self._top_types)},
             "containers": containers,
         }
 

@@ -1,0 +1,93 @@
+"""The heap sampler (on by default): cheap witnesses of what the Python heap holds.
+
+RSS says how much memory the process holds, but moves in allocator steps (glibc grows
+its heap by 128 KiB and more, hands big blocks to mmap, keeps freed memory for reuse)
+and counts everything: the interpreter, native libraries, probe. Two cheap readings
+from inside tell what the service's Python objects do:
+
+* ``sys.getallocatedblocks()``, every collector tick (1 s): the blocks pymalloc has
+  handed out and not got back -- every small object (<= 512 bytes) alive. A leak of
+  Python objects raises it by the same count per request, whatever the allocator does
+  with pages. It costs ~0.3 ms with 3 million blocks.
+* gc object counts by type (``gc.get_objects()``), at most every ``min_interval_s`` and
+  no more often than keeps their cost under ``budget`` of the wall time: one count of
+  a million tracked objects takes ~70 ms (holding the GIL), so such a heap is counted
+  every ~14 s and a small one every 5 s. A type whose count grows in step with the
+  requests names what leaks, without tracemalloc (which costs 5-30x).
+
+Rows: ``heap`` (ts_ns, allocated_blocks) and ``gc_types`` (ts_ns, snapshot, type, count:
+the ``top_types`` most numerous types of each count).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["HeapSampler", "type_name"]
+
+
+def type_name(t: type) -> str:
+    """``dict``, ``collections.OrderedDict``: builtins bare, the rest with their module."""
+    module = t.__module__
+    return t.__qualname__ if module == "builtins" else f"{module}.{t.__qualname__}"
+
+
+class HeapSampler:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        min_interval_s: float = 5.0,
+        budget: float = 0.005,
+        top_types: int = 50,
+        allocated_blocks: Callable[[], int] = sys.getallocatedblocks,
+        gc_objects: Callable[[], list[Any]] = gc.get_objects,
+        timer: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self._clock = clock
+        self._min_interval_ns = int(min_interval_s * 1e9)
+        self._budget = budget
+        self._top_types = top_types
+        self._blocks = allocated_blocks
+        self._gc_objects = gc_objects
+        self._timer = timer  # what a count costs, in seconds
+        self._next_count_ns: int | None = None  # the first count on the first tick
+        self.last_count_ns: int | None = None
+        self._snapshot = 0
+        self.count_cost_s = 0.0  # time spent counting types, all counts together
+        self._rows: dict[str, list[tuple[Any, ...]]] = {"heap": [], "gc_types": []}
+
+    def sample(self, *, count_types: bool | None = None) -> None:
+        """One reading of the allocated blocks; the type counts too when due (or asked)."""
+        now = self._clock()
+        self._rows["heap"].append((now, self._blocks()))
+        due = self._next_count_ns is None or now >= self._next_count_ns
+        if count_types if count_types is not None else due:
+            self._count_types(now)
+
+    def _count_types(self, now: int) -> None:
+        started = self._timer()
+        counts = Counter(map(type, self._gc_objects()))  # C-level: no Python loop
+        cost = self._timer() - started
+        self.count_cost_s += cost
+        self._snapshot += 1
+        self.last_count_ns = now
+        self._rows["gc_types"].extend(
+            (now, self._snapshot, type_name(t), n) for t, n in counts.most_common(self._top_types)
+        )
+        spacing = max(self._min_interval_ns, int(cost / self._budget * 1e9))
+        self._next_count_ns = now + spacing
+
+    @property
+    def counted(self) -> int:
+        return self._snapshot
+
+    def drain(self) -> dict[str, list[tuple[Any, ...]]]:
+        out = self._rows
+        self._rows = {name: [] for name in out}
+        return out
