@@ -52,7 +52,10 @@ def record(name: str) -> None:
             capture_output=True,
         )
         diagnosis = json.loads((run_dir / "diagnosis.json").read_text())
+        # the inputs only: the diagnosis is recomputed by the tests, and the report (5 MB
+        # with plotly inlined) is rendered from them
         (run_dir / "diagnosis.json").unlink()
+        (run_dir / "report.html").unlink(missing_ok=True)
         target = HERE / name
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(run_dir, target)
