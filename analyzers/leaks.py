@@ -129,7 +129,17 @@ class LeakVerdict:
 
 
 def _none(reason: str, points: int = 0, level: float = 0.0) -> LeakVerdict:
-    return LeakVerdict(False, 0.0, 0.0, 0.0, 0.0, None, level, points, reason)
+    return LeakVerdict(
+        detected=False,
+        slope_bytes_per_s=0.0,
+        slope_low=0.0,
+        slope_high=0.0,
+        confidence=0.0,
+        onset_s=None,
+        level_bytes=level,
+        points=points,
+        reason=reason,
+    )
 
 
 @dataclass(frozen=True)
@@ -498,6 +508,54 @@ class LeakWatch:
         tr = trend(wt, wy)
         level = float(np.median(wy))
         growth = tr.slope * float(wt[-1] - wt[0])
+        failed = self._slow_failures(wt, wy, ht, history, tr, growth, level)
+        now = self._last_t
+        if flag:
+            if failed:
+                self._slow_since = None
+            elif self._slow_since is None:
+                self._slow_since = now
+        if not failed and (
+            self._slow_since is None or now - self._slow_since < s.confirm_share * s.window_s
+        ):
+            since = 0.0 if self._slow_since is None else now - self._slow_since
+            failed = [f"rising steadily for {since:.0f} s: confirming"]
+        if failed or not flag:
+            self._status = LeakVerdict(
+                detected=False,
+                slope_bytes_per_s=tr.slope,
+                slope_low=tr.low,
+                slope_high=tr.high,
+                confidence=1.0 - tr.p_up,
+                onset_s=None,
+                level_bytes=level,
+                points=k,
+                reason=failed[0],
+                intercept_bytes=tr.intercept,
+                test="slow",
+                at_s=now,
+            )
+            return
+        span = f"{s.window_s / 60:g} min" if s.window_s >= 120 else f"{s.window_s:g} s"
+        reason = (
+            f"memory floor rose {growth / 1e6:.1f} MB in {span} at a steady "
+            f"{tr.slope / 1e3:.1f} KB/s, above every earlier floor"
+        )
+        self._flag(tr, float(wy[-1]), k, reason, "slow", now)
+
+    def _slow_failures(
+        self,
+        wt: np.ndarray,
+        wy: np.ndarray,
+        ht: np.ndarray,
+        history: np.ndarray,
+        tr: Trend,
+        growth: float,
+        level: float,
+    ) -> list[str]:
+        """Why the window's floors are not a leak: empty when every check passes."""
+        s = self.settings
+        k = len(wy)
         older = trend(wt[: k // 2], wy[: k // 2]).slope
         newer = trend(wt[k // 2 :], wy[k // 2 :]).slope
         # the window before this one: warm-up climbed faster then, a leak no faster. Only
@@ -517,40 +575,7 @@ class LeakWatch:
             ),
             "growth is not steady (a step, or warm-up reaching its plateau)": steady,
         }
-        failed = [why for why, ok in checks.items() if not ok]
-        now = self._last_t
-        if flag:
-            if failed:
-                self._slow_since = None
-            elif self._slow_since is None:
-                self._slow_since = now
-        if not failed and (
-            self._slow_since is None or now - self._slow_since < s.confirm_share * s.window_s
-        ):
-            since = 0.0 if self._slow_since is None else now - self._slow_since
-            failed = [f"rising steadily for {since:.0f} s: confirming"]
-        if failed or not flag:
-            self._status = LeakVerdict(
-                False,
-                tr.slope,
-                tr.low,
-                tr.high,
-                1.0 - tr.p_up,
-                None,
-                level,
-                k,
-                failed[0],
-                intercept_bytes=tr.intercept,
-                test="slow",
-                at_s=now,
-            )
-            return
-        span = f"{s.window_s / 60:g} min" if s.window_s >= 120 else f"{s.window_s:g} s"
-        reason = (
-            f"memory floor rose {growth / 1e6:.1f} MB in {span} at a steady "
-            f"{tr.slope / 1e3:.1f} KB/s, above every earlier floor"
-        )
-        self._flag(tr, float(wy[-1]), k, reason, "slow", now)
+        return [why for why, ok in checks.items() if not ok]
 
     def _flag(
         self, tr: Trend, level: float, points: int, reason: str, test: str, now: float
@@ -559,15 +584,15 @@ class LeakWatch:
         bt, bmin, _, _ = self._last_bins(int(math.ceil((s.window_s + s.recall_s) / s.bin_s)) + 1)
         onset = estimate_onset(bt, bmin) if len(bt) >= 4 else now - s.fast_window_s
         self.leak = self._status = LeakVerdict(
-            True,
-            tr.slope,
-            tr.low,
-            tr.high,
-            1.0 - tr.p_up,
-            onset,
-            level,
-            points,
-            reason,
+            detected=True,
+            slope_bytes_per_s=tr.slope,
+            slope_low=tr.low,
+            slope_high=tr.high,
+            confidence=1.0 - tr.p_up,
+            onset_s=onset,
+            level_bytes=level,
+            points=points,
+            reason=reason,
             seconds_to_limit=_time_to_limit(self.limit_bytes, level, tr.slope),
             limit_bytes=self.limit_bytes,
             intercept_bytes=tr.intercept,
@@ -663,48 +688,6 @@ def snapshot_growth(snapshots: list[dict[str, Any]], top: int = 5) -> dict[str, 
     if not snaps:
         return {"top_sites": [], "growing_types": [], "growing_containers": []}
     first, last = snaps[0], snaps[-1]
-    t = np.array([float(s["t_s"]) for s in snaps])
-
-    def series(key: str, name: str, index: int | None) -> np.ndarray:
-        values = []
-        for s in snaps:
-            v = s.get(key, {}).get(name)
-            v = (v[index] if index is not None else v) if v is not None else 0
-            values.append(float(v))
-        return np.array(values)
-
-    def rate_and_steady(y: np.ndarray) -> tuple[float | None, bool]:
-        if len(y) < 2 or t[-1] <= t[0]:
-            return None, True
-        rate = trend(t, y).slope if len(y) >= 3 else float((y[-1] - y[0]) / (t[-1] - t[0]))
-        steps = np.diff(y)
-        return rate, bool((steps > 0).sum() >= 0.6 * len(steps))
-
-    sites = []
-    for name, (size, count, traceback) in last.get("sites", {}).items():
-        y = series("sites", name, 0)
-        grew = float(size) - float(y[0]) if len(snaps) > 1 else float(size)
-        if grew <= 0:
-            continue
-        rate, steady = rate_and_steady(y)
-        sites.append(
-            {
-                "site": name,
-                "grew_bytes": int(grew),
-                "live_bytes": int(size),
-                "bytes_per_s": None if rate is None else round(rate, 1),
-                "count_grew": int(count - series("sites", name, 1)[0])
-                if len(snaps) > 1
-                else int(count),
-                "steady": steady,
-                "traceback": traceback,
-            }
-        )
-    # the sites that climb with the trend first, then by how much they grew; crumbs (under
-    # 1% of the largest growth: a cached regex, an import) are not what leaks
-    largest = max((s["grew_bytes"] for s in sites), default=0)
-    sites = [s for s in sites if s["grew_bytes"] >= 0.01 * largest]
-    sites.sort(key=lambda s: (not s["steady"], -s["grew_bytes"]))
     types = []
     for name, count in last.get("types", {}).items():
         grew = int(count) - int(first.get("types", {}).get(name, count))
@@ -719,7 +702,48 @@ def snapshot_growth(snapshots: list[dict[str, Any]], top: int = 5) -> dict[str, 
             containers.append({"name": name, "type": kind, "items": int(length), "grew": grew})
     containers.sort(key=lambda x: -x["grew"])
     return {
-        "top_sites": sites[:top],
+        "top_sites": _growing_snapshot_sites(snaps)[:top],
         "growing_types": types[:top],
         "growing_containers": containers[:top],
     }
+
+
+def _growing_snapshot_sites(snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The allocation sites that grew from the first snapshot to the last: the ones that
+    climb with the trend first, then by how much they grew."""
+    t = np.array([float(s["t_s"]) for s in snaps])
+
+    def series(name: str, index: int) -> np.ndarray:
+        return np.array([float((s.get("sites", {}).get(name) or [0, 0])[index]) for s in snaps])
+
+    def rate_and_steady(y: np.ndarray) -> tuple[float | None, bool]:
+        if len(y) < 2 or t[-1] <= t[0]:
+            return None, True
+        rate = trend(t, y).slope if len(y) >= 3 else float((y[-1] - y[0]) / (t[-1] - t[0]))
+        steps = np.diff(y)
+        return rate, bool((steps > 0).sum() >= 0.6 * len(steps))
+
+    sites = []
+    for name, (size, count, traceback) in snaps[-1].get("sites", {}).items():
+        y = series(name, 0)
+        grew = float(size) - float(y[0]) if len(snaps) > 1 else float(size)
+        if grew <= 0:
+            continue
+        rate, steady = rate_and_steady(y)
+        count_before = series(name, 1)[0] if len(snaps) > 1 else 0
+        sites.append(
+            {
+                "site": name,
+                "grew_bytes": int(grew),
+                "live_bytes": int(size),
+                "bytes_per_s": None if rate is None else round(rate, 1),
+                "count_grew": int(count - count_before),
+                "steady": steady,
+                "traceback": traceback,
+            }
+        )
+    # crumbs (under 1% of the largest growth: a cached regex, an import) are not what leaks
+    largest = max((s["grew_bytes"] for s in sites), default=0)
+    sites = [s for s in sites if s["grew_bytes"] >= 0.01 * largest]
+    sites.sort(key=lambda s: (not s["steady"], -s["grew_bytes"]))
+    return sites

@@ -228,23 +228,26 @@ def _flame_figure(tree: CallTree, notes: list[str]) -> dict[str, Any] | None:
             "hovertemplate": "%{label}<br>%{value:.3f} s waiting<extra></extra>",
         },
     ]
-    menu = {
-        "type": "buttons",
-        "direction": "right",
-        "x": 0,
-        "y": 1.12,
-        "xanchor": "left",
-        "buttons": [
-            {"label": "on-CPU", "method": "update", "args": [{"visible": [True, False]}]},
-            {"label": "waiting", "method": "update", "args": [{"visible": [False, True]}]},
-        ],
-    }
     return {
         "data": data,
         "layout": layout(
-            "Sampled stacks (flame graph, root at top)", height=520, updatemenus=[menu]
+            "Sampled stacks (flame graph, root at top)", height=520, updatemenus=[_FLAME_MENU]
         ),
     }
+
+
+# the flame graph's two views, one trace each: on-CPU time and waiting time
+_FLAME_MENU = {
+    "type": "buttons",
+    "direction": "right",
+    "x": 0,
+    "y": 1.12,
+    "xanchor": "left",
+    "buttons": [
+        {"label": "on-CPU", "method": "update", "args": [{"visible": [True, False]}]},
+        {"label": "waiting", "method": "update", "args": [{"visible": [False, True]}]},
+    ],
+}
 
 
 def _line(name: str, x: list[float], y: list[float | None], **extra: Any) -> dict[str, Any]:

@@ -80,11 +80,17 @@ def leak_figure(report: dict[str, Any]) -> dict[str, Any]:
     return {"data": data, "layout": spec_layout}
 
 
+def _table(title: str, table_id: str, headers: list[str], rows: list[Markup]) -> Markup:
+    head = join(html("<th>{}</th>", h) for h in headers)
+    return html(
+        "<h2>{}</h2><table id='{}'><tr>{}</tr>{}</table>", title, table_id, head, join(rows)
+    )
+
+
 def _tables(v: dict[str, Any]) -> Markup:
     out = []
-    sites = v.get("top_sites") or []
-    if sites:
-        rows = join(
+    if sites := v.get("top_sites") or []:
+        rows = [
             html(
                 "<tr><td><code>{}</code></td><td>+{} MiB</td><td>{} B/s</td><td>{}</td>"
                 "<td><pre>{}</pre></td></tr>",
@@ -95,18 +101,11 @@ def _tables(v: dict[str, Any]) -> Markup:
                 s.get("traceback", ""),
             )
             for s in sites
-        )
-        out.append(
-            html(
-                "<h2>Growing allocation sites</h2><table id='sites'><tr><th>site</th>"
-                "<th>grew</th><th>rate</th><th>with the trend</th>"
-                "<th>traceback (newest first)</th></tr>{}</table>",
-                rows,
-            )
-        )
-    containers = v.get("growing_containers") or []
-    if containers:
-        rows = join(
+        ]
+        headers = ["site", "grew", "rate", "with the trend", "traceback (newest first)"]
+        out.append(_table("Growing allocation sites", "sites", headers, rows))
+    if containers := v.get("growing_containers") or []:
+        rows = [
             html(
                 "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>+{}</td></tr>",
                 c["name"],
@@ -115,27 +114,16 @@ def _tables(v: dict[str, Any]) -> Markup:
                 f"{c['grew']:,}",
             )
             for c in containers
-        )
-        out.append(
-            html(
-                "<h2>Growing containers</h2><table id='containers'><tr><th>held by</th>"
-                "<th>type</th><th>items</th><th>grew</th></tr>{}</table>",
-                rows,
-            )
-        )
-    types = v.get("growing_types") or []
-    if types:
-        rows = join(
+        ]
+        headers = ["held by", "type", "items", "grew"]
+        out.append(_table("Growing containers", "containers", headers, rows))
+    if types := v.get("growing_types") or []:
+        rows = [
             html("<tr><td><code>{}</code></td><td>+{}</td></tr>", t["type"], f"{t['count_grew']:,}")
             for t in types
-        )
-        out.append(
-            html(
-                "<h2>Growing object types</h2><table id='types'><tr><th>type</th>"
-                "<th>live objects grew</th></tr>{}</table>",
-                rows,
-            )
-        )
+        ]
+        headers = ["type", "live objects grew"]
+        out.append(_table("Growing object types", "types", headers, rows))
     if v.get("detected") and not (sites or containers or types):
         out.append(
             Markup(
