@@ -136,6 +136,14 @@ def _tables(v: dict[str, Any]) -> Markup:
 
 
 def _verdict_card(v: dict[str, Any]) -> Markup:
+    if v.get("state") == "undetermined":
+        return html(
+            "<section class='card' id='verdict' style='border-left:6px solid #f2a93b'>"
+            "<div class='kind'>Leak: undetermined</div><p>{}</p><p>To settle it: {}.</p>"
+            "</section>",
+            v.get("reason", ""),
+            v.get("settle", ""),
+        )
     if not v.get("detected"):
         return html(
             "<section class='card' id='verdict' style='border-left:6px solid #2ca02c'>"

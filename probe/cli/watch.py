@@ -251,7 +251,7 @@ def watch_command(
     containers that grow. Exit status: 0 (or the command's own) when the process ends;
     3 with --fail-on-leak once a leak is found; 2 for bad input.
     """
-    from probe.analyzers.leaks import WatchSettings
+    from probe.analyzers.leaks import DetectorSettings
     from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert
     from probe.watchdog.attribution import AgentLink
     from probe.watchdog.monitor import Monitor, attribution_interval, traced_start_s
@@ -259,7 +259,7 @@ def watch_command(
     if (pid is None) == (not command):
         raise ProbeError("give either --pid PID or a command after --, not both or neither")
     try:
-        settings = WatchSettings(interval_s=interval, window_s=window, warmup_s=warmup)
+        settings = DetectorSettings(interval_s=interval, window_s=window, warmup_s=warmup)
     except ValueError as e:
         raise ProbeError(str(e)) from e
     if out is not None:
@@ -444,9 +444,12 @@ def _watch(
         monitor.alert(final)  # a short life judged at exit
         click.echo(f"probe watch: {_leak_line(verdict)}", err=True)
     elif not verdict["detected"]:
+        said = "no leak" if verdict["state"] == "no_leak" else "leak undetermined"
+        settle = f"; to settle it: {verdict['settle']}" if verdict["state"] != "no_leak" else ""
         click.echo(
-            f"probe watch: no leak in pid {monitor.process['pid']} over "
-            f"{monitor.elapsed_s:,.0f} s ({_mib(monitor.last_bytes)}): {verdict['reason']}",
+            f"probe watch: {said} in pid {monitor.process['pid']} over "
+            f"{monitor.elapsed_s:,.0f} s ({_mib(monitor.last_bytes)}): {verdict['reason']}"
+            f"{settle}",
             err=True,
         )
     if out is not None:

@@ -15,13 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-import numpy as np
-
 from probe.analyzers.leaks import (
+    DetectorSettings,
     LeakVerdict,
-    LeakWatch,
-    WatchSettings,
-    detect_leak,
+    LiveLeakDetector,
+    final_verdict,
     snapshot_growth,
 )
 
@@ -34,13 +32,13 @@ log = logging.getLogger("probe.watch")
 _SHORT_LIFE_READINGS = 4096
 
 
-def attribution_interval(settings: WatchSettings) -> float:
+def attribution_interval(settings: DetectorSettings) -> float:
     """Seconds between attribution snapshots once armed: a twelfth of the window, at most
     30 s (the sites should follow the alert within a minute), at least a bin."""
     return min(30.0, max(settings.bin_s, settings.window_s / 12))
 
 
-def traced_start_s(mode: str, settings: WatchSettings) -> float:
+def traced_start_s(mode: str, settings: DetectorSettings) -> float:
     """How long attribution traces from the start: ``always`` for ever, ``auto`` the first
     10 s of warm-up (a command gone before any live judgement still gets the sites of its
     first seconds; a staging service pays tracemalloc for 10 s of its start-up), ``off``
@@ -61,13 +59,14 @@ class Attribution(Protocol):
     def poll(self) -> None: ...  # called every reading: snapshot when one is due
     def request_snapshot(self) -> None: ...
     def snapshots(self) -> list[dict[str, Any]]: ...
+    def exiting_at(self) -> float | None: ...  # when the process began to exit (monotonic)
 
 
 class Monitor:
     def __init__(
         self,
         read_memory: Callable[[], float | None],
-        settings: WatchSettings | None = None,
+        settings: DetectorSettings | None = None,
         *,
         process: dict[str, Any] | None = None,
         limit_bytes: float | None = None,
@@ -79,8 +78,8 @@ class Monitor:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        self.settings = settings or WatchSettings()
-        self.detector = LeakWatch(self.settings, limit_bytes)
+        self.settings = settings or DetectorSettings()
+        self.detector = LiveLeakDetector(self.settings, limit_bytes)
         self.process = process or {}
         self.limit_bytes = limit_bytes
         self.limit_source = limit_source
@@ -146,16 +145,11 @@ class Monitor:
         ended, and one watched too briefly for the live tests is judged on its whole series."""
         if final and self._armed and self._attribution is not None:
             self._safely(self._attribution.request_snapshot)  # the sites as they ended
-        v = self.detector.verdict
-        short = self.elapsed_s < self.settings.warmup_s + self.settings.window_s
-        if final and not v.detected and short and len(self._early) >= 8:
-            t, y = zip(*self._early, strict=True)
-            run = detect_leak(np.array(t), np.array(y), limit_bytes=self.limit_bytes)
-            v = replace(
-                run,
-                reason=f"{run.reason} (judged on the whole series: watched for "
-                f"{self.elapsed_s:.0f} s, less than warm-up plus a window)",
-            )
+        v = (
+            final_verdict(self.detector, self._serving_readings(), self.elapsed_s)
+            if final
+            else self.detector.verdict
+        )
         if v.detected and self._attribution is not None:
             growth = snapshot_growth(self._attribution.snapshots())
             v = replace(
@@ -165,6 +159,18 @@ class Monitor:
                 growing_containers=growth["growing_containers"],
             )
         return v
+
+    def _serving_readings(self) -> list[tuple[float, float]]:
+        """The readings up to when the process began to exit: its interpreter's teardown
+        and probe's last snapshot are not the service's behaviour (``probe run`` leaves
+        them out the same way, by its serving window)."""
+        exiting = None
+        if self._attribution is not None:
+            exiting = self._attribution.exiting_at()
+        if exiting is None:
+            return self._early
+        ended = exiting - self._t0
+        return [r for r in self._early if r[0] <= ended]
 
     def verdict_dict(self, *, final: bool = False) -> dict[str, Any]:
         return self.verdict(final=final).to_dict()
@@ -251,15 +257,15 @@ class Monitor:
         v = self.detector.verdict
         mem = "?" if self.last_bytes is None else f"{self.last_bytes / 2**20:.1f} MiB"
         left = self.settings.warmup_s - self.elapsed_s
-        state = (
-            f"LEAK {v.slope_bytes_per_s / 1e3:+.1f} KB/s"
-            if v.detected
-            else (
-                f"warming up ({left:.0f} s left)"
-                if left > 0
-                else f"no leak (floor {v.slope_bytes_per_s / 1e3:+.1f} KB/s: {v.reason})"
-            )
-        )
+        floor = f"floor {v.slope_bytes_per_s / 1e3:+.1f} KB/s"
+        if v.detected:
+            state = f"LEAK {v.slope_bytes_per_s / 1e3:+.1f} KB/s"
+        elif left > 0:
+            state = f"warming up ({left:.0f} s left)"
+        elif v.state == "no_leak":
+            state = f"no leak ({floor}: {v.reason})"
+        else:
+            state = f"undetermined ({floor}: {v.reason})"
         to_limit = (
             f", limit in {v.seconds_to_limit / 60:.0f} min"
             if v.seconds_to_limit is not None and math.isfinite(v.seconds_to_limit)

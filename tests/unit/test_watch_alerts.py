@@ -11,13 +11,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from probe.analyzers.leaks import WatchSettings
+from probe.analyzers.leaks import DetectorSettings
 from probe.errors import ProbeError
 from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert, alert_payload
 from probe.watchdog.limits import cgroup_memory_limit, parse_duration, parse_size
 from probe.watchdog.monitor import Monitor
 
-FAST = WatchSettings(interval_s=0.1, window_s=12.0, fast_window_s=6.0, warmup_s=2.0)
+FAST = DetectorSettings(interval_s=0.1, window_s=12.0, fast_window_s=6.0, warmup_s=2.0)
 
 
 class Clock:
@@ -54,9 +54,13 @@ class FakeAttribution:
         self.armed_at: float | None = None
         self.clock: Clock | None = None
         self.asked = 0
+        self.exited_at: float | None = None  # set: the process began to exit then
 
     def arm(self) -> None:
         self.armed_at = self.clock.t
+
+    def exiting_at(self) -> float | None:
+        return self.exited_at
 
     def disarm(self) -> None:
         self.disarmed_at = self.clock.t
@@ -132,6 +136,22 @@ def test_a_short_life_is_judged_with_the_sites_of_its_traced_start():
     final = monitor.verdict_dict(final=True)
     assert final["detected"] and "whole series" in final["reason"]
     assert final["top_sites"][0]["site"] == "svc.py:9"
+
+
+def test_the_time_a_process_spends_exiting_is_left_out_of_its_series():
+    # grows for 6 s, then stands still for 6 s while it exits (its interpreter's teardown,
+    # the agent's last snapshot): judged on the 6 s of service, it is a leak
+    def grows_then_exits():
+        for i in range(120):
+            yield 100e6 + 2e6 * 0.1 * min(i, 60)
+
+    attribution = FakeAttribution()
+    monitor = run_monitor(grows_then_exits(), 12, attribution=attribution, traced_until_s=0.0)
+    stood_still = monitor.verdict_dict(final=True)
+    assert not stood_still["detected"], stood_still["reason"]  # the series alone: it stopped
+    attribution.exited_at = monitor._t0 + 6.0
+    final = monitor.verdict_dict(final=True)
+    assert final["detected"] and "whole series" in final["reason"], final["reason"]
 
 
 def test_flat_memory_never_arms_attribution_nor_alerts():

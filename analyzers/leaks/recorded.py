@@ -1,0 +1,231 @@
+"""The leak verdict on a recorded series (``probe run``'s diagnosis; ``probe watch``'s last
+word on a process that lived too briefly for the live tests): leak, no leak, or
+undetermined, judged at once.
+
+A leak retains bytes per unit of work at a steady rate; warm-up (imports, pools, caches
+filling) decays with time whatever the load. So the growth is judged against the work
+done when the requests are known -- the memory floor against the cumulative count of
+requests finished -- and against time otherwise. The first ``warmup_share`` of the series
+is dropped (start-up is not the service's behaviour), the rest cut into ``bins`` floors
+(each bin's minimum: garbage collection, arena release and batch buffers make memory
+saw-tooth; a leak raises the floor). Then, in order, each shape gets its answer:
+
+* fewer than ``min_floors`` floors: **undetermined** (too few points; a longer run);
+* no significant rise (Mann-Kendall at ``alpha``, Sen's lower bound above 0): **no leak**;
+* a rise too small to matter (``min_growth_bytes`` and ``min_growth_share`` of the
+  level): **no leak** in this run -- a slower leak needs a longer look (``probe watch``);
+* the floors are one jump between two levels rather than a line: **undetermined** (one
+  allocator step, or a one-off allocation, looks the same as a leak's first step);
+* growth slowing down (the newer half of the floors climbs at less than
+  ``sustain`` of the older): warm-up. **No leak** when the newer half no longer rises
+  significantly, **undetermined** while it does (a leak under a warm-up looks the same);
+  slowing less, to under ``steady_pace``, but beyond chance (the halves' Sen intervals
+  apart): **undetermined** too;
+* a rise within ``swing_factor`` of the swings around the trend: **undetermined** (on a
+  short run a saw-tooth slower than the bins climbs as much);
+* else a **leak**: steady growth per request (or per second), well above the noise.
+
+Steps are not plateaus: a staircase of allocator steps that keeps climbing has its
+floors on a line (both halves climb), so it is growth; one step is not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from probe.analyzers.constants import constant
+from probe.analyzers.leaks.trend import (
+    Trend,
+    bin_floors,
+    estimate_onset,
+    step_fits_better,
+    trend,
+)
+from probe.analyzers.leaks.verdict import (
+    LEAK,
+    NO_LEAK,
+    UNDETERMINED,
+    LeakVerdict,
+    State,
+    time_to_limit,
+)
+
+__all__ = ["RecordedSettings", "judge_recorded"]
+
+# What would settle an undetermined verdict, or check a small rise: a longer look.
+SETTLE = (
+    "a longer run (more requests, or --duration), `--memory` to see what grows, or "
+    "`probe watch` on the service to follow it for hours"
+)
+
+
+@dataclass(frozen=True)
+class RecordedSettings:
+    bins: int = constant(40, "the floors the trend is fitted to (20 a half for the halves test)")
+    warmup_share: float = constant(
+        0.25, "start-up (imports, first allocations) held within the first quarter of the run"
+    )
+    min_floors: int = constant(
+        8, "four floors a half: Theil-Sen's 29% breakdown point tolerates one outlier in 4"
+    )
+    min_readings: int = constant(8, "below eight readings no trend test has power")
+    alpha: float = constant(0.01, "Mann-Kendall significance, the live detector's")
+    min_growth_bytes: float = constant(
+        2 * 1024 * 1024,
+        "glibc's heap grows and trims in steps up to its 32 MiB mmap bound; "
+        "2 MiB is a few such steps, below which one step decides",
+    )
+    min_growth_share: float = constant(0.02, "2% of the level: what a reviewer would notice")
+    sustain: float = constant(
+        0.6,
+        "the live detector's: the newer half climbs at 0.6 of the older or more "
+        "(a leak at ~1.0, warm-up with tau = 20 min at 0.47 over a 30-min window)",
+    )
+    steady_pace: float = constant(
+        0.8,
+        "a steady leak's newer half ran at 0.86-1.01 of its older across the corpus's "
+        "eight leaking runs (load and allocator steps move it); a pace that fell further, "
+        "significantly, is not called steady",
+    )
+    swing_factor: float = constant(
+        2.0,
+        "the healthy sample's 1-s saw-tooth over a 6-s run rose 0.5-1.1x its swings; "
+        "the leaky sample's rise is 23x",
+    )
+    min_requests: int = constant(
+        20, "fewer requests in the serving window make a coarse axis: judge against time"
+    )
+
+
+def judge_recorded(
+    t_s: np.ndarray,
+    bytes_: np.ndarray,
+    *,
+    request_end_s: np.ndarray | None = None,
+    limit_bytes: float | None = None,
+    settings: RecordedSettings | None = None,
+) -> LeakVerdict:
+    """Judge a recorded memory series; ``request_end_s`` (same clock), when given, makes
+    the work axis: the floor against the cumulative count of finished requests."""
+    s = settings or RecordedSettings()
+    t, y = _clean(t_s, bytes_)
+    if len(t) < s.min_readings or t[-1] - t[0] <= 0:
+        return _undetermined(f"too few memory readings ({len(t)}) to judge a trend", len(t))
+    whole = (t, y)
+    serving = t >= t[0] + s.warmup_share * (t[-1] - t[0])
+    t, y = t[serving], y[serving]
+    x, basis = _work_axis(t, request_end_s, s.min_requests)
+    fx, fy = bin_floors(x, y, s.bins)
+    level = float(np.median(fy))
+    if len(fy) < s.min_floors:
+        why = f"too few memory readings after warm-up ({len(fy)} floors)"
+        return _undetermined(why, len(fy), level)
+    tr = trend(fx, fy)
+    # the rate in time too (what the report draws and the limit is reached by)
+    in_time = trend(*bin_floors(t, y, s.bins)) if basis == "requests" else tr
+    growth = tr.slope * float(fx[-1] - fx[0])
+    state, reason = _shape(x, y, fx, fy, tr, growth, level, s)
+    return LeakVerdict(
+        state=state,
+        reason=reason,
+        settle=SETTLE if state != LEAK else "",
+        slope_bytes_per_s=in_time.slope,
+        slope_low=in_time.low,
+        slope_high=in_time.high,
+        bytes_per_request=tr.slope if basis == "requests" else None,
+        basis=basis,
+        confidence=1.0 - tr.p_up,
+        onset_s=estimate_onset(*bin_floors(*whole, s.bins)) if state == LEAK else None,
+        level_bytes=level,
+        points=len(fy),
+        seconds_to_limit=(
+            time_to_limit(limit_bytes, float(y[-1]), in_time.slope) if state == LEAK else None
+        ),
+        limit_bytes=limit_bytes,
+        intercept_bytes=in_time.intercept,
+        at_s=float(t[-1]),
+    )
+
+
+def _shape(
+    x: np.ndarray,
+    y: np.ndarray,
+    fx: np.ndarray,
+    fy: np.ndarray,
+    tr: Trend,
+    growth: float,
+    level: float,
+    s: RecordedSettings,
+) -> tuple[State, str]:
+    """The verdict and its reason, from the floors' shape (the order of the module doc)."""
+    if not tr.significant(s.alpha):
+        return NO_LEAK, "no significant upward trend in the memory floor"
+    if growth < max(s.min_growth_bytes, s.min_growth_share * level):
+        return NO_LEAK, f"growth too small to matter in this run ({growth / 1e6:.2f} MB)"
+    if step_fits_better(fx, fy, tr):
+        return UNDETERMINED, (
+            f"the floor rose {growth / 1e6:.1f} MB in one step: an allocator step or a "
+            "one-off allocation looks the same as a leak's first step"
+        )
+    # each half's pace by Theil-Sen on the floors: one burst freed (or a teardown at the
+    # end) does not move it, where a running minimum would take every floor down with it
+    half = len(fy) // 2
+    older, newer = trend(fx[:half], fy[:half]), trend(fx[half:], fy[half:])
+    pace = newer.slope / max(older.slope, tr.slope)
+    if pace < s.sustain:
+        if not newer.significant(s.alpha):
+            return NO_LEAK, "warm-up: the floor rose, then levelled off"
+        return UNDETERMINED, (
+            f"growth is slowing down (the newer half climbs at {pace:.2f} of the older): "
+            "warm-up, or a leak under a warm-up"
+        )
+    if pace < s.steady_pace and older.low > newer.high:
+        return UNDETERMINED, (
+            f"growth slowed to {pace:.2f} of its pace within the run, beyond chance: "
+            "a warm-up's tail, or a leak whose pace follows the load"
+        )
+    residual = y - (tr.slope * x + tr.intercept)
+    swing = float(np.percentile(residual, 90) - np.percentile(residual, 10))
+    if growth < s.swing_factor * swing:
+        return UNDETERMINED, (
+            f"a rise of {growth / 1e6:.1f} MB within swings of {swing / 1e6:.1f} MB: not yet "
+            "distinguishable from a saw-tooth"
+        )
+    return (
+        LEAK,
+        f"memory floor rises steadily, {growth / 1e6:.1f} MB after warm-up (p = {tr.p_up:.1e})",
+    )
+
+
+def _ratio(newer: Trend, older: Trend) -> str:
+    return f"{newer.slope / older.slope:.2f}" if older.slope > 0 else "a fraction"
+
+
+def _clean(t_s: np.ndarray, bytes_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    t = np.asarray(t_s, dtype="float64")
+    y = np.asarray(bytes_, dtype="float64")
+    keep = np.isfinite(t) & np.isfinite(y)
+    order = np.argsort(t[keep], kind="stable")
+    return t[keep][order], y[keep][order]
+
+
+def _work_axis(
+    t: np.ndarray, request_end_s: np.ndarray | None, min_requests: int
+) -> tuple[np.ndarray, str]:
+    """Requests finished by each reading, when enough finish within the readings' span;
+    else the time itself."""
+    if request_end_s is None or len(request_end_s) == 0:
+        return t, "time"
+    ends = np.sort(np.asarray(request_end_s, dtype="float64"))
+    done = np.searchsorted(ends, t, side="right").astype("float64")
+    if done[-1] - done[0] < min_requests:
+        return t, "time"
+    return done, "requests"
+
+
+def _undetermined(reason: str, points: int, level: float = 0.0) -> LeakVerdict:
+    return LeakVerdict(
+        state=UNDETERMINED, reason=reason, settle=SETTLE, points=points, level_bytes=level
+    )
