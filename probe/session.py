@@ -201,11 +201,13 @@ class Session:
     def _collect(self) -> None:
         if self.tree is not None:
             self.tree.sample()
-        self.heap.sample()
         now = self._clock()
-        if self.memory is not None and _due(
+        snapshot_due = self.memory is not None and _due(
             now, self._last_memory, self.settings.memory_interval_s
-        ):
+        )
+        # with --memory, types are counted at every snapshot too: asked-for detail
+        self.heap.sample(count_types=True if snapshot_due else None)
+        if snapshot_due and self.memory is not None:
             self._last_memory = now
             self.memory.sample()
         if _due(now, self._last_flush, self.settings.flush_interval_s):

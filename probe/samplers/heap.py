@@ -16,7 +16,9 @@ from inside tell what the service's Python objects do:
   requests names what leaks, without tracemalloc (which costs 5-30x).
 
 Rows: ``heap`` (ts_ns, allocated_blocks) and ``gc_types`` (ts_ns, snapshot, type, count:
-the ``top_types`` most numerous types of each count).
+every type at the first count, then the ``top_types`` most numerous types and the
+``top_types`` that grew most since the count before). With ``--memory`` types are also
+counted at every snapshot.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class HeapSampler:
         self._timer = timer  # what a count costs, in seconds
         self._next_count_ns: int | None = None  # the first count on the first tick
         self.last_count_ns: int | None = None
+        self._previous: Counter[type] = Counter()
         self._snapshot = 0
         self.count_cost_s = 0.0  # time spent counting types, all counts together
         self._rows: dict[str, list[tuple[Any, ...]]] = {"heap": [], "gc_types": []}
@@ -77,9 +80,18 @@ class HeapSampler:
         self.count_cost_s += cost
         self._snapshot += 1
         self.last_count_ns = now
-        self._rows["gc_types"].extend(
-            (now, self._snapshot, type_name(t), n) for t, n in counts.most_common(self._top_types)
+        # the most numerous types, and the ones that grew most since the last count: a
+        # leaking type is often few objects beside the interpreter's thousands of
+        # functions and tuples, and would never be among the most numerous
+        # The first count keeps every type: the baseline growth is measured from (a few
+        # thousand rows, once).
+        grew = counts - self._previous
+        kept = (
+            {t for t, _ in counts.most_common(self._top_types)} if self._previous else set(counts)
         )
+        kept.update(t for t, _ in grew.most_common(self._top_types))
+        self._previous = counts
+        self._rows["gc_types"].extend((now, self._snapshot, type_name(t), counts[t]) for t in kept)
         spacing = max(self._min_interval_ns, int(cost / self._budget * 1e9))
         self._next_count_ns = now + spacing
 

@@ -61,3 +61,24 @@ def test_a_count_can_be_asked_for_and_drain_empties_the_rows():
 def test_type_names_are_bare_for_builtins_and_qualified_otherwise():
     assert type_name(dict) == "dict"
     assert type_name(OrderedDict) == "collections.OrderedDict"
+
+
+def test_a_few_growing_objects_are_kept_beside_the_most_numerous_types():
+    class Leaked:
+        pass
+
+    heap: list[object] = [(i,) for i in range(100)]  # many tuples: the most numerous
+    now = [0]
+    s = HeapSampler(
+        clock=lambda: now[0],
+        timer=lambda: 0.0,
+        allocated_blocks=lambda: 0,
+        gc_objects=lambda: list(heap),
+        top_types=1,
+    )
+    s.sample()  # the baseline: every type
+    heap += [Leaked() for _ in range(3)]
+    now[0] = 5_000_000_000
+    s.sample()
+    second = {name for _, snap, name, _ in s.drain()["gc_types"] if snap == 2}
+    assert second == {"tuple", type_name(Leaked)}  # the most numerous, and the one that grew
