@@ -14,8 +14,10 @@ saw-tooth; a leak raises the floor). Then, in order, each shape gets its answer:
 * no significant rise (Mann-Kendall at ``alpha``, Sen's lower bound above 0): **no leak**;
 * a rise too small to matter (``min_growth_bytes`` and ``min_growth_share`` of the
   level): **no leak** in this run -- a slower leak needs a longer look (``probe watch``);
-* the floors are one jump between two levels rather than a line: **undetermined** (one
-  allocator step, or a one-off allocation, looks the same as a leak's first step);
+* the floors are one jump between two levels rather than a line: **no leak** when they
+  stay flat for at least half of ``min_floors`` after it (a one-off allocation: a cache
+  filled, a pool grew); **undetermined** when the jump is more recent, or the floor still
+  climbs after it by a growth that matters (a leak's first allocator step looks the same);
 * growth slowing down (the newer half of the floors climbs at less than
   ``sustain`` of the older): warm-up. **No leak** when the newer half no longer rises
   significantly, **undetermined** while it does (a leak under a warm-up looks the same);
@@ -38,6 +40,7 @@ import numpy as np
 from probe.analyzers.constants import constant
 from probe.analyzers.leaks.trend import (
     Trend,
+    best_step,
     bin_floors,
     estimate_onset,
     step_fits_better,
@@ -165,10 +168,7 @@ def _shape(
     if growth < max(s.min_growth_bytes, s.min_growth_share * level):
         return NO_LEAK, f"growth too small to matter in this run ({growth / 1e6:.2f} MB)"
     if step_fits_better(fx, fy, tr):
-        return UNDETERMINED, (
-            f"the floor rose {growth / 1e6:.1f} MB in one step: an allocator step or a "
-            "one-off allocation looks the same as a leak's first step"
-        )
+        return _one_step(fx, fy, s)
     # each half's pace by Theil-Sen on the floors: one burst freed (or a teardown at the
     # end) does not move it, where a running minimum would take every floor down with it
     half = len(fy) // 2
@@ -196,6 +196,32 @@ def _shape(
     return (
         LEAK,
         f"memory floor rises steadily, {growth / 1e6:.1f} MB after warm-up (p = {tr.p_up:.1e})",
+    )
+
+
+def _one_step(fx: np.ndarray, fy: np.ndarray, s: RecordedSettings) -> tuple[State, str]:
+    """One jump between two levels: a one-off allocation (a cache filled, a pool grew)
+    when the floor stays flat long enough after it; too soon to tell when it is recent, or
+    when the floor still climbs after it by a growth that matters."""
+    k, _ = best_step(fy)
+    jump = float(np.median(fy[k:]) - np.median(fy[:k])) / 1e6
+    after_x, after_y = fx[k:], fy[k:]
+    if len(after_y) < s.min_floors // 2:
+        return UNDETERMINED, (
+            f"the floor rose {jump:.1f} MB in one step near the end: too soon to tell a "
+            "one-off allocation from a leak's first step"
+        )
+    after = trend(after_x, after_y)
+    climbs = after.slope * float(after_x[-1] - after_x[0])
+    material = max(s.min_growth_bytes, s.min_growth_share * float(np.median(fy)))
+    if after.significant(s.alpha) and climbs >= material:
+        return UNDETERMINED, (
+            f"the floor rose {jump:.1f} MB in one step and still climbs after it "
+            f"({climbs / 1e6:.1f} MB)"
+        )
+    return (
+        NO_LEAK,
+        f"the floor rose {jump:.1f} MB in one step, then stayed flat: a one-off allocation",
     )
 
 

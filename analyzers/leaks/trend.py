@@ -26,6 +26,7 @@ import numpy as np
 
 __all__ = [
     "Trend",
+    "best_step",
     "bin_floors",
     "estimate_onset",
     "steady",
@@ -99,12 +100,18 @@ def step_fits_better(x: np.ndarray, y: np.ndarray, tr: Trend) -> bool:
     squares: one reading far off -- a burst freed at the end, a teardown -- would
     otherwise outweigh a whole window of floors on a line."""
     line = float(np.abs(y - (tr.intercept + tr.slope * x)).sum())
-    n = len(y)
-    best = min(
+    return best_step(y)[1] < line
+
+
+def best_step(y: np.ndarray) -> tuple[int, float]:
+    """Where one jump between two flat levels fits ``y`` best: (the first index after the
+    jump, the summed absolute deviations from the two levels' medians)."""
+    fits = [
         float(np.abs(y[:k] - np.median(y[:k])).sum() + np.abs(y[k:] - np.median(y[k:])).sum())
-        for k in range(1, n)
-    )
-    return best < line
+        for k in range(1, len(y))
+    ]
+    k = int(np.argmin(fits))
+    return k + 1, fits[k]
 
 
 def bin_floors(x: np.ndarray, y: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:

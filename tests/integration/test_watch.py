@@ -122,6 +122,19 @@ def test_at_defaults_the_leaky_sample_is_named_and_the_healthy_one_is_not():
     assert "no leak in pid" in healthy.stderr and "LEAK" not in healthy.stderr
 
 
+def test_at_defaults_fail_on_leak_exits_3_on_a_leak_and_0_on_a_warm_up():
+    # the leak bar at staging defaults, on processes that live seconds: judged at their
+    # exit on the readings up to it. The warm-up is a memo over a bounded catalogue whose
+    # growth slows as products repeat (its truth: tests/memory_corpus/services/zipf_memo.py)
+    leaky = watch("--fail-on-leak", "--", *LEAKY)
+    assert leaky.returncode == 3, leaky.stderr
+    warm = REPO / "tests" / "memory_corpus" / "services" / "zipf_memo.py"
+    warming = watch("--fail-on-leak", "--", sys.executable, str(warm), "--requests", "20000")
+    assert warming.returncode == 0, warming.stderr
+    assert "LEAK" not in warming.stderr
+    assert re.search(r"probe watch: (no leak|leak undetermined) in pid", warming.stderr)
+
+
 def test_the_healthy_sample_stays_quiet(receiver):
     url, posted = receiver
     result = watch(*QUICK, "--alert-webhook", url, "--fail-on-leak", "--",
