@@ -33,13 +33,13 @@ floors on a line (both halves climb), so it is growth; one step is not.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from probe.analyzers.constants import constant
 from probe.analyzers.leaks.trend import (
-    Trend,
     best_step,
     bin_floors,
     estimate_onset,
@@ -125,11 +125,12 @@ def judge_recorded(
     if len(fy) < s.min_floors:
         why = f"too few memory readings after warm-up ({len(fy)} floors)"
         return _undetermined(why, len(fy), level)
+    state, reason, judged_from = _judge(x, y, fx, fy, s)
+    part = x >= judged_from  # after a one-off step, the part after it was judged
+    fx, fy = fx[fx >= judged_from], fy[fx >= judged_from]
     tr = trend(fx, fy)
     # the rate in time too (what the report draws and the limit is reached by)
-    in_time = trend(*bin_floors(t, y, s.bins)) if basis == "requests" else tr
-    growth = tr.slope * float(fx[-1] - fx[0])
-    state, reason = _shape(x, y, fx, fy, tr, growth, level, s)
+    in_time = trend(*bin_floors(t[part], y[part], s.bins)) if basis == "requests" else tr
     return LeakVerdict(
         state=state,
         reason=reason,
@@ -152,23 +153,27 @@ def judge_recorded(
     )
 
 
-def _shape(
+def _judge(
     x: np.ndarray,
     y: np.ndarray,
     fx: np.ndarray,
     fy: np.ndarray,
-    tr: Trend,
-    growth: float,
-    level: float,
     s: RecordedSettings,
-) -> tuple[State, str]:
-    """The verdict and its reason, from the floors' shape (the order of the module doc)."""
+    *,
+    after_step: bool = False,
+) -> tuple[State, str, float]:
+    """The verdict, its reason, and from where on x the floors were judged (the order of
+    the module doc)."""
+    tr = trend(fx, fy)
+    level = float(np.median(fy))
+    growth = tr.slope * float(fx[-1] - fx[0])
+    whole = -math.inf
     if not tr.significant(s.alpha):
-        return NO_LEAK, "no significant upward trend in the memory floor"
+        return NO_LEAK, "no significant upward trend in the memory floor", whole
     if growth < max(s.min_growth_bytes, s.min_growth_share * level):
-        return NO_LEAK, f"growth too small to matter in this run ({growth / 1e6:.2f} MB)"
+        return NO_LEAK, f"growth too small to matter in this run ({growth / 1e6:.2f} MB)", whole
     if step_fits_better(fx, fy, tr):
-        return _one_step(fx, fy, s)
+        return _one_step(x, y, fx, fy, s, after_step)
     # each half's pace by Theil-Sen on the floors: one burst freed (or a teardown at the
     # end) does not move it, where a running minimum would take every floor down with it
     half = len(fy) // 2
@@ -176,57 +181,90 @@ def _shape(
     pace = newer.slope / max(older.slope, tr.slope)
     if pace < s.sustain:
         if not newer.significant(s.alpha):
-            return NO_LEAK, "warm-up: the floor rose, then levelled off"
-        return UNDETERMINED, (
-            f"growth is slowing down (the newer half climbs at {pace:.2f} of the older): "
-            "warm-up, or a leak under a warm-up"
+            return NO_LEAK, "warm-up: the floor rose, then levelled off", whole
+        return (
+            UNDETERMINED,
+            (
+                f"growth is slowing down (the newer half climbs at {pace:.2f} of the older): "
+                "warm-up, or a leak under a warm-up"
+            ),
+            whole,
         )
     if pace < s.steady_pace and older.low > newer.high:
-        return UNDETERMINED, (
-            f"growth slowed to {pace:.2f} of its pace within the run, beyond chance: "
-            "a warm-up's tail, or a leak whose pace follows the load"
+        return (
+            UNDETERMINED,
+            (
+                f"growth slowed to {pace:.2f} of its pace within the run, beyond chance: "
+                "a warm-up's tail, or a leak whose pace follows the load"
+            ),
+            whole,
         )
     residual = y - (tr.slope * x + tr.intercept)
     swing = float(np.percentile(residual, 90) - np.percentile(residual, 10))
     if growth < s.swing_factor * swing:
-        return UNDETERMINED, (
-            f"a rise of {growth / 1e6:.1f} MB within swings of {swing / 1e6:.1f} MB: not yet "
-            "distinguishable from a saw-tooth"
+        return (
+            UNDETERMINED,
+            (
+                f"a rise of {growth / 1e6:.1f} MB within swings of {swing / 1e6:.1f} MB: not yet "
+                "distinguishable from a saw-tooth"
+            ),
+            whole,
         )
-    return (
-        LEAK,
-        f"memory floor rises steadily, {growth / 1e6:.1f} MB after warm-up (p = {tr.p_up:.1e})",
-    )
+    steadily = f"memory floor rises steadily, {growth / 1e6:.1f} MB after warm-up"
+    return LEAK, f"{steadily} (p = {tr.p_up:.1e})", whole
 
 
-def _one_step(fx: np.ndarray, fy: np.ndarray, s: RecordedSettings) -> tuple[State, str]:
-    """One jump between two levels: a one-off allocation (a cache filled, a pool grew)
-    when the floor stays flat long enough after it; too soon to tell when it is recent, or
-    when the floor still climbs after it by a growth that matters."""
+def _one_step(
+    x: np.ndarray,
+    y: np.ndarray,
+    fx: np.ndarray,
+    fy: np.ndarray,
+    s: RecordedSettings,
+    after_step: bool,
+) -> tuple[State, str, float]:
+    """One jump between two levels: a one-off allocation (a cache filled, a pool grew, a
+    model loaded) when the floor stays flat long enough after it; too soon to tell when it
+    is recent. When the floor still climbs after it by a growth that matters, the part
+    after the jump is judged on its own (once: a second jump is too much to tell)."""
     k, _ = best_step(fy)
     jump = float(np.median(fy[k:]) - np.median(fy[:k])) / 1e6
     after_x, after_y = fx[k:], fy[k:]
     if len(after_y) < s.min_floors // 2:
-        return UNDETERMINED, (
-            f"the floor rose {jump:.1f} MB in one step near the end: too soon to tell a "
-            "one-off allocation from a leak's first step"
+        return (
+            UNDETERMINED,
+            (
+                f"the floor rose {jump:.1f} MB in one step near the end: too soon to tell a "
+                "one-off allocation from a leak's first step"
+            ),
+            -math.inf,
         )
     after = trend(after_x, after_y)
     climbs = after.slope * float(after_x[-1] - after_x[0])
     material = max(s.min_growth_bytes, s.min_growth_share * float(np.median(fy)))
-    if after.significant(s.alpha) and climbs >= material:
-        return UNDETERMINED, (
-            f"the floor rose {jump:.1f} MB in one step and still climbs after it "
-            f"({climbs / 1e6:.1f} MB)"
+    if after_step:  # a second jump: a staircase too short to read
+        return (
+            UNDETERMINED,
+            (
+                f"the floor rose in two steps (the second {jump:.1f} MB): too few to tell "
+                "allocator steps of a leak from one-off allocations"
+            ),
+            -math.inf,
         )
-    return (
-        NO_LEAK,
-        f"the floor rose {jump:.1f} MB in one step, then stayed flat: a one-off allocation",
-    )
-
-
-def _ratio(newer: Trend, older: Trend) -> str:
-    return f"{newer.slope / older.slope:.2f}" if older.slope > 0 else "a fraction"
+    if not (after.significant(s.alpha) and climbs >= material):
+        one_off = f"the floor rose {jump:.1f} MB in one step, then stayed flat"
+        return NO_LEAK, f"{one_off}: a one-off allocation", -math.inf
+    if len(after_y) < s.min_floors:
+        return (
+            UNDETERMINED,
+            (
+                f"the floor rose {jump:.1f} MB in one step and still climbs after it "
+                f"({climbs / 1e6:.1f} MB)"
+            ),
+            -math.inf,
+        )
+    cut = (fx[k - 1] + fx[k]) / 2
+    state, reason, _ = _judge(x[x >= cut], y[x >= cut], after_x, after_y, s, after_step=True)
+    return state, f"{reason}, after a one-off step of {jump:.1f} MB", float(cut)
 
 
 def _clean(t_s: np.ndarray, bytes_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -94,34 +94,6 @@ def _mib(n: float | None) -> str:
     return "?" if n is None else f"{n / 2**20:,.1f} MiB"
 
 
-def _leak_line(v: dict[str, Any]) -> str:
-    low, high = v["slope_interval_bytes_per_s"]
-    parts = [
-        f"LEAK: memory grows {v['slope_bytes_per_s'] / 1e3:,.1f} KB/s "
-        f"(99% interval {low / 1e3:,.1f}-{high / 1e3:,.1f} KB/s, confidence "
-        f"{v['confidence']:.1%})"
-    ]
-    if v.get("onset_s") is not None:
-        parts.append(f"since {v['onset_s']:,.0f} s")
-    if v.get("seconds_to_limit") is not None:
-        parts.append(f"limit reached in {v['seconds_to_limit'] / 60:,.1f} min")
-    return ", ".join(parts) + f"\n  {v['reason']}" + _growth_lines(v)
-
-
-def _growth_lines(v: dict[str, Any]) -> str:
-    line = ""
-    for c in v.get("growing_containers", [])[:3]:
-        line += f"\n  grows: {c['name']} ({c['type']}, {c['items']:,} items, +{c['grew']:,})"
-    for s in v.get("top_sites", [])[:3]:
-        rate = s.get("bytes_per_s")
-        line += f"\n  site:  {s['site']}  +{s['grew_bytes'] / 2**20:.2f} MiB" + (
-            f" ({rate / 1e3:,.1f} KB/s)" if rate else ""
-        )
-        if s.get("traceback"):
-            line += f"\n         {s['traceback']}"
-    return line
-
-
 @click.command(
     "watch",
     short_help="Watch a process's memory for leaks (staging watchdog).",
@@ -385,7 +357,7 @@ def _watch(
     echo: Any,
     out: Path | None,
 ) -> int:
-    from probe.reports.leak import write_leak_report
+    from probe.reports.leak import alert_text, growth_text, quiet_text, write_leak_report
 
     stop = threading.Event()
     received: list[int] = []
@@ -406,8 +378,8 @@ def _watch(
             alive = monitor.tick()
             # each alert once, as it was sent: on stderr, and in the report so far
             for done, sent, render in (
-                (announced, monitor.alerted, _leak_line),
-                (attributed, monitor.attributed, lambda v: "what grows:" + _growth_lines(v)),
+                (announced, monitor.alerted, alert_text),
+                (attributed, monitor.attributed, lambda v: "what grows:" + growth_text(v)),
             ):
                 if sent is not None and not done:
                     verdict = sent.to_dict()
@@ -442,16 +414,10 @@ def _watch(
     verdict = final.to_dict()
     if final.detected and monitor.alerted is None:
         monitor.alert(final)  # a short life judged at exit
-        click.echo(f"probe watch: {_leak_line(verdict)}", err=True)
+        click.echo(f"probe watch: {alert_text(verdict)}", err=True)
     elif not verdict["detected"]:
-        said = "no leak" if verdict["state"] == "no_leak" else "leak undetermined"
-        settle = f"; to settle it: {verdict['settle']}" if verdict["state"] != "no_leak" else ""
-        click.echo(
-            f"probe watch: {said} in pid {monitor.process['pid']} over "
-            f"{monitor.elapsed_s:,.0f} s ({_mib(monitor.last_bytes)}): {verdict['reason']}"
-            f"{settle}",
-            err=True,
-        )
+        text = quiet_text(verdict, monitor.process["pid"], monitor.elapsed_s, monitor.last_bytes)
+        click.echo(f"probe watch: {text}", err=True)
     if out is not None:
         paths = _safe_report(write_leak_report, out, monitor.report(verdict))
         if paths:

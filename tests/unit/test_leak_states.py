@@ -85,3 +85,15 @@ def test_report_html_says_undetermined_and_what_would_settle_it():
     undetermined, _ = undetermined_diagnosis()
     page = HtmlReport.from_analysis(analyze(load(LEAKING), undetermined)).render(plotly_js="")
     assert "Leak: undetermined" in page and "To settle it: a longer run" in page
+
+
+def test_a_start_up_step_then_a_steady_climb_is_judged_on_the_climb():
+    # a model loads (a 50 MB jump), then the service leaks 1 MB/s: the climb decides
+    t = np.arange(0.0, 30.0, 0.1)
+    y = 30e6 + np.where(t >= 12.0, 50e6 + 1e6 * (t - 12.0), 0.0)
+    v = judge_recorded(t, y)
+    assert v.state == "leak", v.reason
+    assert "after a one-off step of" in v.reason
+    assert abs(v.slope_bytes_per_s - 1e6) < 0.05e6
+    flat_after = 30e6 + np.where(t >= 12.0, 50e6, 0.0)  # the same jump, then flat
+    assert judge_recorded(t, flat_after).state == "no_leak"

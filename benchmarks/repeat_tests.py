@@ -1,0 +1,48 @@
+"""Run the test command N times in a row and count the runs that passed: a suite that is
+green once but red one run in twenty blocks every landing as surely as a red one.
+
+    python benchmarks/repeat_tests.py                         # the full suite, 20 times
+    python benchmarks/repeat_tests.py -n 20 tests/integration/test_watch.py
+
+Each run is `python -m pytest -q -p no:cacheprovider [paths]` from the repository root;
+a failing run's last lines are printed and the loop goes on (the count is the result).
+Exit status: 0 when every run passed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("-n", "--runs", type=int, default=20, help="how many runs (default 20)")
+    p.add_argument("paths", nargs="*", help="test paths (default: the whole suite)")
+    args = p.parse_args()
+    passed = 0
+    for i in range(1, args.runs + 1):
+        started = time.monotonic()
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args.paths]
+        result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+        took = time.monotonic() - started
+        tail = (result.stdout.strip().splitlines() or ["(no output)"])[-1]
+        ok = result.returncode == 0
+        passed += ok
+        print(f"run {i:2d}/{args.runs}: {'pass' if ok else 'FAIL'} in {took:,.0f} s  ({tail})")
+        if not ok:
+            failed = [ln for ln in result.stdout.splitlines() if ln.startswith("FAILED")]
+            print("\n".join(f"    {ln}" for ln in failed[:10]), flush=True)
+    print(f"{passed}/{args.runs} runs passed")
+    return 0 if passed == args.runs else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
