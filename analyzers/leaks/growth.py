@@ -4,6 +4,7 @@ in-process watchdog, which must not import pandas into the watched service)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -12,6 +13,8 @@ from probe.analyzers.leaks.trend import trend
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from probe.watchdog.formats import AttributionSnapshot
 
 __all__ = ["growing_sites", "growing_types", "snapshot_growth"]
 
@@ -73,7 +76,7 @@ def growing_types(gc_types: pd.DataFrame, top: int = 5) -> list[dict[str, Any]]:
     ]
 
 
-def snapshot_growth(snapshots: list[dict[str, Any]], top: int = 5) -> dict[str, list[Any]]:
+def snapshot_growth(snapshots: Sequence[AttributionSnapshot], top: int = 5) -> dict[str, list[Any]]:
     """What grew across the watchdog's attribution snapshots (``probe.watchdog.attribution``):
     allocation sites, gc types and named containers, largest growth first.
 
@@ -86,12 +89,12 @@ def snapshot_growth(snapshots: list[dict[str, Any]], top: int = 5) -> dict[str, 
     if not snaps:
         return {"top_sites": [], "growing_types": [], "growing_containers": []}
     first, last = snaps[0], snaps[-1]
-    types = []
+    types: list[dict[str, Any]] = []
     for name, count in last.get("types", {}).items():
         grew = int(count) - int(first.get("types", {}).get(name, count))
         if grew > 0:
             types.append({"type": name, "count_grew": grew})
-    types.sort(key=lambda x: -x["count_grew"])
+    types.sort(key=lambda x: -int(x["count_grew"]))
     containers = []
     for name, (kind, length) in last.get("containers", {}).items():
         before = first.get("containers", {}).get(name)
@@ -106,7 +109,7 @@ def snapshot_growth(snapshots: list[dict[str, Any]], top: int = 5) -> dict[str, 
     }
 
 
-def _growing_snapshot_sites(snaps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _growing_snapshot_sites(snaps: list[AttributionSnapshot]) -> list[dict[str, Any]]:
     """The allocation sites that grew from the first snapshot to the last: the ones that
     climb with the trend first, then by how much they grew."""
     t = np.array([float(s["t_s"]) for s in snaps])

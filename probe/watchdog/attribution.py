@@ -36,6 +36,7 @@ from typing import Any
 
 from probe.atomicfile import write_atomic
 from probe.samplers.heap import type_name
+from probe.watchdog.formats import AttributionSnapshot
 
 __all__ = ["Agent", "AgentLink", "SiteTracker"]
 
@@ -83,8 +84,8 @@ class SiteTracker:
         self._started_tracing = False
         self.armed_at: float | None = None
         # the first snapshot after arming is the baseline, the rest a ring of the latest
-        self._first: dict[str, Any] | None = None
-        self._latest: deque[dict[str, Any]] = deque(maxlen=keep)
+        self._first: AttributionSnapshot | None = None
+        self._latest: deque[AttributionSnapshot] = deque(maxlen=keep)
 
     @property
     def armed(self) -> bool:
@@ -121,13 +122,15 @@ class SiteTracker:
         self._started_tracing = False
         self.armed_at = None
 
-    def snapshot(self) -> dict[str, Any] | None:
+    def snapshot(self) -> AttributionSnapshot | None:
         if not self.armed or not tracemalloc.is_tracing():
             return None
-        snap = {
+        types, containers = self._objects()
+        snap: AttributionSnapshot = {
             "t_s": self._clock(),
             "sites": self._sites(),
-            **self._objects(),
+            "types": types,
+            "containers": containers,
         }
         if self._first is None:
             self._first = snap
@@ -135,7 +138,7 @@ class SiteTracker:
             self._latest.append(snap)
         return snap
 
-    def snapshots(self) -> list[dict[str, Any]]:
+    def snapshots(self) -> list[AttributionSnapshot]:
         return ([self._first] if self._first else []) + list(self._latest)
 
     def exiting_at(self) -> float | None:
@@ -165,7 +168,7 @@ class SiteTracker:
         ranked = sorted(sites.items(), key=lambda kv: kv[1][0], reverse=True)
         return dict(ranked[: self._top_sites])
 
-    def _objects(self) -> dict[str, Any]:
+    def _objects(self) -> tuple[dict[str, int], dict[str, list[Any]]]:
         counts: Counter[type] = Counter()
         containers: dict[str, list[Any]] = {}
         big: list[Any] = []
@@ -184,10 +187,8 @@ class SiteTracker:
             key = names.get(id(obj), f"{type_name(type(obj))}@{id(obj):x}")
             containers[key] = [type_name(type(obj)), n]
         del big
-        return {
-            "types": {type_name(t): n for t, n in counts.most_common(self._top_types)},
-            "containers": containers,
-        }
+        types = {type_name(t): n for t, n in counts.most_common(self._top_types)}
+        return types, containers
 
 
 class Agent:
@@ -332,7 +333,7 @@ class AgentLink:
         except (OSError, ValueError):
             return None
 
-    def snapshots(self) -> list[dict[str, Any]]:
+    def snapshots(self) -> list[AttributionSnapshot]:
         try:
             data = json.loads((self.directory / "sites.json").read_text())
         except (OSError, ValueError):

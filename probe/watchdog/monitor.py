@@ -22,6 +22,7 @@ from probe.analyzers.leaks import (
     final_verdict,
     snapshot_growth,
 )
+from probe.watchdog.formats import AttributionSnapshot
 
 __all__ = ["Attribution", "Monitor", "Sink", "attribution_interval", "traced_start_s"]
 
@@ -58,7 +59,7 @@ class Attribution(Protocol):
     def disarm(self) -> None: ...
     def poll(self) -> None: ...  # called every reading: snapshot when one is due
     def request_snapshot(self) -> None: ...
-    def snapshots(self) -> list[dict[str, Any]]: ...
+    def snapshots(self) -> list[AttributionSnapshot]: ...
     def exiting_at(self) -> float | None: ...  # when the process began to exit (monotonic)
 
 

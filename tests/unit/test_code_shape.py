@@ -69,13 +69,16 @@ def test_no_module_imports_another_modules_private_names():
     assert not borrowed, "\n".join(borrowed)
 
 
-# Each layer and what it may not import. The service side runs inside the user's process,
-# where only numpy may be added (no pandas, no pyarrow from analysis); the watchdog's
-# documented exception is the leak detector and the leak page, both numpy-only, which it
-# needs in the service when no `probe watch` runs beside it.
+# Each layer and what it may not import. Contracts may be read by the layers they join:
+# the run directory's (probe.rundir) and the watch agent's formats
+# (probe.watchdog.formats). The service side runs inside the user's process, where only
+# numpy may be added (no pandas, no pyarrow from analysis); the watchdog's documented
+# exception is the leak detector and the leak page, both numpy-only, which it needs in
+# the service when no `probe watch` runs beside it.
 FORBIDDEN = {
     "probe.analyzers": ("probe.reports", "probe.cli", "probe.session", "probe.samplers",
-                        "probe.watchdog", "probe.launcher"),
+                        "probe.watchdog.alerts", "probe.watchdog.attribution",
+                        "probe.watchdog.monitor", "probe.watchdog.limits", "probe.launcher"),
     "probe.reports": ("probe.cli", "probe.session", "probe.samplers", "probe.launcher"),
     "probe.rundir": ("probe.analyzers", "probe.reports", "probe.cli"),
     "probe.samplers": ("probe.analyzers", "probe.reports", "probe.cli", "pandas", "pyarrow"),

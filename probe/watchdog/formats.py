@@ -1,0 +1,21 @@
+"""The formats that cross from the watched process to the watcher and the analysis.
+
+The attribution agent runs inside the watched service and writes its snapshots as JSON
+(``sites.json``); the watcher reads them and ``analyzers.leaks.growth.snapshot_growth``
+turns them into what grew. Typing only: importing this costs the service nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+__all__ = ["AttributionSnapshot"]
+
+
+class AttributionSnapshot(TypedDict):
+    t_s: float  # when it was taken, on the agent's clock (seconds)
+    # allocation site "file:line" -> [live bytes, live blocks, traceback newest first]
+    sites: dict[str, list[Any]]
+    types: dict[str, int]  # gc-tracked type -> live objects
+    # "module.name" of a module-level container -> [its type, items]
+    containers: dict[str, list[Any]]
