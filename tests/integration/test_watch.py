@@ -22,9 +22,14 @@ from .conftest import REPO, probe_cmd, write_script
 
 pytestmark = pytest.mark.integration
 
-# short settings for processes that live seconds, not hours: readings every 0.1 s, a
-# 12-s window; the defaults are for staging (1 s, 30 min, 10 min of warm-up)
-QUICK = ["--interval", "0.1", "--warmup", "2s", "--window", "12s", "-q"]
+# Short settings for processes that live seconds, not hours (the defaults are for staging:
+# 1 s, 30 min, 10 min of warm-up). Warm-up, a window and its confirmation must fit in the
+# leaky sample's life (~20 s for 6,000 requests here) with room to spare: the warm-up
+# covers its start-up (the model loads ~50 MB at 3.5-4 s under probe watch on this machine
+# kind), readings every 0.05 s make the shortest window 6 s (12 bins of 10 readings), and
+# 8 s of window + 0.8 s of confirmation flag it by ~14 s. (With a 2-s warm-up and a 12-s
+# window the flag raced the process's exit: CI's red watch tests.)
+QUICK = ["--interval", "0.05", "--warmup", "5s", "--window", "8s", "-q"]
 LEAKY = [sys.executable, str(REPO / "sample_services" / "leaky_cache.py")]
 
 
