@@ -2,9 +2,9 @@
 
 A ``Session`` owns the run directory writer, the span recorder and the samplers, and two
 daemon threads: the stack sampler (``hz``, default 100) and the collector (a flush of
-everything to the run directory at least every second, the heap's witnesses -- allocated
-blocks every tick, gc counts by type every few seconds -- and, with ``--memory``,
-tracemalloc snapshots every ``memory_interval_s``). The process tree and GPUs are sampled
+everything to the run directory at least every second, pymalloc's allocated blocks every
+tick and, with ``--memory``, tracemalloc snapshots and gc counts by type every
+``memory_interval_s``). The process tree and GPUs are sampled
 by ``probe run``'s sidecar process (``probe.samplers.tree``), outside the target; with
 ``sample_tree=True`` the session samples them itself at ``resource_hz`` (the fallback when
 no sidecar runs).
@@ -193,8 +193,12 @@ class Session:
 
     # -- collector thread --------------------------------------------------------------
     def _heap_count_at_end(self) -> bool:
-        """Count types once more at the end unless the last count is recent: the growth
-        from the first count to the last spans the run."""
+        """With --memory, count types once more at the end unless the last count is
+        recent: the growth from the first count to the last spans the run. (At stop the
+        target's threads may still run: the same hazard as above, accepted with --memory
+        as it always was.)"""
+        if self.memory is None:
+            return False
         last = self.heap.last_count_ns
         return last is None or self._clock() - last >= self.settings.flush_interval_s * 1e9
 
@@ -206,7 +210,11 @@ class Session:
             now, self._last_memory, self.settings.memory_interval_s
         )
         # with --memory, types are counted at every snapshot too: asked-for detail
-        self.heap.sample(count_types=True if snapshot_due else None)
+        # types are counted only with --memory, at its snapshots: gc.get_objects() from this
+        # thread can hand the target a tuple still under construction with a second
+        # reference, and CPython's tuple(generator) then fails ("SystemError: bad argument
+        # to internal function", seen in CI on the tagging sample)
+        self.heap.sample(count_types=bool(snapshot_due))
         if snapshot_due and self.memory is not None:
             self._last_memory = now
             self.memory.sample()

@@ -1,4 +1,4 @@
-"""The heap sampler (on by default): cheap witnesses of what the Python heap holds.
+"""The heap sampler: cheap witnesses of what the Python heap holds.
 
 RSS says how much memory the process holds, but moves in allocator steps (glibc grows
 its heap by 128 KiB and more, hands big blocks to mmap, keeps freed memory for reuse)
@@ -9,11 +9,15 @@ from inside tell what the service's Python objects do:
   handed out and not got back -- every small object (<= 512 bytes) alive. A leak of
   Python objects raises it by the same count per request, whatever the allocator does
   with pages. It costs ~0.3 ms with 3 million blocks.
-* gc object counts by type (``gc.get_objects()``), at most every ``min_interval_s`` and
-  no more often than keeps their cost under ``budget`` of the wall time: one count of
-  a million tracked objects takes ~70 ms (holding the GIL), so such a heap is counted
-  every ~14 s and a small one every 5 s. A type whose count grows in step with the
-  requests names what leaks, without tracemalloc (which costs 5-30x).
+* gc object counts by type (``gc.get_objects()``) when asked (``count_types=True``:
+  with ``--memory``, at its snapshots), or on its own schedule when the sampler is
+  called with ``count_types=None`` (at most every ``min_interval_s``, spaced to keep
+  the cost under ``budget``: one count of a million objects takes ~70 ms). **Not safe
+  from another thread in general**: the list ``gc.get_objects()`` returns holds a second
+  reference to every tracked object, including a tuple that ``tuple(generator)`` is
+  still building, and CPython's resize of it then fails in the target
+  ("SystemError: bad argument to internal function": seen in CI on the tagging sample
+  when this ran every 5 s in every run). So ``probe run`` counts only with ``--memory``.
 
 Rows: ``heap`` (ts_ns, allocated_blocks) and ``gc_types`` (ts_ns, snapshot, type, count:
 every type at the first count, then the ``top_types`` most numerous types and the
