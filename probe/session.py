@@ -209,12 +209,11 @@ class Session:
         snapshot_due = self.memory is not None and _due(
             now, self._last_memory, self.settings.memory_interval_s
         )
-        # with --memory, types are counted at every snapshot too: asked-for detail
         # types are counted only with --memory, at its snapshots: gc.get_objects() from this
         # thread can hand the target a tuple still under construction with a second
         # reference, and CPython's tuple(generator) then fails ("SystemError: bad argument
         # to internal function", seen in CI on the tagging sample)
-        self.heap.sample(count_types=bool(snapshot_due))
+        self.heap.sample(count_types=snapshot_due)
         if snapshot_due and self.memory is not None:
             self._last_memory = now
             self.memory.sample()

@@ -160,8 +160,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("count", "int64"),
     ],
     # The Python heap (every run, ``probe.samplers.heap``): pymalloc's allocated blocks
-    # (every small object alive) about once a second, and the most numerous gc-tracked
-    # types counted every few seconds.
+    # (every small object alive) about once a second.
     "heap": [
         ("ts_ns", "int64"),
         ("allocated_blocks", "int64"),

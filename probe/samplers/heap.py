@@ -9,20 +9,17 @@ from inside tell what the service's Python objects do:
   handed out and not got back -- every small object (<= 512 bytes) alive. A leak of
   Python objects raises it by the same count per request, whatever the allocator does
   with pages. It costs ~0.3 ms with 3 million blocks.
-* gc object counts by type (``gc.get_objects()``) when asked (``count_types=True``:
-  with ``--memory``, at its snapshots), or on its own schedule when the sampler is
-  called with ``count_types=None`` (at most every ``min_interval_s``, spaced to keep
-  the cost under ``budget``: one count of a million objects takes ~70 ms). **Not safe
-  from another thread in general**: the list ``gc.get_objects()`` returns holds a second
-  reference to every tracked object, including a tuple that ``tuple(generator)`` is
-  still building, and CPython's resize of it then fails in the target
-  ("SystemError: bad argument to internal function": seen in CI on the tagging sample
-  when this ran every 5 s in every run). So ``probe run`` counts only with ``--memory``.
+* gc object counts by type (``gc.get_objects()``), only when asked (``probe run``
+  asks with ``--memory``, at its snapshots): one count of a million objects takes
+  ~70 ms holding the GIL, and it is **not safe from another thread in general**: the
+  list ``gc.get_objects()`` returns holds a second reference to every tracked object,
+  including a tuple that ``tuple(generator)`` is still building, and CPython's resize of
+  it then fails in the target ("SystemError: bad argument to internal function": seen in
+  CI on the tagging sample when types were counted every 5 s in every run).
 
 Rows: ``heap`` (ts_ns, allocated_blocks) and ``gc_types`` (ts_ns, snapshot, type, count:
 every type at the first count, then the ``top_types`` most numerous types and the
-``top_types`` that grew most since the count before). With ``--memory`` types are also
-counted at every snapshot.
+``top_types`` that grew most since the count before).
 """
 
 from __future__ import annotations
@@ -48,33 +45,27 @@ class HeapSampler:
         self,
         *,
         clock: Callable[[], int] = time.perf_counter_ns,
-        min_interval_s: float = 5.0,
-        budget: float = 0.005,
         top_types: int = 50,
         allocated_blocks: Callable[[], int] = sys.getallocatedblocks,
         gc_objects: Callable[[], list[Any]] = gc.get_objects,
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._clock = clock
-        self._min_interval_ns = int(min_interval_s * 1e9)
-        self._budget = budget
         self._top_types = top_types
         self._blocks = allocated_blocks
         self._gc_objects = gc_objects
         self._timer = timer  # what a count costs, in seconds
-        self._next_count_ns: int | None = None  # the first count on the first tick
         self.last_count_ns: int | None = None
         self._previous: Counter[type] = Counter()
         self._snapshot = 0
         self.count_cost_s = 0.0  # time spent counting types, all counts together
         self._rows: dict[str, list[tuple[Any, ...]]] = {"heap": [], "gc_types": []}
 
-    def sample(self, *, count_types: bool | None = None) -> None:
-        """One reading of the allocated blocks; the type counts too when due (or asked)."""
+    def sample(self, *, count_types: bool = False) -> None:
+        """One reading of the allocated blocks; the type counts too when asked."""
         now = self._clock()
         self._rows["heap"].append((now, self._blocks()))
-        due = self._next_count_ns is None or now >= self._next_count_ns
-        if count_types if count_types is not None else due:
+        if count_types:
             self._count_types(now)
 
     def _count_types(self, now: int) -> None:
@@ -84,11 +75,10 @@ class HeapSampler:
         self.count_cost_s += cost
         self._snapshot += 1
         self.last_count_ns = now
-        # the most numerous types, and the ones that grew most since the last count: a
-        # leaking type is often few objects beside the interpreter's thousands of
-        # functions and tuples, and would never be among the most numerous
         # The first count keeps every type: the baseline growth is measured from (a few
-        # thousand rows, once).
+        # thousand rows, once). Then the most numerous types, and the ones that grew most
+        # since the count before: a leaking type is often few objects beside the
+        # interpreter's thousands of functions and tuples, never among the most numerous.
         grew = counts - self._previous
         kept = (
             {t for t, _ in counts.most_common(self._top_types)} if self._previous else set(counts)
@@ -96,8 +86,6 @@ class HeapSampler:
         kept.update(t for t, _ in grew.most_common(self._top_types))
         self._previous = counts
         self._rows["gc_types"].extend((now, self._snapshot, type_name(t), counts[t]) for t in kept)
-        spacing = max(self._min_interval_ns, int(cost / self._budget * 1e9))
-        self._next_count_ns = now + spacing
 
     @property
     def counted(self) -> int:
