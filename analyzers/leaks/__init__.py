@@ -14,7 +14,12 @@ helpers needs numpy only: the in-process watchdog imports this package in the se
 """
 
 from probe.analyzers.leaks.growth import growing_sites, growing_types, snapshot_growth
-from probe.analyzers.leaks.live import DetectorSettings, LiveLeakDetector, final_verdict
+from probe.analyzers.leaks.live import (
+    DetectorSettings,
+    LiveLeakDetector,
+    TracedStart,
+    final_verdict,
+)
 from probe.analyzers.leaks.recorded import RecordedSettings, judge_recorded
 from probe.analyzers.leaks.trend import Trend, estimate_onset, trend
 from probe.analyzers.leaks.verdict import LEAK, NO_LEAK, UNDETERMINED, LeakVerdict, State
@@ -30,6 +35,7 @@ __all__ = [
     "State",
     "Trend",
     "estimate_onset",
+    "TracedStart",
     "final_verdict",
     "growing_sites",
     "growing_types",

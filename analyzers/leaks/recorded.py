@@ -63,6 +63,8 @@ SETTLE = (
     "`probe watch` on the service to follow it for hours"
 )
 
+_IMMATERIAL = "growth too small to matter in this run"
+
 
 @dataclass(frozen=True)
 class RecordedSettings:
@@ -109,9 +111,16 @@ def judge_recorded(
     request_end_s: np.ndarray | None = None,
     limit_bytes: float | None = None,
     settings: RecordedSettings | None = None,
+    slowed: str = "",
 ) -> LeakVerdict:
     """Judge a recorded memory series; ``request_end_s`` (same clock), when given, makes
-    the work axis: the floor against the cumulative count of finished requests."""
+    the work axis: the floor against the cumulative count of finished requests.
+
+    ``slowed``: why the service ran slower than it does unobserved while this series was
+    recorded (tracemalloc). Then neither answer about growth holds: a rise too small to
+    matter may be a slowed leak, and a steady rise a start-up stretched over the whole
+    series. Both are undetermined; no leak stays no leak (flat memory is flat, slowed or
+    not)."""
     s = settings or RecordedSettings()
     t, y = _clean(t_s, bytes_)
     if len(t) < s.min_readings or t[-1] - t[0] <= 0:
@@ -126,6 +135,8 @@ def judge_recorded(
         why = f"too few memory readings after warm-up ({len(fy)} floors)"
         return _undetermined(why, len(fy), level)
     state, reason, judged_from = _judge(x, y, fx, fy, s)
+    if slowed and (state == LEAK or (state == NO_LEAK and reason.startswith(_IMMATERIAL))):
+        state, reason = UNDETERMINED, f"{reason}, but with the service slowed by {slowed}"
     part = x >= judged_from  # after a one-off step, the part after it was judged
     fx, fy = fx[fx >= judged_from], fy[fx >= judged_from]
     tr = trend(fx, fy)
@@ -171,7 +182,7 @@ def _judge(
     if not tr.significant(s.alpha):
         return NO_LEAK, "no significant upward trend in the memory floor", whole
     if growth < max(s.min_growth_bytes, s.min_growth_share * level):
-        return NO_LEAK, f"growth too small to matter in this run ({growth / 1e6:.2f} MB)", whole
+        return NO_LEAK, f"{_IMMATERIAL} ({growth / 1e6:.2f} MB)", whole
     if step_fits_better(fx, fy, tr):
         return _one_step(x, y, fx, fy, s, after_step)
     # each half's pace by Theil-Sen on the floors: one burst freed (or a teardown at the
