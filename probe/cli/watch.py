@@ -169,7 +169,8 @@ def _mib(n: float | None) -> str:
     default="auto",
     show_default=True,
     help="For a Python command: tracemalloc sites, gc types and growing containers; "
-    "'auto' traces the first 10 s and again from a leak's alert (the sites follow it).",
+    "'auto' counts the gc at start and exit and traces from a leak's alert (the sites "
+    "follow it); 'always' traces from the start (growth seen only under it: undetermined).",
 )
 @click.option(
     "--frames",

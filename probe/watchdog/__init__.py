@@ -117,7 +117,7 @@ def start(
 
     ``interval``/``window``/``warmup``: seconds or "30m"-style durations. ``limit``:
     bytes or "2GiB" (default: the cgroup's memory limit, if any). ``attribution``:
-    "auto" (tracemalloc traces the first 10 s, and again from a leak's alert),
+    "auto" (tracemalloc traces from a leak's alert),
     "always", or "off".
     ``out``: a directory for the leak report (JSON and HTML), written by ``stop()``.
     """
