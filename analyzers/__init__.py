@@ -22,7 +22,7 @@ _EXPORTS = {
     "Comparison": "probe.analyzers.diff",
     "compare": "probe.analyzers.diff",
     "LeakVerdict": "probe.analyzers.leaks",
-    "detect_leak": "probe.analyzers.leaks",
+    "judge_recorded": "probe.analyzers.leaks",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -15,7 +15,13 @@ import numpy as np
 import pandas as pd
 
 from probe.analyzers.breakdown import Breakdown, breakdown
-from probe.analyzers.leaks import LeakVerdict, detect_leak, growing_sites, growing_types
+from probe.analyzers.leaks import (
+    NO_LEAK,
+    LeakVerdict,
+    growing_sites,
+    growing_types,
+    judge_recorded,
+)
 from probe.analyzers.recommendations import Recommendation, demands, recommend
 from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, classify, cold_start
 from probe.analyzers.vocabulary import kind_words, subkind_words
@@ -167,9 +173,11 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
     )
 
 
-def _leak(run: Run, lo: int | None, hi: int | None) -> LeakVerdict:
-    """RSS trend of the target process, over the serving window when there are requests:
-    start-up and shutdown (a final snapshot, teardown) are not the service's behaviour."""
+def _leak(run: Run, bd: Breakdown) -> LeakVerdict:
+    """RSS trend of the target process, over the serving window when there are requests
+    (start-up and shutdown -- a final snapshot, teardown -- are not the service's
+    behaviour), judged per request when the requests are known."""
+    lo, hi = bd.requests.start_ns, bd.requests.end_ns
     resources = run.tables["resources"]
     root = resources[resources["is_root"]] if not resources.empty else resources
     if lo is not None and hi is not None and len(root):
@@ -179,13 +187,24 @@ def _leak(run: Run, lo: int | None, hi: int | None) -> LeakVerdict:
         if len(serving) >= 8 and (hi - lo) >= 0.25 * run_ns:
             root = serving
     if root.empty:
-        return detect_leak(np.array([]), np.array([]))
+        return judge_recorded(np.array([]), np.array([]))
     limit = (run.meta.get("host") or {}).get("memory_limit_bytes") or None
-    verdict = detect_leak(
-        root["ts_ns"].to_numpy() / 1e9, root["rss_bytes"].to_numpy(), limit_bytes=limit
+    spans = bd.spans
+    ends = (
+        spans.loc[spans["is_request"], "end_ns"].to_numpy() / 1e9
+        if len(spans) and "is_request" in spans
+        else None
     )
-    sites = growing_sites(run.tables["memory_sites"]) if verdict.detected else []
-    types = growing_types(run.tables["gc_types"]) if verdict.detected else []
+    verdict = judge_recorded(
+        root["ts_ns"].to_numpy() / 1e9,
+        root["rss_bytes"].to_numpy(),
+        request_end_s=ends,
+        limit_bytes=limit,
+    )
+    # what grows, whenever the floor rose: evidence for a leak and for an open question
+    rose = verdict.state != NO_LEAK
+    sites = growing_sites(run.tables["memory_sites"]) if rose else []
+    types = growing_types(run.tables["gc_types"]) if rose else []
     t0 = float(root["ts_ns"].min()) / 1e9
     onset = None if verdict.onset_s is None else verdict.onset_s - t0
     return replace(verdict, onset_s=onset, top_sites=sites, growing_types=types)
@@ -260,7 +279,7 @@ def diagnose(run: Run) -> Diagnosis:
     facts = run_facts(run, bd)
     findings = classify(bd, facts)
     cold = cold_start(bd, facts)
-    leak = _leak(run, bd.requests.start_ns, bd.requests.end_ns)
+    leak = _leak(run, bd)
     recs = recommend(findings, bd, facts, cold=cold, leak=leak.to_dict())
     primary = findings[0] if findings else None
     primary_block = _primary_block(primary)

@@ -3,7 +3,7 @@
 False alarms: ``--series`` (default 200) simulated 24-hour series of healthy services,
 an equal share of each shape (GC saw-tooth, periodic cache flush, warm-up that
 plateaus, one-off steps, all of them mixed; +-5% noise, one reading a second; see
-``tests/memory_series.py``), fed reading by reading to ``analyzers.leaks.LeakWatch`` at
+``tests/memory_series.py``), fed reading by reading to ``analyzers.leaks.LiveLeakDetector`` at
 its defaults. Target (issue 6): 0.
 
 Detections: leaks of 1 MB/s and 10 KB/s starting an hour in, on a flat 300 MB base
@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from probe.analyzers.leaks import LeakWatch  # noqa: E402
+from probe.analyzers.leaks import LiveLeakDetector  # noqa: E402
 from tests.memory_series import KINDS, flat, make  # noqa: E402
 
 LEAK_ONSET_S = 3600.0
@@ -41,7 +41,7 @@ def watch(kind: str, seed: int, rate: float = 0.0, hours: float = 24.0) -> dict:
         series = flat(seed, hours=hours, leak_bytes_per_s=rate, leak_onset_s=LEAK_ONSET_S)
     else:
         series = make(kind, seed, hours=hours, leak_bytes_per_s=rate, leak_onset_s=LEAK_ONSET_S)
-    detector = LeakWatch()
+    detector = LiveLeakDetector()
     started = time.process_time()
     flagged = None
     for t, y in zip(series.t_s.tolist(), series.bytes_.tolist(), strict=True):

@@ -79,14 +79,14 @@ def in_process_cost(seconds: float, tmp: Path) -> tuple[float, float]:
 
 
 def memory_over_a_day() -> tuple[int, int]:
-    from probe.analyzers.leaks import WatchSettings
+    from probe.analyzers.leaks import DetectorSettings
     from probe.watchdog.monitor import Monitor
     from tests.memory_series import make
 
     series = make("mixed", 1, hours=24)
     values = iter(series.bytes_.tolist())
     clock = [0.0]
-    monitor = Monitor(lambda: next(values, None), WatchSettings(), clock=lambda: clock[0])
+    monitor = Monitor(lambda: next(values, None), DetectorSettings(), clock=lambda: clock[0])
     tracemalloc.start()
     held = []
     for hour in range(24):

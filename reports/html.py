@@ -499,8 +499,17 @@ def _recommendations_html(recommendations: list[dict[str, Any]]) -> Markup:
 
 
 def _leak_html(leak: dict[str, Any]) -> Markup:
-    if not leak.get("detected"):
-        return html("<p class='muted'>No leak: {}.</p>", leak.get("reason", ""))
+    state = leak.get("state", "leak" if leak.get("detected") else "no_leak")
+    if state == "no_leak":
+        return html("<p class='muted' id='leak-state'>No leak: {}.</p>", leak.get("reason", ""))
+    if state == "undetermined":
+        return html(
+            "<div class='card' id='leak-state'><b>Leak: undetermined</b>: {}. To settle it: "
+            "{}.{}</div>",
+            leak.get("reason", ""),
+            leak.get("settle", ""),
+            _growing_types_html(leak),
+        )
     sites = join(
         html(
             "<tr><td>{}</td><td>+{} MiB</td><td><pre>{}</pre></td></tr>",
@@ -515,10 +524,25 @@ def _leak_html(leak: dict[str, Any]) -> Markup:
         if sites
         else Markup("<p class='muted'>Run with --memory to name the sites.</p>")
     )
+    per = leak.get("bytes_per_request")
     return html(
-        "<div class='card'><b>Memory grows {} MB/s</b> (confidence {}). {}{}</div>",
+        "<div class='card' id='leak-state'><b>Leak: memory grows {} MB/s</b>{} (confidence "
+        "{}). {}{}{}</div>",
         f"{leak['slope_bytes_per_s'] / 1e6:.2f}",
+        f", {per / 1024:,.1f} KiB a request" if per else "",
         f"{leak['confidence']:.0%}",
         leak.get("reason", ""),
         table,
+        _growing_types_html(leak),
     )
+
+
+def _growing_types_html(leak: dict[str, Any]) -> Markup:
+    types = leak.get("growing_types") or []
+    if not types:
+        return Markup("")
+    rows = join(
+        html("<tr><td><code>{}</code></td><td>+{}</td></tr>", t["type"], f"{t['count_grew']:,}")
+        for t in types
+    )
+    return html("<table><tr><th>object type</th><th>live objects grew</th></tr>{}</table>", rows)

@@ -1,4 +1,5 @@
-"""The leak report of ``probe watch --out DIR``: ``leak.json`` and ``leak.html``.
+"""The leak report of ``probe watch --out DIR`` (``leak.json``, ``leak.html``) and its text
+on stderr.
 
 Input is the plain dict of ``Monitor.report()`` (schema ``probe.leak/1``): the process,
 the settings, the verdict (with its growing sites, types and containers) and the memory
@@ -20,7 +21,53 @@ from probe.errors import ProbeError
 from probe.reports.json import json_safe
 from probe.reports.page import MAX_POINTS, Markup, html, join, layout, num, page
 
-__all__ = ["leak_figure", "render_leak_html", "write_leak_report"]
+__all__ = [
+    "alert_text",
+    "growth_text",
+    "leak_figure",
+    "quiet_text",
+    "render_leak_html",
+    "write_leak_report",
+]
+
+
+def alert_text(v: dict[str, Any]) -> str:
+    """The alert as ``probe watch`` prints it: rate, interval, confidence, onset, limit."""
+    low, high = v["slope_interval_bytes_per_s"]
+    parts = [
+        f"LEAK: memory grows {v['slope_bytes_per_s'] / 1e3:,.1f} KB/s "
+        f"(99% interval {low / 1e3:,.1f}-{high / 1e3:,.1f} KB/s, confidence "
+        f"{v['confidence']:.1%})"
+    ]
+    if v.get("onset_s") is not None:
+        parts.append(f"since {v['onset_s']:,.0f} s")
+    if v.get("seconds_to_limit") is not None:
+        parts.append(f"limit reached in {v['seconds_to_limit'] / 60:,.1f} min")
+    return ", ".join(parts) + f"\n  {v['reason']}" + growth_text(v)
+
+
+def growth_text(v: dict[str, Any]) -> str:
+    """What grows, one line each: containers, then sites with their tracebacks."""
+    line = ""
+    for c in v.get("growing_containers", [])[:3]:
+        line += f"\n  grows: {c['name']} ({c['type']}, {c['items']:,} items, +{c['grew']:,})"
+    for s in v.get("top_sites", [])[:3]:
+        rate = s.get("bytes_per_s")
+        line += f"\n  site:  {s['site']}  +{s['grew_bytes'] / 2**20:.2f} MiB" + (
+            f" ({rate / 1e3:,.1f} KB/s)" if rate else ""
+        )
+        if s.get("traceback"):
+            line += f"\n         {s['traceback']}"
+    return line
+
+
+def quiet_text(v: dict[str, Any], pid: int, watched_s: float, memory: float | None) -> str:
+    """The last word on a process not found leaking: no leak, or undetermined and what
+    would settle it."""
+    said = "no leak" if v["state"] == "no_leak" else "leak undetermined"
+    settle = f"; to settle it: {v['settle']}" if v["state"] != "no_leak" else ""
+    mib = "?" if memory is None else f"{memory / 2**20:,.1f} MiB"
+    return f"{said} in pid {pid} over {watched_s:,.0f} s ({mib}): {v['reason']}{settle}"
 
 
 def _thin(values: list[float], step: int) -> list[float]:
@@ -136,6 +183,14 @@ def _tables(v: dict[str, Any]) -> Markup:
 
 
 def _verdict_card(v: dict[str, Any]) -> Markup:
+    if v.get("state") == "undetermined":
+        return html(
+            "<section class='card' id='verdict' style='border-left:6px solid #f2a93b'>"
+            "<div class='kind'>Leak: undetermined</div><p>{}</p><p>To settle it: {}.</p>"
+            "</section>",
+            v.get("reason", ""),
+            v.get("settle", ""),
+        )
     if not v.get("detected"):
         return html(
             "<section class='card' id='verdict' style='border-left:6px solid #2ca02c'>"

@@ -121,12 +121,18 @@ class Verdict:
                 for r in d.recommendations[:3]
             ],
             how=(best.id, best.how) if best is not None else None,
+            # a leak and an open question are shown; "no leak" is the quiet default
             leak=None
-            if not d.leak.detected
+            if d.leak.state == "no_leak"
             else {
+                "state": d.leak.state,
                 "slope_bytes_per_s": d.leak.slope_bytes_per_s,
+                "bytes_per_request": d.leak.bytes_per_request,
                 "confidence": d.leak.confidence,
+                "reason": d.leak.reason,
+                "settle": d.leak.settle,
                 "top_sites": d.leak.top_sites[:3],
+                "growing_types": d.leak.growing_types[:3],
             },
             notes=list(d.notes),
         )
@@ -152,16 +158,27 @@ class Verdict:
         elif self.limit:
             lines += ["", "No fix estimated to buy 1.25× or more."]
         if self.leak is not None:
-            lines += [
-                "",
-                f"Leak: memory grows {_bytes(self.leak['slope_bytes_per_s'])}/s "
-                f"(confidence {self.leak['confidence']:.0%})",
-            ]
-            lines += [
-                f"  +{_bytes(s['grew_bytes'])}  {s['site']}" for s in self.leak["top_sites"][:3]
-            ]
+            lines += ["", *_leak_lines(self.leak)]
         lines += [f"note: {n}" for n in self.notes]
         return printable("\n".join(lines))
+
+
+def _leak_lines(leak: dict[str, Any]) -> list[str]:
+    if leak["state"] == "leak":
+        per = leak.get("bytes_per_request")
+        per_request = f", {_bytes(per)} a request" if per else ""
+        lines = [
+            f"Leak: memory grows {_bytes(leak['slope_bytes_per_s'])}/s{per_request} "
+            f"(confidence {leak['confidence']:.0%})"
+        ]
+    else:
+        lines = [
+            f"Leak: undetermined: {leak['reason']}.",
+            f"  to settle it: {leak['settle']}",
+        ]
+    lines += [f"  +{_bytes(s['grew_bytes'])}  {s['site']}" for s in leak["top_sites"][:3]]
+    lines += [f"  +{t['count_grew']:,} {t['type']} objects" for t in leak["growing_types"][:3]]
+    return lines
 
 
 def _stage_lines(d: Diagnosis, limit: int) -> list[StageLine]:

@@ -94,34 +94,6 @@ def _mib(n: float | None) -> str:
     return "?" if n is None else f"{n / 2**20:,.1f} MiB"
 
 
-def _leak_line(v: dict[str, Any]) -> str:
-    low, high = v["slope_interval_bytes_per_s"]
-    parts = [
-        f"LEAK: memory grows {v['slope_bytes_per_s'] / 1e3:,.1f} KB/s "
-        f"(99% interval {low / 1e3:,.1f}-{high / 1e3:,.1f} KB/s, confidence "
-        f"{v['confidence']:.1%})"
-    ]
-    if v.get("onset_s") is not None:
-        parts.append(f"since {v['onset_s']:,.0f} s")
-    if v.get("seconds_to_limit") is not None:
-        parts.append(f"limit reached in {v['seconds_to_limit'] / 60:,.1f} min")
-    return ", ".join(parts) + f"\n  {v['reason']}" + _growth_lines(v)
-
-
-def _growth_lines(v: dict[str, Any]) -> str:
-    line = ""
-    for c in v.get("growing_containers", [])[:3]:
-        line += f"\n  grows: {c['name']} ({c['type']}, {c['items']:,} items, +{c['grew']:,})"
-    for s in v.get("top_sites", [])[:3]:
-        rate = s.get("bytes_per_s")
-        line += f"\n  site:  {s['site']}  +{s['grew_bytes'] / 2**20:.2f} MiB" + (
-            f" ({rate / 1e3:,.1f} KB/s)" if rate else ""
-        )
-        if s.get("traceback"):
-            line += f"\n         {s['traceback']}"
-    return line
-
-
 @click.command(
     "watch",
     short_help="Watch a process's memory for leaks (staging watchdog).",
@@ -197,7 +169,8 @@ def _growth_lines(v: dict[str, Any]) -> str:
     default="auto",
     show_default=True,
     help="For a Python command: tracemalloc sites, gc types and growing containers; "
-    "'auto' traces the first 10 s and again from a leak's alert (the sites follow it).",
+    "'auto' counts the gc at start and exit and traces from a leak's alert (the sites "
+    "follow it); 'always' traces from the start (growth seen only under it: undetermined).",
 )
 @click.option(
     "--frames",
@@ -251,7 +224,7 @@ def watch_command(
     containers that grow. Exit status: 0 (or the command's own) when the process ends;
     3 with --fail-on-leak once a leak is found; 2 for bad input.
     """
-    from probe.analyzers.leaks import WatchSettings
+    from probe.analyzers.leaks import DetectorSettings
     from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert
     from probe.watchdog.attribution import AgentLink
     from probe.watchdog.monitor import Monitor, attribution_interval, traced_start_s
@@ -259,7 +232,7 @@ def watch_command(
     if (pid is None) == (not command):
         raise ProbeError("give either --pid PID or a command after --, not both or neither")
     try:
-        settings = WatchSettings(interval_s=interval, window_s=window, warmup_s=warmup)
+        settings = DetectorSettings(interval_s=interval, window_s=window, warmup_s=warmup)
     except ValueError as e:
         raise ProbeError(str(e)) from e
     if out is not None:
@@ -385,7 +358,7 @@ def _watch(
     echo: Any,
     out: Path | None,
 ) -> int:
-    from probe.reports.leak import write_leak_report
+    from probe.reports.leak import alert_text, growth_text, quiet_text, write_leak_report
 
     stop = threading.Event()
     received: list[int] = []
@@ -406,8 +379,8 @@ def _watch(
             alive = monitor.tick()
             # each alert once, as it was sent: on stderr, and in the report so far
             for done, sent, render in (
-                (announced, monitor.alerted, _leak_line),
-                (attributed, monitor.attributed, lambda v: "what grows:" + _growth_lines(v)),
+                (announced, monitor.alerted, alert_text),
+                (attributed, monitor.attributed, lambda v: "what grows:" + growth_text(v)),
             ):
                 if sent is not None and not done:
                     verdict = sent.to_dict()
@@ -442,13 +415,10 @@ def _watch(
     verdict = final.to_dict()
     if final.detected and monitor.alerted is None:
         monitor.alert(final)  # a short life judged at exit
-        click.echo(f"probe watch: {_leak_line(verdict)}", err=True)
+        click.echo(f"probe watch: {alert_text(verdict)}", err=True)
     elif not verdict["detected"]:
-        click.echo(
-            f"probe watch: no leak in pid {monitor.process['pid']} over "
-            f"{monitor.elapsed_s:,.0f} s ({_mib(monitor.last_bytes)}): {verdict['reason']}",
-            err=True,
-        )
+        text = quiet_text(verdict, monitor.process["pid"], monitor.elapsed_s, monitor.last_bytes)
+        click.echo(f"probe watch: {text}", err=True)
     if out is not None:
         paths = _safe_report(write_leak_report, out, monitor.report(verdict))
         if paths:

@@ -7,7 +7,7 @@
     probe.watchdog.stop()    # returns the last verdict (a dict)
 
 A daemon thread reads the process's own RSS every ``interval``, runs the live leak
-detector (``analyzers.leaks.LeakWatch``), and on a leak logs one JSON line on the
+detector (``analyzers.leaks.LiveLeakDetector``), and on a leak logs one JSON line on the
 ``probe.watch`` logger, posts to the webhook and flips the Prometheus gauges; then it
 arms tracemalloc and, a snapshot later, sends what grows (``probe.leak.attribution``).
 Once started, nothing it does raises into the service: failures are logged. ``start``
@@ -117,14 +117,14 @@ def start(
 
     ``interval``/``window``/``warmup``: seconds or "30m"-style durations. ``limit``:
     bytes or "2GiB" (default: the cgroup's memory limit, if any). ``attribution``:
-    "auto" (tracemalloc traces the first 10 s, and again from a leak's alert),
+    "auto" (tracemalloc traces from a leak's alert),
     "always", or "off".
     ``out``: a directory for the leak report (JSON and HTML), written by ``stop()``.
     """
     global _current
     # imported here, not at the top: ``probe watch``'s agent imports this package into
     # the watched child, which needs none of it
-    from probe.analyzers.leaks import WatchSettings
+    from probe.analyzers.leaks import DetectorSettings
     from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert
     from probe.watchdog.attribution import SiteTracker
     from probe.watchdog.monitor import Monitor, attribution_interval, traced_start_s
@@ -132,7 +132,7 @@ def start(
     if attribution not in ("auto", "always", "off"):
         raise ProbeError(f"attribution must be auto, always or off, not {attribution!r}")
     try:
-        settings = WatchSettings(
+        settings = DetectorSettings(
             interval_s=_seconds(interval, "interval"),
             window_s=_seconds(window, "window"),
             warmup_s=_seconds(warmup, "warmup"),

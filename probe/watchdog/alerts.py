@@ -38,6 +38,7 @@ def alert_payload(
         "event": event,
         "process": process,
         "detected": verdict["detected"],
+        "state": verdict.get("state", "leak" if verdict["detected"] else "no_leak"),
         "rate_bytes_per_s": verdict["slope_bytes_per_s"],
         "rate_interval_bytes_per_s": verdict["slope_interval_bytes_per_s"],
         "confidence": verdict["confidence"],

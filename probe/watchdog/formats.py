@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+<<<<<<< HEAD
 __all__ = ["AttributionSnapshot"]
+=======
+__all__ = ["AttributionSnapshot", "TracingState"]
+>>>>>>> issue-13-leak-states
 
 
 class AttributionSnapshot(TypedDict):
@@ -19,3 +23,16 @@ class AttributionSnapshot(TypedDict):
     types: dict[str, int]  # gc-tracked type -> live objects
     # "module.name" of a module-level container -> [its type, items]
     containers: dict[str, list[Any]]
+<<<<<<< HEAD
+=======
+
+
+class TracingState(TypedDict):
+    """What attribution's own tracing costs the watched process's memory, and when it
+    stopped: the memory probe adds is not the service's (times: ``time.monotonic()``, the
+    same clock in every process of the host)."""
+
+    bookkeeping_bytes: int  # tracemalloc's own tables now (0 when not tracing)
+    stopping_at: float | None  # the last stop began (its final snapshot: seconds, a heap copy)
+    stopped_at: float | None  # ... and ended (tracing off, its tables freed)
+>>>>>>> issue-13-leak-states

@@ -15,7 +15,7 @@ from probe.analyzers.amdahl import (
     max_throughput,
     mva_throughput,
 )
-from probe.analyzers.leaks import detect_leak
+from probe.analyzers.leaks import judge_recorded
 
 
 def test_amdahl_speedup_and_ceiling():
@@ -52,10 +52,10 @@ def rss(seconds, *, base=300e6, slope=0.0, noise=0.02, saw=0.0, seed=0):
 
 def test_a_steady_leak_is_found_with_its_rate():
     t, y = rss(600, slope=1e6)
-    v = detect_leak(t, y)
+    v = judge_recorded(t, y)
     assert v.detected and v.slope_low <= 1e6 <= v.slope_high
     assert v.slope_bytes_per_s == pytest.approx(1e6, rel=0.1)
-    assert detect_leak(t, y, limit_bytes=2e9).seconds_to_limit > 0
+    assert judge_recorded(t, y, limit_bytes=2e9).seconds_to_limit > 0
 
 
 @pytest.mark.parametrize("kind", ["flat", "sawtooth", "step", "warm-up plateau"])
@@ -65,9 +65,9 @@ def test_no_leak_in_stationary_memory(kind):
         y = y + np.where(t > 1800, 40e6, 0.0)
     if kind == "warm-up plateau":
         y = y + 80e6 * (1 - np.exp(-t / 120))
-    assert not detect_leak(t, y).detected, kind
+    assert not judge_recorded(t, y).detected, kind
 
 
 def test_too_short_a_series_is_not_judged():
-    v = detect_leak(np.arange(5.0), np.arange(5.0) * 1e6)
+    v = judge_recorded(np.arange(5.0), np.arange(5.0) * 1e6)
     assert not v.detected and "too few" in v.reason

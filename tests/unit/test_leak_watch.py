@@ -1,4 +1,4 @@
-"""The live leak detector (``LeakWatch``) and its statistics, on simulated series.
+"""The live leak detector (``LiveLeakDetector``) and its statistics, on simulated series.
 
 The issue's bar, on the detector (samples, not a live clock): a 1 MB/s leak on a 300 MB
 base is flagged within 60 s of its onset, 10 KB/s within 30 min; healthy shapes over
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from probe.analyzers.leaks import (
-    LeakWatch,
-    WatchSettings,
+    DetectorSettings,
+    LiveLeakDetector,
     estimate_onset,
     snapshot_growth,
     trend,
@@ -26,7 +26,7 @@ ONSET = 3600.0
 
 
 def first_flag(series, detector=None):
-    detector = detector or LeakWatch()
+    detector = detector or LiveLeakDetector()
     for t, y in zip(series.t_s.tolist(), series.bytes_.tolist(), strict=True):
         if detector.add(t, y) is not None:
             return detector.leak
@@ -53,7 +53,7 @@ def test_a_10kb_per_s_leak_is_flagged_within_30min(seed):
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_healthy_day_raises_no_alarm(kind):
     series = make(kind, 7, hours=24)
-    detector = LeakWatch()
+    detector = LiveLeakDetector()
     assert first_flag(series, detector) is None
     assert not detector.verdict.detected
 
@@ -61,13 +61,13 @@ def test_a_healthy_day_raises_no_alarm(kind):
 def test_nothing_is_judged_during_warm_up():
     # growth from the first second (a service loading its model) is not a leak yet
     series = flat(0, hours=0.15, leak_bytes_per_s=2e6, leak_onset_s=0.0)
-    detector = LeakWatch(WatchSettings(warmup_s=600))
+    detector = LiveLeakDetector(DetectorSettings(warmup_s=600))
     assert first_flag(series, detector) is None
     assert detector.verdict.reason == "warming up"
 
 
 def test_state_stays_bounded_over_days():
-    detector = LeakWatch(WatchSettings(history_s=3600))
+    detector = LiveLeakDetector(DetectorSettings(history_s=3600))
     sizes = []
     for hour in range(4):
         series = flat(hour, hours=1)
@@ -79,7 +79,7 @@ def test_state_stays_bounded_over_days():
 
 
 def test_time_to_limit_follows_the_leak():
-    detector = LeakWatch(limit_bytes=600 * MB)
+    detector = LiveLeakDetector(limit_bytes=600 * MB)
     v = first_flag(flat(1, hours=1.5, leak_bytes_per_s=1e6, leak_onset_s=ONSET), detector)
     assert v is not None
     # ~300 MB of headroom minus what leaked before the flag, at ~1 MB/s
@@ -89,7 +89,7 @@ def test_time_to_limit_follows_the_leak():
 
 
 def test_bad_readings_are_dropped_not_raised():
-    detector = LeakWatch()
+    detector = LiveLeakDetector()
     assert detector.add(1.0, float("nan")) is None
     assert detector.add(2.0, 3e8) is None
     assert detector.add(1.5, 3e8) is None  # out of order
@@ -98,9 +98,9 @@ def test_bad_readings_are_dropped_not_raised():
 
 def test_settings_say_what_is_wrong():
     with pytest.raises(ValueError, match="window"):
-        WatchSettings(interval_s=1.0, window_s=60)  # 12 bins of 10 s do not fit
+        DetectorSettings(interval_s=1.0, window_s=60)  # 12 bins of 10 s do not fit
     with pytest.raises(ValueError, match="interval_s"):
-        WatchSettings(interval_s=0)
+        DetectorSettings(interval_s=0)
 
 
 def test_trend_bounds_the_slope_and_ignores_a_few_outliers():

@@ -11,13 +11,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from probe.analyzers.leaks import WatchSettings
+from probe.analyzers.leaks import DetectorSettings
 from probe.errors import ProbeError
 from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert, alert_payload
 from probe.watchdog.limits import cgroup_memory_limit, parse_duration, parse_size
 from probe.watchdog.monitor import Monitor
 
-FAST = WatchSettings(interval_s=0.1, window_s=12.0, fast_window_s=6.0, warmup_s=2.0)
+FAST = DetectorSettings(interval_s=0.1, window_s=12.0, fast_window_s=6.0, warmup_s=2.0)
+# a process that lives less than warm-up plus a window: judged at its exit, on its series
+SHORT_LIFE = DetectorSettings(interval_s=0.1, window_s=12.0, fast_window_s=6.0, warmup_s=20.0)
 
 
 class Clock:
@@ -54,9 +56,26 @@ class FakeAttribution:
         self.armed_at: float | None = None
         self.clock: Clock | None = None
         self.asked = 0
+        self.exited_at: float | None = None  # set: the process began to exit then
+        self.bookkeeping_per_s = 0.0  # tracemalloc's own memory grows so while armed
+        self.stop_took = 0.0  # how long a disarm's last snapshot lasts
+        self.disarmed_at: float | None = None
 
     def arm(self) -> None:
         self.armed_at = self.clock.t
+
+    def exiting_at(self) -> float | None:
+        return self.exited_at
+
+    def tracing_state(self) -> dict:
+        stopped = None if self.disarmed_at is None else self.disarmed_at + self.stop_took
+        if stopped is not None and self.clock.t < stopped:
+            stopped = None  # still snapshotting
+        return {
+            "bookkeeping_bytes": 0 if stopped else self.bookkeeping_per_s * self.clock.t,
+            "stopping_at": self.disarmed_at,
+            "stopped_at": stopped,
+        }
 
     def disarm(self) -> None:
         self.disarmed_at = self.clock.t
@@ -81,7 +100,7 @@ class FakeAttribution:
         ]
 
 
-def run_monitor(memory, seconds, **kwargs):
+def run_monitor(memory, seconds, settings=FAST, **kwargs):
     clock = Clock()
     attribution = kwargs.pop("attribution", None)
     if attribution is not None:
@@ -91,7 +110,7 @@ def run_monitor(memory, seconds, **kwargs):
     def read():
         return next(readings, None)
 
-    monitor = Monitor(read, FAST, clock=clock, attribution=attribution, **kwargs)
+    monitor = Monitor(read, settings, clock=clock, attribution=attribution, **kwargs)
     while clock.t < seconds and monitor.tick():
         clock.t += FAST.interval_s
     return monitor
@@ -125,13 +144,65 @@ def test_start_up_is_traced_then_disarmed_unless_leaking():
     assert attribution.disarmed_at == pytest.approx(5.0, abs=0.15)
 
 
-def test_a_short_life_is_judged_with_the_sites_of_its_traced_start():
+def test_a_short_life_is_judged_after_its_traced_start_with_that_start_s_sites():
     attribution = FakeAttribution()
     attribution.asked = 1  # the agent's last snapshot, written as the process exited
-    monitor = run_monitor(leaking(), 8, attribution=attribution, traced_until_s=5.0)
+    monitor = run_monitor(leaking(), 12, SHORT_LIFE, attribution=attribution, traced_until_s=5.0)
     final = monitor.verdict_dict(final=True)
-    assert final["detected"] and "whole series" in final["reason"]
+    assert final["detected"] and "after attribution's traced start" in final["reason"]
     assert final["top_sites"][0]["site"] == "svc.py:9"
+
+
+def test_the_time_a_process_spends_exiting_is_left_out_of_its_series():
+    # grows for 6 s, then stands still for 6 s while it exits (its interpreter's teardown,
+    # the agent's last snapshot): judged on the 6 s of service, it is a leak
+    def grows_then_exits():
+        for i in range(120):
+            yield 100e6 + 2e6 * 0.1 * min(i, 60)
+
+    attribution = FakeAttribution()
+    monitor = run_monitor(grows_then_exits(), 12, attribution=attribution, traced_until_s=0.0)
+    stood_still = monitor.verdict_dict(final=True)
+    assert not stood_still["detected"], stood_still["reason"]  # the series alone: it stopped
+    attribution.exited_at = monitor._t0 + 6.0
+    final = monitor.verdict_dict(final=True)
+    assert final["detected"] and "whole series" in final["reason"], final["reason"]
+
+
+def test_tracemalloc_s_own_memory_is_not_read_as_the_service_s():
+    # a flat service traced from its start: its RSS climbs by tracemalloc's tables alone
+    attribution = FakeAttribution()
+    attribution.bookkeeping_per_s = 2e6
+    rss = (100e6 + (i % 7) * 1e5 + 2e6 * 0.1 * i for i in range(100_000))
+    monitor = run_monitor(rss, 9, SHORT_LIFE, attribution=attribution, traced_until_s=10.0)
+    final = monitor.verdict_dict(final=True)
+    assert final["state"] != "leak", final["reason"]
+
+
+def test_a_life_mostly_traced_is_judged_on_its_traced_start_and_never_called_a_leak():
+    # a leak traced for 6 s; stopping takes 2 s (the last snapshot: +50 MB), then its RSS
+    # stands still while the service refills the freed tables, until it exits at 11 s.
+    # Judged on the traced part (the part after is too short), which tracemalloc slowed: a
+    # start-up stretched over it would climb the same, so the steady rise is undetermined
+    def rss():
+        for i in range(110):
+            t = 0.1 * i
+            if t < 6.0:
+                yield 100e6 + 3e6 * t  # 2 MB/s of leak + 1 MB/s of tracemalloc's tables
+            elif t < 8.0:
+                yield 168e6 + 50e6
+            else:
+                yield 168e6
+
+    attribution = FakeAttribution()
+    attribution.bookkeeping_per_s, attribution.stop_took = 1e6, 2.0
+    monitor = run_monitor(rss(), 11, SHORT_LIFE, attribution=attribution, traced_until_s=6.0)
+    final = monitor.verdict_dict(final=True)
+    assert final["state"] == "undetermined", final["reason"]
+    assert "up to the end of attribution's traced start" in final["reason"]
+    assert "slowed by tracemalloc" in final["reason"]
+    # tracemalloc's tables were taken out: the rise judged is the service's 2 MB/s
+    assert final["slope_bytes_per_s"] == pytest.approx(2e6, rel=0.15)
 
 
 def test_flat_memory_never_arms_attribution_nor_alerts():

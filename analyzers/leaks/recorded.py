@@ -1,0 +1,306 @@
+"""The leak verdict on a recorded series (``probe run``'s diagnosis; ``probe watch``'s last
+word on a process that lived too briefly for the live tests): leak, no leak, or
+undetermined, judged at once.
+
+A leak retains bytes per unit of work at a steady rate; warm-up (imports, pools, caches
+filling) decays with time whatever the load. So the growth is judged against the work
+done when the requests are known -- the memory floor against the cumulative count of
+requests finished -- and against time otherwise. The first ``warmup_share`` of the series
+is dropped (start-up is not the service's behaviour), the rest cut into ``bins`` floors
+(each bin's minimum: garbage collection, arena release and batch buffers make memory
+saw-tooth; a leak raises the floor). Then, in order, each shape gets its answer:
+
+* fewer than ``min_floors`` floors: **undetermined** (too few points; a longer run);
+* no significant rise (Mann-Kendall at ``alpha``, Sen's lower bound above 0): **no leak**;
+* a rise too small to matter (``min_growth_bytes`` and ``min_growth_share`` of the
+  level): **no leak** in this run -- a slower leak needs a longer look (``probe watch``);
+* the floors are one jump between two levels rather than a line: **no leak** when they
+  stay flat for at least half of ``min_floors`` after it (a one-off allocation: a cache
+  filled, a pool grew); **undetermined** when the jump is more recent, or the floor still
+  climbs after it by a growth that matters (a leak's first allocator step looks the same);
+* growth slowing down (the newer half of the floors climbs at less than
+  ``sustain`` of the older): warm-up. **No leak** when the newer half no longer rises
+  significantly, **undetermined** while it does (a leak under a warm-up looks the same);
+  slowing less, to under ``steady_pace``, but beyond chance (the halves' Sen intervals
+  apart): **undetermined** too;
+* a rise within ``swing_factor`` of the swings around the trend: **undetermined** (on a
+  short run a saw-tooth slower than the bins climbs as much);
+* else a **leak**: steady growth per request (or per second), well above the noise.
+
+Steps are not plateaus: a staircase of allocator steps that keeps climbing has its
+floors on a line (both halves climb), so it is growth; one step is not.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from probe.analyzers.constants import constant
+from probe.analyzers.leaks.trend import (
+    best_step,
+    bin_floors,
+    estimate_onset,
+    step_fits_better,
+    trend,
+)
+from probe.analyzers.leaks.verdict import (
+    LEAK,
+    NO_LEAK,
+    UNDETERMINED,
+    LeakVerdict,
+    State,
+    time_to_limit,
+)
+
+__all__ = ["RecordedSettings", "judge_recorded"]
+
+# What would settle an undetermined verdict, or check a small rise: a longer look.
+SETTLE = (
+    "a longer run (more requests, or --duration), `--memory` to see what grows, or "
+    "`probe watch` on the service to follow it for hours"
+)
+
+_IMMATERIAL = "growth too small to matter in this run"
+
+
+@dataclass(frozen=True)
+class RecordedSettings:
+    bins: int = constant(40, "the floors the trend is fitted to (20 a half for the halves test)")
+    warmup_share: float = constant(
+        0.25, "start-up (imports, first allocations) held within the first quarter of the run"
+    )
+    min_floors: int = constant(
+        8, "four floors a half: Theil-Sen's 29% breakdown point tolerates one outlier in 4"
+    )
+    min_readings: int = constant(8, "below eight readings no trend test has power")
+    alpha: float = constant(0.01, "Mann-Kendall significance, the live detector's")
+    min_growth_bytes: float = constant(
+        2 * 1024 * 1024,
+        "glibc's heap grows and trims in steps up to its 32 MiB mmap bound; "
+        "2 MiB is a few such steps, below which one step decides",
+    )
+    min_growth_share: float = constant(0.02, "2% of the level: what a reviewer would notice")
+    sustain: float = constant(
+        0.6,
+        "the live detector's: the newer half climbs at 0.6 of the older or more "
+        "(a leak at ~1.0, warm-up with tau = 20 min at 0.47 over a 30-min window)",
+    )
+    steady_pace: float = constant(
+        0.8,
+        "a steady leak's newer half ran at 0.86-1.01 of its older across the corpus's "
+        "eight leaking runs (load and allocator steps move it); a pace that fell further, "
+        "significantly, is not called steady",
+    )
+    swing_factor: float = constant(
+        2.0,
+        "the healthy sample's 1-s saw-tooth over a 6-s run rose 0.5-1.1x its swings; "
+        "the leaky sample's rise is 23x",
+    )
+    min_requests: int = constant(
+        20, "fewer requests in the serving window make a coarse axis: judge against time"
+    )
+
+
+def judge_recorded(
+    t_s: np.ndarray,
+    bytes_: np.ndarray,
+    *,
+    request_end_s: np.ndarray | None = None,
+    limit_bytes: float | None = None,
+    settings: RecordedSettings | None = None,
+    slowed: str = "",
+) -> LeakVerdict:
+    """Judge a recorded memory series; ``request_end_s`` (same clock), when given, makes
+    the work axis: the floor against the cumulative count of finished requests.
+
+    ``slowed``: why the service ran slower than it does unobserved while this series was
+    recorded (tracemalloc). Then neither answer about growth holds: a rise too small to
+    matter may be a slowed leak, and a steady rise a start-up stretched over the whole
+    series. Both are undetermined; no leak stays no leak (flat memory is flat, slowed or
+    not)."""
+    s = settings or RecordedSettings()
+    t, y = _clean(t_s, bytes_)
+    if len(t) < s.min_readings or t[-1] - t[0] <= 0:
+        return _undetermined(f"too few memory readings ({len(t)}) to judge a trend", len(t))
+    whole = (t, y)
+    serving = t >= t[0] + s.warmup_share * (t[-1] - t[0])
+    t, y = t[serving], y[serving]
+    x, basis = _work_axis(t, request_end_s, s.min_requests)
+    fx, fy = bin_floors(x, y, s.bins)
+    level = float(np.median(fy))
+    if len(fy) < s.min_floors:
+        why = f"too few memory readings after warm-up ({len(fy)} floors)"
+        return _undetermined(why, len(fy), level)
+    state, reason, judged_from = _judge(x, y, fx, fy, s)
+    if slowed and (state == LEAK or (state == NO_LEAK and reason.startswith(_IMMATERIAL))):
+        state, reason = UNDETERMINED, f"{reason}, but with the service slowed by {slowed}"
+    part = x >= judged_from  # after a one-off step, the part after it was judged
+    fx, fy = fx[fx >= judged_from], fy[fx >= judged_from]
+    tr = trend(fx, fy)
+    # the rate in time too (what the report draws and the limit is reached by)
+    in_time = trend(*bin_floors(t[part], y[part], s.bins)) if basis == "requests" else tr
+    return LeakVerdict(
+        state=state,
+        reason=reason,
+        settle=SETTLE if state != LEAK else "",
+        slope_bytes_per_s=in_time.slope,
+        slope_low=in_time.low,
+        slope_high=in_time.high,
+        bytes_per_request=tr.slope if basis == "requests" else None,
+        basis=basis,
+        confidence=1.0 - tr.p_up,
+        onset_s=estimate_onset(*bin_floors(*whole, s.bins)) if state == LEAK else None,
+        level_bytes=level,
+        points=len(fy),
+        seconds_to_limit=(
+            time_to_limit(limit_bytes, float(y[-1]), in_time.slope) if state == LEAK else None
+        ),
+        limit_bytes=limit_bytes,
+        intercept_bytes=in_time.intercept,
+        at_s=float(t[-1]),
+    )
+
+
+def _judge(
+    x: np.ndarray,
+    y: np.ndarray,
+    fx: np.ndarray,
+    fy: np.ndarray,
+    s: RecordedSettings,
+    *,
+    after_step: bool = False,
+) -> tuple[State, str, float]:
+    """The verdict, its reason, and from where on x the floors were judged (the order of
+    the module doc)."""
+    tr = trend(fx, fy)
+    level = float(np.median(fy))
+    growth = tr.slope * float(fx[-1] - fx[0])
+    whole = -math.inf
+    if not tr.significant(s.alpha):
+        return NO_LEAK, "no significant upward trend in the memory floor", whole
+    if growth < max(s.min_growth_bytes, s.min_growth_share * level):
+        return NO_LEAK, f"{_IMMATERIAL} ({growth / 1e6:.2f} MB)", whole
+    if step_fits_better(fx, fy, tr):
+        return _one_step(x, y, fx, fy, s, after_step)
+    # each half's pace by Theil-Sen on the floors: one burst freed (or a teardown at the
+    # end) does not move it, where a running minimum would take every floor down with it
+    half = len(fy) // 2
+    older, newer = trend(fx[:half], fy[:half]), trend(fx[half:], fy[half:])
+    pace = newer.slope / max(older.slope, tr.slope)
+    if pace < s.sustain:
+        if not newer.significant(s.alpha):
+            return NO_LEAK, "warm-up: the floor rose, then levelled off", whole
+        return (
+            UNDETERMINED,
+            (
+                f"growth is slowing down (the newer half climbs at {pace:.2f} of the older): "
+                "warm-up, or a leak under a warm-up"
+            ),
+            whole,
+        )
+    if pace < s.steady_pace and older.low > newer.high:
+        return (
+            UNDETERMINED,
+            (
+                f"growth slowed to {pace:.2f} of its pace within the run, beyond chance: "
+                "a warm-up's tail, or a leak whose pace follows the load"
+            ),
+            whole,
+        )
+    residual = y - (tr.slope * x + tr.intercept)
+    swing = float(np.percentile(residual, 90) - np.percentile(residual, 10))
+    if growth < s.swing_factor * swing:
+        return (
+            UNDETERMINED,
+            (
+                f"a rise of {growth / 1e6:.1f} MB within swings of {swing / 1e6:.1f} MB: not yet "
+                "distinguishable from a saw-tooth"
+            ),
+            whole,
+        )
+    steadily = f"memory floor rises steadily, {growth / 1e6:.1f} MB after warm-up"
+    return LEAK, f"{steadily} (p = {tr.p_up:.1e})", whole
+
+
+def _one_step(
+    x: np.ndarray,
+    y: np.ndarray,
+    fx: np.ndarray,
+    fy: np.ndarray,
+    s: RecordedSettings,
+    after_step: bool,
+) -> tuple[State, str, float]:
+    """One jump between two levels: a one-off allocation (a cache filled, a pool grew, a
+    model loaded) when the floor stays flat long enough after it; too soon to tell when it
+    is recent. When the floor still climbs after it by a growth that matters, the part
+    after the jump is judged on its own (once: a second jump is too much to tell)."""
+    k, _ = best_step(fy)
+    jump = float(np.median(fy[k:]) - np.median(fy[:k])) / 1e6
+    after_x, after_y = fx[k:], fy[k:]
+    if len(after_y) < s.min_floors // 2:
+        return (
+            UNDETERMINED,
+            (
+                f"the floor rose {jump:.1f} MB in one step near the end: too soon to tell a "
+                "one-off allocation from a leak's first step"
+            ),
+            -math.inf,
+        )
+    after = trend(after_x, after_y)
+    climbs = after.slope * float(after_x[-1] - after_x[0])
+    material = max(s.min_growth_bytes, s.min_growth_share * float(np.median(fy)))
+    if after_step:  # a second jump: a staircase too short to read
+        return (
+            UNDETERMINED,
+            (
+                f"the floor rose in two steps (the second {jump:.1f} MB): too few to tell "
+                "allocator steps of a leak from one-off allocations"
+            ),
+            -math.inf,
+        )
+    if not (after.significant(s.alpha) and climbs >= material):
+        one_off = f"the floor rose {jump:.1f} MB in one step, then stayed flat"
+        return NO_LEAK, f"{one_off}: a one-off allocation", -math.inf
+    if len(after_y) < s.min_floors:
+        return (
+            UNDETERMINED,
+            (
+                f"the floor rose {jump:.1f} MB in one step and still climbs after it "
+                f"({climbs / 1e6:.1f} MB)"
+            ),
+            -math.inf,
+        )
+    cut = (fx[k - 1] + fx[k]) / 2
+    state, reason, _ = _judge(x[x >= cut], y[x >= cut], after_x, after_y, s, after_step=True)
+    return state, f"{reason}, after a one-off step of {jump:.1f} MB", float(cut)
+
+
+def _clean(t_s: np.ndarray, bytes_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    t = np.asarray(t_s, dtype="float64")
+    y = np.asarray(bytes_, dtype="float64")
+    keep = np.isfinite(t) & np.isfinite(y)
+    order = np.argsort(t[keep], kind="stable")
+    return t[keep][order], y[keep][order]
+
+
+def _work_axis(
+    t: np.ndarray, request_end_s: np.ndarray | None, min_requests: int
+) -> tuple[np.ndarray, str]:
+    """Requests finished by each reading, when enough finish within the readings' span;
+    else the time itself."""
+    if request_end_s is None or len(request_end_s) == 0:
+        return t, "time"
+    ends = np.sort(np.asarray(request_end_s, dtype="float64"))
+    done = np.searchsorted(ends, t, side="right").astype("float64")
+    if done[-1] - done[0] < min_requests:
+        return t, "time"
+    return done, "requests"
+
+
+def _undetermined(reason: str, points: int, level: float = 0.0) -> LeakVerdict:
+    return LeakVerdict(
+        state=UNDETERMINED, reason=reason, settle=SETTLE, points=points, level_bytes=level
+    )

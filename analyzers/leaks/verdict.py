@@ -1,0 +1,82 @@
+"""The leak verdict: leak, no leak, or undetermined -- and why, and what would settle it.
+
+Three states, not two: a short run, growth within the allocator's step size, or growth
+that is slowing down (warm-up, or a leak under warm-up) cannot be told apart honestly,
+and saying "no leak" there would hide leaks while saying "leak" would invent them.
+``detected`` keeps its meaning (the state is ``leak``); ``settle`` says what would turn an
+undetermined verdict into an answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["LEAK", "NO_LEAK", "UNDETERMINED", "LeakVerdict", "State", "time_to_limit"]
+
+State = Literal["leak", "no_leak", "undetermined"]
+LEAK: State = "leak"
+NO_LEAK: State = "no_leak"
+UNDETERMINED: State = "undetermined"
+
+
+@dataclass(frozen=True)
+class LeakVerdict:
+    state: State
+    reason: str
+    slope_bytes_per_s: float = 0.0
+    slope_low: float = 0.0  # Sen's 99% interval of the slope
+    slope_high: float = 0.0
+    confidence: float = 0.0
+    onset_s: float | None = None
+    level_bytes: float = 0.0
+    points: int = 0
+    settle: str = ""  # what would settle an undetermined verdict
+    bytes_per_request: float | None = None  # when the growth was judged per request
+    basis: str = "time"  # what the growth was judged against: "requests" or "time"
+    top_sites: list[dict[str, Any]] = field(default_factory=list)
+    growing_types: list[dict[str, Any]] = field(default_factory=list)
+    seconds_to_limit: float | None = None
+    limit_bytes: float | None = None
+    intercept_bytes: float = 0.0  # the fitted line: intercept + slope * t (t as given)
+    test: str = "run"  # which test spoke: "run" (a recorded series), "fast", "slow"
+    at_s: float | None = None  # when the verdict was reached (same clock as the series)
+    growing_containers: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def detected(self) -> bool:
+        return self.state == LEAK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "detected": self.detected,
+            "state": self.state,
+            "slope_bytes_per_s": round(self.slope_bytes_per_s, 1),
+            "slope_interval_bytes_per_s": [round(self.slope_low, 1), round(self.slope_high, 1)],
+            "bytes_per_request": None
+            if self.bytes_per_request is None
+            else round(self.bytes_per_request, 1),
+            "basis": self.basis,
+            "confidence": round(self.confidence, 4),
+            "onset_s": None if self.onset_s is None else round(self.onset_s, 2),
+            "level_bytes": int(self.level_bytes),
+            "points": self.points,
+            "reason": self.reason,
+            "settle": self.settle,
+            "test": self.test,
+            "seconds_to_limit": (
+                None if self.seconds_to_limit is None else round(self.seconds_to_limit, 1)
+            ),
+            "intercept_bytes": round(self.intercept_bytes),  # the fit: intercept + slope * t
+            "limit_bytes": self.limit_bytes,
+            "top_sites": self.top_sites,
+            "growing_types": self.growing_types,
+            "growing_containers": self.growing_containers,
+        }
+
+
+def time_to_limit(limit: float | None, level: float, slope: float) -> float | None:
+    """Seconds until ``level`` reaches ``limit`` at ``slope`` bytes/s (None: no limit, no rise)."""
+    if not limit or slope <= 0:
+        return None
+    return max(0.0, (limit - level) / slope)

@@ -1,0 +1,223 @@
+"""Record the memory corpus: real processes' memory, and what each one truly does.
+
+    python tests/memory_corpus/record.py [NAME ...] [--takes 2] [--verify]
+
+Each service in ``SERVICES`` runs under ``probe run`` (the sidecar reads its RSS from
+outside at 10 Hz; the heap sampler reads its allocated blocks and gc type counts from
+inside) and its run directory is boiled down to ``series/<name>-<take>.json``: the RSS
+and USS series, the request end times (from its spans, when it has any), the allocated
+blocks, the gc counts of its most numerous types, and its CPU time -- all in seconds
+from the run's start. The leak detectors are held to these series
+(``tests/unit/test_memory_corpus.py``).
+
+The truth does not come from probe: each service leaks or not by construction (its
+docstring says how), and ``--verify`` checks it from outside, with no probe at all: the
+service runs for four times its length while this script reads its RSS from /proc; a
+leak keeps climbing at its rate to the end, a healthy service's last quarter stays at
+the level of its second. The figures are written into each series (``verification``).
+
+Record on a quiet machine: the services are real, so is their timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+SAMPLES = REPO / "sample_services"
+SERVICES_DIR = HERE / "services"
+
+# name -> (script, args, (the argument that scales its length, its value), truth)
+SERVICES: dict[str, tuple[Path, list[str], tuple[str, float], str]] = {
+    "id_keyed_cache": (SERVICES_DIR / "id_keyed_cache.py", [], ("--requests", 4000), "leak"),
+    "staircase": (SERVICES_DIR / "staircase.py", [], ("--requests", 1000), "leak"),
+    "log_list": (SERVICES_DIR / "log_list.py", [], ("--seconds", 12), "leak"),
+    "leaky_cache": (SAMPLES / "leaky_cache.py", [], ("--requests", 1200), "leak"),
+    "leaky_cache_long": (SAMPLES / "leaky_cache.py", [], ("--requests", 3000), "leak"),
+    "lru_fills": (SERVICES_DIR / "lru_fills.py", [], ("--requests", 14000), "no_leak"),
+    "numpy_cycles": (SERVICES_DIR / "numpy_cycles.py", [], ("--seconds", 12), "no_leak"),
+    "lazy_model": (SERVICES_DIR / "lazy_model.py", [], ("--requests", 1000), "no_leak"),
+    "zipf_memo": (SERVICES_DIR / "zipf_memo.py", [], ("--requests", 20000), "no_leak"),
+    "thread_pool_arenas": (
+        SERVICES_DIR / "thread_pool_arenas.py", [], ("--requests", 3000), "no_leak",
+    ),
+    "torch_warmup": (SERVICES_DIR / "torch_warmup.py", [], ("--seconds", 12), "no_leak"),
+    "fastapi_app": (SERVICES_DIR / "fastapi_app.py", [], ("--seconds", 16), "no_leak"),
+    "healthy_service": (SAMPLES / "healthy_service.py", [], ("--requests", 2500), "no_leak"),
+    "tagging": (SAMPLES / "tagging_cpu_bound.py", [], ("--requests", 600), "no_leak"),
+    "image_io": (SAMPLES / "image_io_bound.py", [], ("--requests", 150), "no_leak"),
+    "translation": (SAMPLES / "translation_model_bound.py", [], ("--requests", 60), "no_leak"),
+    "multimodal": (SAMPLES / "multimodal_pipeline.py", [], ("--requests", 120), "no_leak"),
+}  # fmt: skip
+
+_NEEDS = {"torch_warmup": "torch", "fastapi_app": "uvicorn"}
+
+
+def _available(name: str) -> bool:
+    module = _NEEDS.get(name)
+    if module is None:
+        return True
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def _rel(ts_ns: Any, t0: int) -> list[float]:
+    return [round((int(t) - t0) / 1e9, 4) for t in ts_ns]
+
+
+def boil_down(run_dir: Path) -> dict[str, Any]:
+    """A run directory -> the series the detectors read (seconds from the run's start)."""
+    from probe.rundir import load
+
+    run = load(run_dir)
+    t0 = int(run.meta["clock"]["perf_ns"])
+    res = run.tables["resources"]
+    root = res[res["is_root"]].sort_values("ts_ns")
+    uss = root[root["uss_bytes"].notna()]
+    spans = run.tables["spans"]
+    requests = spans[spans["category"] == "request"].sort_values("end_ns")
+    heap = run.tables["heap"].sort_values("ts_ns")
+    gc_types = run.tables["gc_types"]
+    snapshots = sorted(gc_types["snapshot"].unique())
+    top = gc_types.groupby("type")["count"].max().nlargest(30).index
+    counts = gc_types.pivot_table(index="snapshot", columns="type", values="count", aggfunc="sum")
+    counts = counts.reindex(index=snapshots, columns=top).fillna(0).astype(int)
+    ts = gc_types.groupby("snapshot")["ts_ns"].max().reindex(snapshots)
+    return {
+        "duration_s": run.meta.get("duration_s"),
+        "memory_limit_bytes": (run.meta.get("host") or {}).get("memory_limit_bytes"),
+        "rss": {"t_s": _rel(root["ts_ns"], t0), "bytes": [int(v) for v in root["rss_bytes"]]},
+        "uss": {"t_s": _rel(uss["ts_ns"], t0), "bytes": [int(v) for v in uss["uss_bytes"]]},
+        "cpu": {
+            "t_s": _rel(root["ts_ns"], t0),
+            "seconds": [
+                round(float(u + s), 4)
+                for u, s in zip(root["cpu_user_s"], root["cpu_system_s"], strict=True)
+            ],
+        },  # fmt: skip
+        "requests": _rel(requests["end_ns"], t0) if len(requests) else None,
+        "heap": {
+            "t_s": _rel(heap["ts_ns"], t0),
+            "allocated_blocks": [int(v) for v in heap["allocated_blocks"]],
+        },
+        "gc_types": {
+            "t_s": _rel(ts, t0),
+            "counts": {str(k): [int(v) for v in counts[k]] for k in counts.columns},
+        },
+    }
+
+
+def record(name: str, take: int, longer: float = 1.0) -> Path:
+    """One take; ``longer`` times the service's length (files named ``<name>-x3-1.json``:
+    series long enough for the live detector's windows at 10 readings a second)."""
+    script, args, (scale_arg, base), truth = SERVICES[name]
+    scale = type(base)(base * longer)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        cmd = [sys.executable, "-m", "probe.cli", "run", "--no-report", "--out", str(run_dir),
+               str(script), *args, scale_arg, str(scale)]  # fmt: skip
+        subprocess.run(cmd, check=True, capture_output=True, timeout=600)
+        series = boil_down(run_dir)
+    stem = name if longer == 1 else f"{name}-x{longer:g}"
+    path = HERE / "series" / f"{stem}-{take}.json"
+    # the service's truth was verified on its own length (4x as long as a take)
+    first = HERE / "series" / f"{name}-1.json"
+    old = json.loads(first.read_text()) if first.exists() else {}
+    document = {
+        "name": name,
+        "service": str(script.relative_to(REPO)),
+        "args": [*args, scale_arg, str(scale)],
+        "truth": truth,
+        "recorded": time.strftime("%Y-%m-%d"),
+        "verification": old.get("verification"),
+        **series,
+    }
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps(document, separators=(",", ":")) + "\n")
+    return path
+
+
+def verify(name: str) -> dict[str, Any]:
+    """Run the service 4x as long without probe, reading its RSS from /proc at 10 Hz."""
+    script, args, (scale_arg, scale), truth = SERVICES[name]
+    proc = subprocess.Popen(
+        [sys.executable, str(script), *args, scale_arg, str(scale * 4)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    page = 4096
+    readings: list[tuple[float, int]] = []
+    start = time.monotonic()
+    while proc.poll() is None:
+        try:
+            rss = int(Path(f"/proc/{proc.pid}/statm").read_text().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            break
+        readings.append((time.monotonic() - start, rss))
+        time.sleep(0.1)
+    proc.wait()
+    readings = [r for r in readings if r[1] > 0]
+    end = readings[-1][0]
+
+    def level(lo: float, hi: float) -> int:
+        inside = [b for t, b in readings if lo * end <= t <= hi * end]
+        return min(inside) if inside else 0  # the floor of that stretch
+
+    quarters = [level(q / 4, (q + 1) / 4) for q in range(4)]
+    # the first quarter holds the start-up (the interpreter's first readings): from the
+    # second on, a leak climbs every quarter at its pace, a healthy service holds
+    climbs = [b - a for a, b in zip(quarters[1:], quarters[2:], strict=False)]
+    return {
+        "how": "the service run 4x as long without probe, RSS read from /proc at 10 Hz; "
+        "floors (minimum RSS) of each quarter of that run, and the climbs from the second "
+        "quarter on (the first holds the start-up)",
+        "seconds": round(end, 1),
+        "quarter_floors_bytes": quarters,
+        "climbs_bytes": climbs,
+        "truth_holds": bool(
+            (truth == "leak" and min(climbs) > 0 and climbs[-1] >= 0.5 * climbs[0])
+            or (truth == "no_leak" and climbs[-1] <= max(2**20, 0.02 * quarters[-1]))
+        ),
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("names", nargs="*", help="services to record (default: all)")
+    p.add_argument("--takes", type=int, default=2, help="recordings per service")
+    p.add_argument("--verify", action="store_true", help="check each service's truth first")
+    p.add_argument("--longer", type=float, default=1.0, help="record N times the length")
+    args = p.parse_args()
+    names = args.names or list(SERVICES)
+    for name in names:
+        if not _available(name):
+            print(f"{name}: skipped ({_NEEDS[name]} is not installed)")
+            continue
+        checked = verify(name) if args.verify else None
+        if checked is not None:
+            floors = [round(b / 2**20, 1) for b in checked["quarter_floors_bytes"]]
+            print(f"{name}: truth {SERVICES[name][3]}, verified: {checked['truth_holds']} "
+                  f"(quarter floors {floors} MiB)")  # fmt: skip
+        for take in range(1, args.takes + 1):
+            path = record(name, take, args.longer)
+            if checked is not None:
+                document = json.loads(path.read_text())
+                document["verification"] = checked
+                path.write_text(json.dumps(document, separators=(",", ":")) + "\n")
+            print(f"  {path.relative_to(REPO)}")
+    shutil.rmtree(HERE / "__pycache__", ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

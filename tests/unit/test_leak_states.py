@@ -1,0 +1,99 @@
+"""Three leak states, shown distinctly everywhere, and an open question never ranked as a
+leak: ``fix_leak`` only on a leak; the terminal, report.html and leak.html say
+"undetermined" with what would settle it; diagnosis.json keeps ``detected`` beside the
+state."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from probe.analyzers.analysis import analyze
+from probe.analyzers.diagnosis import diagnose, run_facts
+from probe.analyzers.leaks import UNDETERMINED, judge_recorded
+from probe.analyzers.recommendations import recommend
+from probe.reports.html import HtmlReport
+from probe.reports.json import DiagnosisJson
+from probe.reports.leak import render_leak_html
+from probe.reports.terminal import Verdict
+from probe.rundir import load
+
+LEAKING = Path(__file__).resolve().parents[1] / "data" / "leaking_cache"
+
+
+def undetermined_diagnosis():
+    run = load(LEAKING)
+    d = diagnose(run)
+    assert d.leak.state == "leak"  # the golden run leaks: now make it an open question
+    open_question = replace(
+        d.leak, state=UNDETERMINED, reason="growth is slowing down", settle="a longer run"
+    )
+    recs = recommend(
+        d.findings,
+        d.breakdown,
+        run_facts(run, d.breakdown),
+        leak=open_question.to_dict(),
+    )
+    return replace(d, leak=open_question, recommendations=recs), d
+
+
+def test_fix_leak_comes_first_on_a_leak_and_not_at_all_on_an_undetermined_verdict():
+    undetermined, leaking = undetermined_diagnosis()
+    assert leaking.recommendations[0].id == "fix_leak"
+    assert "fix_leak" not in [r.id for r in undetermined.recommendations]
+
+
+def test_the_terminal_says_undetermined_and_what_would_settle_it():
+    undetermined, leaking = undetermined_diagnosis()
+    text = Verdict.from_diagnosis(undetermined).render()
+    assert "Leak: undetermined: growth is slowing down." in text
+    assert "to settle it: a longer run" in text
+    assert "Leak: memory grows" in Verdict.from_diagnosis(leaking).render()
+    assert "a request" in Verdict.from_diagnosis(leaking).render()  # judged per request
+
+
+def test_diagnosis_json_keeps_detected_beside_the_state():
+    undetermined, leaking = undetermined_diagnosis()
+    leak = DiagnosisJson.from_diagnosis(undetermined).document["leak"]
+    assert leak["detected"] is False and leak["state"] == "undetermined"
+    assert leak["settle"] == "a longer run"
+    leak = DiagnosisJson.from_diagnosis(leaking).document["leak"]
+    assert leak["detected"] is True and leak["state"] == "leak" and leak["basis"] == "requests"
+
+
+def test_the_watch_report_has_a_card_for_each_state():
+    t = np.arange(0.0, 60.0, 0.5)
+    cards = {}
+    for name, y in {
+        "leak": 1e8 + 1e6 * t,
+        "no_leak": 1e8 + 1e5 * np.sin(t),
+        "undetermined": 1e8 + 3e7 * np.sqrt(t),  # still climbing, ever more slowly
+    }.items():
+        v = judge_recorded(t, y)
+        assert v.state == name, v.reason
+        series = {"t_s": list(t), "min": list(y), "median": list(y), "max": list(y)}
+        report = {"verdict": v.to_dict(), "series": series}
+        cards[name] = render_leak_html(report, plotly_js="")
+    assert "Leak: memory grows" in cards["leak"]
+    assert "No leak" in cards["no_leak"] and "Leak: undetermined" not in cards["no_leak"]
+    assert "Leak: undetermined" in cards["undetermined"] and "To settle it" in cards["undetermined"]
+
+
+def test_report_html_says_undetermined_and_what_would_settle_it():
+    undetermined, _ = undetermined_diagnosis()
+    page = HtmlReport.from_analysis(analyze(load(LEAKING), undetermined)).render(plotly_js="")
+    assert "Leak: undetermined" in page and "To settle it: a longer run" in page
+
+
+def test_a_start_up_step_then_a_steady_climb_is_judged_on_the_climb():
+    # a model loads (a 50 MB jump), then the service leaks 1 MB/s: the climb decides
+    t = np.arange(0.0, 30.0, 0.1)
+    y = 30e6 + np.where(t >= 12.0, 50e6 + 1e6 * (t - 12.0), 0.0)
+    v = judge_recorded(t, y)
+    assert v.state == "leak", v.reason
+    assert "after a one-off step of" in v.reason
+    assert abs(v.slope_bytes_per_s - 1e6) < 0.05e6
+    flat_after = 30e6 + np.where(t >= 12.0, 50e6, 0.0)  # the same jump, then flat
+    assert judge_recorded(t, flat_after).state == "no_leak"
