@@ -36,11 +36,7 @@ from typing import Any, cast
 
 from probe.atomicfile import write_atomic
 from probe.samplers.heap import type_name
-<<<<<<< HEAD
-from probe.watchdog.formats import AttributionSnapshot
-=======
 from probe.watchdog.formats import AttributionSnapshot, TracingState
->>>>>>> issue-13-leak-states
 
 __all__ = ["Agent", "AgentLink", "SiteTracker"]
 
@@ -107,11 +103,8 @@ class SiteTracker:
         # the first snapshot after arming is the baseline, the rest a ring of the latest
         self._first: AttributionSnapshot | None = None
         self._latest: deque[AttributionSnapshot] = deque(maxlen=keep)
-<<<<<<< HEAD
-=======
         self._stopping_at: float | None = None
         self._stopped_at: float | None = None
->>>>>>> issue-13-leak-states
 
     @property
     def armed(self) -> bool:
@@ -160,12 +153,6 @@ class SiteTracker:
     def snapshot(self) -> AttributionSnapshot | None:
         if not self.armed or not tracemalloc.is_tracing():
             return None
-<<<<<<< HEAD
-        types, containers = self._objects()
-        snap: AttributionSnapshot = {
-            "t_s": self._clock(),
-            "sites": self._sites(),
-=======
         return self._keep(self._sites())
 
     def census(self) -> AttributionSnapshot:
@@ -180,7 +167,6 @@ class SiteTracker:
         snap: AttributionSnapshot = {
             "t_s": self._clock(),
             "sites": sites,
->>>>>>> issue-13-leak-states
             "types": types,
             "containers": containers,
         }
@@ -396,8 +382,6 @@ class AgentLink:
                 pass
             time.sleep(0.05)
 
-<<<<<<< HEAD
-=======
     def tracing_state(self) -> TracingState | None:
         """The agent's last word on its tracing (written every 0.2 s while it traces)."""
         try:
@@ -413,7 +397,6 @@ class AgentLink:
         except (OSError, ValueError):
             return None
 
->>>>>>> issue-13-leak-states
     def snapshots(self) -> list[AttributionSnapshot]:
         try:
             data = json.loads((self.directory / "sites.json").read_text())

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-<<<<<<< HEAD
-__all__ = ["AttributionSnapshot"]
-=======
 __all__ = ["AttributionSnapshot", "TracingState"]
->>>>>>> issue-13-leak-states
 
 
 class AttributionSnapshot(TypedDict):
@@ -23,8 +19,6 @@ class AttributionSnapshot(TypedDict):
     types: dict[str, int]  # gc-tracked type -> live objects
     # "module.name" of a module-level container -> [its type, items]
     containers: dict[str, list[Any]]
-<<<<<<< HEAD
-=======
 
 
 class TracingState(TypedDict):
@@ -35,4 +29,3 @@ class TracingState(TypedDict):
     bookkeeping_bytes: int  # tracemalloc's own tables now (0 when not tracing)
     stopping_at: float | None  # the last stop began (its final snapshot: seconds, a heap copy)
     stopped_at: float | None  # ... and ended (tracing off, its tables freed)
->>>>>>> issue-13-leak-states
