@@ -59,7 +59,14 @@ from probe.analyzers.leaks.trend import (
     step_fits_better,
     trend,
 )
-from probe.analyzers.leaks.verdict import LEAK, NO_LEAK, UNDETERMINED, LeakVerdict, time_to_limit
+from probe.analyzers.leaks.verdict import (
+    LEAK,
+    NO_LEAK,
+    UNDETERMINED,
+    LeakVerdict,
+    time_to_limit,
+    trend_fields,
+)
 
 __all__ = ["DetectorSettings", "LiveLeakDetector", "TracedStart", "final_verdict"]
 
@@ -302,15 +309,11 @@ class LiveLeakDetector:
             self._status = LeakVerdict(
                 # still confirming a rise is not an answer yet; a failed check is one
                 state=UNDETERMINED if reason.startswith("rising steadily") else NO_LEAK,
-                slope_bytes_per_s=tr.slope,
-                slope_low=tr.low,
-                slope_high=tr.high,
-                confidence=1.0 - tr.p_up,
+                **trend_fields(tr),
                 onset_s=None,
                 level_bytes=level,
                 points=k,
                 reason=reason,
-                intercept_bytes=tr.intercept,
                 test="slow",
                 at_s=now,
             )
@@ -364,17 +367,13 @@ class LiveLeakDetector:
         onset = estimate_onset(bt, bmin) if len(bt) >= 4 else now - s.fast_window_s
         self.leak = self._status = LeakVerdict(
             state=LEAK,
-            slope_bytes_per_s=tr.slope,
-            slope_low=tr.low,
-            slope_high=tr.high,
-            confidence=1.0 - tr.p_up,
+            **trend_fields(tr),
             onset_s=onset,
             level_bytes=level,
             points=points,
             reason=reason,
             seconds_to_limit=time_to_limit(self.limit_bytes, level, tr.slope),
             limit_bytes=self.limit_bytes,
-            intercept_bytes=tr.intercept,
             test=test,
             at_s=now,
         )
@@ -392,12 +391,8 @@ class LiveLeakDetector:
         level = float(self._raw[-1][1])
         self.leak = self._status = replace(
             self.leak,
-            slope_bytes_per_s=tr.slope,
-            slope_low=tr.low,
-            slope_high=tr.high,
-            confidence=1.0 - tr.p_up,
+            **trend_fields(tr),
             level_bytes=level,
-            intercept_bytes=tr.intercept,
             seconds_to_limit=time_to_limit(self.limit_bytes, level, tr.slope),
             at_s=self._last_t,
         )

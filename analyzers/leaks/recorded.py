@@ -63,8 +63,6 @@ SETTLE = (
     "`probe watch` on the service to follow it for hours"
 )
 
-_IMMATERIAL = "growth too small to matter in this run"
-
 
 @dataclass(frozen=True)
 class RecordedSettings:
@@ -134,8 +132,8 @@ def judge_recorded(
     if len(fy) < s.min_floors:
         why = f"too few memory readings after warm-up ({len(fy)} floors)"
         return _undetermined(why, len(fy), level)
-    state, reason, judged_from = _judge(x, y, fx, fy, s)
-    if slowed and (state == LEAK or (state == NO_LEAK and reason.startswith(_IMMATERIAL))):
+    state, reason, judged_from = _judge(x, y, fx, fy, s, slowed=slowed)
+    if slowed and state == LEAK:
         state, reason = UNDETERMINED, f"{reason}, but with the service slowed by {slowed}"
     part = x >= judged_from  # after a one-off step, the part after it was judged
     fx, fy = fx[fx >= judged_from], fy[fx >= judged_from]
@@ -172,9 +170,10 @@ def _judge(
     s: RecordedSettings,
     *,
     after_step: bool = False,
+    slowed: str = "",
 ) -> tuple[State, str, float]:
     """The verdict, its reason, and from where on x the floors were judged (the order of
-    the module doc)."""
+    the module doc); ``slowed`` as ``judge_recorded``'s."""
     tr = trend(fx, fy)
     level = float(np.median(fy))
     growth = tr.slope * float(fx[-1] - fx[0])
@@ -182,9 +181,9 @@ def _judge(
     if not tr.significant(s.alpha):
         return NO_LEAK, "no significant upward trend in the memory floor", whole
     if growth < max(s.min_growth_bytes, s.min_growth_share * level):
-        return NO_LEAK, f"{_IMMATERIAL} ({growth / 1e6:.2f} MB)", whole
+        return (*_too_small(growth, slowed), whole)
     if step_fits_better(fx, fy, tr):
-        return _one_step(x, y, fx, fy, s, after_step)
+        return _one_step(x, y, fx, fy, s, after_step, slowed)
     # each half's pace by Theil-Sen on the floors: one burst freed (or a teardown at the
     # end) does not move it, where a running minimum would take every floor down with it
     half = len(fy) // 2
@@ -225,6 +224,15 @@ def _judge(
     return LEAK, f"{steadily} (p = {tr.p_up:.1e})", whole
 
 
+def _too_small(growth: float, slowed: str) -> tuple[State, str]:
+    """A rise too small to matter: no leak in this run -- unless the service ran slowed,
+    when a leak grows less in the same time."""
+    small = f"growth too small to matter in this run ({growth / 1e6:.2f} MB)"
+    if slowed:
+        return UNDETERMINED, f"{small}, but with the service slowed by {slowed}"
+    return NO_LEAK, small
+
+
 def _one_step(
     x: np.ndarray,
     y: np.ndarray,
@@ -232,6 +240,7 @@ def _one_step(
     fy: np.ndarray,
     s: RecordedSettings,
     after_step: bool,
+    slowed: str,
 ) -> tuple[State, str, float]:
     """One jump between two levels: a one-off allocation (a cache filled, a pool grew, a
     model loaded) when the floor stays flat long enough after it; too soon to tell when it
@@ -274,7 +283,9 @@ def _one_step(
             -math.inf,
         )
     cut = (fx[k - 1] + fx[k]) / 2
-    state, reason, _ = _judge(x[x >= cut], y[x >= cut], after_x, after_y, s, after_step=True)
+    state, reason, _ = _judge(
+        x[x >= cut], y[x >= cut], after_x, after_y, s, after_step=True, slowed=slowed
+    )
     return state, f"{reason}, after a one-off step of {jump:.1f} MB", float(cut)
 
 

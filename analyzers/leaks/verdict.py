@@ -10,9 +10,20 @@ undetermined verdict into an answer.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-__all__ = ["LEAK", "NO_LEAK", "UNDETERMINED", "LeakVerdict", "State", "time_to_limit"]
+if TYPE_CHECKING:
+    from probe.analyzers.leaks.trend import Trend
+
+__all__ = [
+    "LEAK",
+    "NO_LEAK",
+    "UNDETERMINED",
+    "LeakVerdict",
+    "State",
+    "time_to_limit",
+    "trend_fields",
+]
 
 State = Literal["leak", "no_leak", "undetermined"]
 LEAK: State = "leak"
@@ -80,3 +91,23 @@ def time_to_limit(limit: float | None, level: float, slope: float) -> float | No
     if not limit or slope <= 0:
         return None
     return max(0.0, (limit - level) / slope)
+
+
+class TrendFields(TypedDict):
+    slope_bytes_per_s: float
+    slope_low: float
+    slope_high: float
+    confidence: float
+    intercept_bytes: float
+
+
+def trend_fields(tr: Trend) -> TrendFields:
+    """A verdict's rate fields from the trend of its floors (the live tests build one per
+    judgement; ``LeakVerdict(**trend_fields(tr), ...)`` or ``replace(v, **...)``)."""
+    return {
+        "slope_bytes_per_s": tr.slope,
+        "slope_low": tr.low,
+        "slope_high": tr.high,
+        "confidence": 1.0 - tr.p_up,
+        "intercept_bytes": tr.intercept,
+    }
