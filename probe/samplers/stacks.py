@@ -46,10 +46,12 @@ def _thread_clock_id(native_id: int) -> int:
 
 
 def thread_cpu_ns(native_id: int) -> int | None:
-    """CPU time of a thread of this process, in ns (None if it has exited)."""
+    """CPU time of a thread of this process, in ns (None if it has exited, or if the id
+    is no OS thread id: a thread seen in the frames before `threading` has its native id
+    is keyed by its pthread ident, which overflows a clockid_t)."""
     try:
         return time.clock_gettime_ns(_thread_clock_id(native_id))
-    except OSError:
+    except (OSError, OverflowError):
         return None
 
 

@@ -158,6 +158,30 @@ def test_thread_cpu_clock_reads_this_thread_and_fails_soft_for_dead_ones():
     b = thread_cpu_ns(me)
     assert a is not None and b is not None and b > a
     assert thread_cpu_ns(2**22 + 12345) is None
+    assert thread_cpu_ns(threading.get_ident()) is None  # a pthread ident, not a TID
+
+
+def test_a_thread_seen_before_threading_knows_it_is_sampled_once_it_does(blocked_frame):
+    """A thread just started is in sys._current_frames before threading.enumerate() has
+    its native id; the sampler keys it by its ident until then (found on a pool of 16
+    workers starting while sampled: the tick raised OverflowError)."""
+    waiter = next(
+        t
+        for t in threading.enumerate()
+        if t.ident in sys._current_frames() and sys._current_frames()[t.ident] is blocked_frame
+    )
+    known: dict[int, threading.Thread] = {}
+    clock = Clock()
+    s = StackSampler(
+        clock=clock, current_frames=lambda: {waiter.ident: blocked_frame}, threads=lambda: known
+    )
+    s.sample()
+    assert s._last == {}
+    known[waiter.ident] = waiter
+    for now in (1_000_000, 2_000_000):
+        clock.now = now
+        s.sample()
+    assert set(s._last) == {waiter.native_id}
 
 
 def test_sampling_does_not_keep_a_finished_frames_locals_alive():
