@@ -27,6 +27,8 @@ __all__ = [
     "leak_figure",
     "quiet_text",
     "render_leak_html",
+    "status_text",
+    "watching_text",
     "write_leak_report",
 ]
 
@@ -68,6 +70,43 @@ def quiet_text(v: dict[str, Any], pid: int, watched_s: float, memory: float | No
     settle = f"; to settle it: {v['settle']}" if v["state"] != "no_leak" else ""
     mib = "?" if memory is None else f"{memory / 2**20:,.1f} MiB"
     return f"{said} in pid {pid} over {watched_s:,.0f} s ({mib}): {v['reason']}{settle}"
+
+
+def watching_text(
+    process: dict[str, Any],
+    settings: dict[str, float],
+    limit: tuple[float | None, str | None],
+    metrics_url: str | None = None,
+) -> str:
+    """The first line of ``probe watch``: what it watches, how often, against what limit."""
+    text = (
+        f"watching pid {process['pid']} ({process['name']}): {process.get('metric', 'rss')} "
+        f"every {settings['interval_s']:g} s, warm-up {settings['warmup_s']:g} s, window "
+        f"{settings['window_s']:g} s"
+    )
+    if limit[0]:
+        text += f", limit {limit[0] / 2**20:,.1f} MiB ({limit[1]})"
+    if metrics_url:
+        text += f", metrics on {metrics_url}"
+    return text
+
+
+def status_text(v: dict[str, Any], memory: float | None, warmup_left_s: float) -> str:
+    """A status line: memory, the state (warming up, no leak, undetermined, LEAK) with the
+    floor's rate, and the time to the limit when one is in sight."""
+    mem = "?" if memory is None else f"{memory / 2**20:.1f} MiB"
+    rate = v["slope_bytes_per_s"] / 1e3
+    if v["detected"]:
+        state = f"LEAK {rate:+.1f} KB/s"
+    elif warmup_left_s > 0:
+        state = f"warming up ({warmup_left_s:.0f} s left)"
+    else:
+        said = "no leak" if v["state"] == "no_leak" else "undetermined"
+        state = f"{said} (floor {rate:+.1f} KB/s: {v['reason']})"
+    to_limit = v.get("seconds_to_limit")
+    if to_limit is not None and math.isfinite(to_limit):
+        state += f", limit in {to_limit / 60:.0f} min"
+    return f"{mem}, {state}"
 
 
 def _thin(values: list[float], step: int) -> list[float]:

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probe.errors import ProbeError
-from probe.watchdog.limits import memory_limit, parse_duration, parse_size
 
 if TYPE_CHECKING:
     from probe.watchdog.monitor import Monitor
@@ -39,22 +38,6 @@ __all__ = ["Watchdog", "start", "stop"]
 log = logging.getLogger("probe.watch")
 _lock = threading.Lock()
 _current: Watchdog | None = None
-
-
-def _seconds(value: float | str, name: str) -> float:
-    try:
-        return parse_duration(value) if isinstance(value, str) else float(value)
-    except ValueError as e:
-        raise ProbeError(f"{name}: {e}") from e
-
-
-def _bytes(value: float | str | None) -> int | None:
-    if value is None:
-        return None
-    try:
-        return parse_size(value) if isinstance(value, str) else int(value)
-    except ValueError as e:
-        raise ProbeError(f"limit: {e}") from e
 
 
 def _own_rss() -> float | None:
@@ -124,49 +107,47 @@ def start(
     global _current
     # imported here, not at the top: ``probe watch``'s agent imports this package into
     # the watched child, which needs none of it
-    from probe.analyzers.leaks import DetectorSettings
-    from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert
+    from probe.watchdog.alerts import Metrics
     from probe.watchdog.attribution import SiteTracker
-    from probe.watchdog.monitor import Monitor, attribution_interval, traced_start_s
+    from probe.watchdog.config import WatchConfig
+    from probe.watchdog.limits import memory_limit
+    from probe.watchdog.monitor import Monitor
+    from probe.watchdog.session import alert_sinks
 
-    if attribution not in ("auto", "always", "off"):
-        raise ProbeError(f"attribution must be auto, always or off, not {attribution!r}")
-    try:
-        settings = DetectorSettings(
-            interval_s=_seconds(interval, "interval"),
-            window_s=_seconds(window, "window"),
-            warmup_s=_seconds(warmup, "warmup"),
-        )
-    except ValueError as e:
-        raise ProbeError(str(e)) from e
-    limit_bytes, limit_source = memory_limit(_bytes(limit), "limit")
+    config = WatchConfig.build(
+        interval=interval,
+        window=window,
+        warmup=warmup,
+        limit=limit,
+        alert_webhook=alert_webhook,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
+        attribution=attribution,
+        out=out,
+    )
+    limits = memory_limit(config.limit_bytes, "limit")
     with _lock:
         if _current is not None:
             raise ProbeError("the watchdog is already running (call probe.watchdog.stop() first)")
         process = {"pid": os.getpid(), "name": Path(sys.argv[0] or "python").name}
-        sinks: list[Any] = [LogAlert()] if log_alerts else []
-        if alert_webhook:
-            sinks.append(WebhookAlert(alert_webhook))
         metrics = (
             Metrics(metrics_port, metrics_host, os.getpid()) if metrics_port is not None else None
         )
         tracker = None
-        if attribution != "off":
-            tracker = SiteTracker(snapshot_s=attribution_interval(settings))
-            if traced_start_s(attribution, settings) > 0:
+        if config.attribution != "off":
+            tracker = SiteTracker(snapshot_s=config.snapshot_s)
+            if config.traced_start_s > 0:
                 tracker.arm()
-        monitor = Monitor(
+        monitor = Monitor.from_config(
+            config,
             _own_rss,
-            settings,
-            process=process,
-            limit_bytes=limit_bytes,
-            limit_source=limit_source,
-            sinks=sinks,
+            process,
+            limit=limits,
+            sinks=alert_sinks(config, log_alerts=log_alerts),
             metrics=metrics,
             attribution=tracker,
-            traced_until_s=traced_start_s(attribution, settings),
         )
-        _current = Watchdog(monitor, Path(out) if out is not None else None)
+        _current = Watchdog(monitor, config.out)
         _current._thread.start()
         return _current
 

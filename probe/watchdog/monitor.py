@@ -8,12 +8,11 @@ injected, so the loop is tested on fakes in milliseconds.
 from __future__ import annotations
 
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from probe.analyzers.leaks import (
     DetectorSettings,
@@ -25,33 +24,26 @@ from probe.analyzers.leaks import (
 )
 from probe.watchdog.formats import AttributionSnapshot, TracingState
 
-__all__ = ["Attribution", "Monitor", "Sink", "attribution_interval", "traced_start_s"]
+if TYPE_CHECKING:
+    from probe.watchdog.config import WatchConfig
+
+__all__ = ["Attribution", "Monitor", "Sink", "attribution_interval"]
 
 log = logging.getLogger("probe.watch")
 
 # A process watched for less than its warm-up plus a window is judged at exit on its
 # whole series by the recorded-run test; these many readings are kept for that.
 _SHORT_LIFE_READINGS = 4096
+# Readings ten times a second for this long at first, whatever the interval: a process
+# that lives seconds still leaves a series the recorded-run test can judge at its end.
+_EARLY_READINGS_S = 30.0
+_EARLY_INTERVAL_S = 0.1
 
 
 def attribution_interval(settings: DetectorSettings) -> float:
     """Seconds between attribution snapshots once armed: a twelfth of the window, at most
     30 s (the sites should follow the alert within a minute), at least a bin."""
     return min(30.0, max(settings.bin_s, settings.window_s / 12))
-
-
-def traced_start_s(mode: str, settings: DetectorSettings) -> float:
-    """How long attribution traces from the start: ``always`` for ever, ``auto`` and
-    ``off`` never. ``auto`` once traced the first 10 s, so that a command gone before any
-    live judgement had its sites; measured on the memory corpus under probe watch at
-    defaults, that start cost the verdict more than the sites were worth: tracemalloc
-    slowed the service ~3-10x (torch's import and a memo filling then climbed as steadily
-    as a leak), and its stop copied every trace (leaky sample: +67 MB, 7.6 s) into memory
-    the service refilled with its RSS flat (a 2 MB/s leak read as 0.3 MB/s for 12 s:
-    "no leak"). A short life is now named by the gc census the agent takes at its start
-    and at its exit (what holds the growth, not where it was allocated)."""
-    del settings
-    return math.inf if mode == "always" else 0.0
 
 
 class Sink(Protocol):
@@ -115,6 +107,31 @@ class Monitor:
         # and the stop of the traced start (its last snapshot) is left out of it
         self._tracing_known = self._armed
         self._traced = TracedStart() if self._armed else None
+
+    @classmethod
+    def from_config(
+        cls,
+        config: WatchConfig,
+        read_memory: Callable[[], float | None],
+        process: dict[str, Any],
+        *,
+        limit: tuple[float | None, str | None] = (None, None),
+        sinks: Sequence[Sink] = (),
+        metrics: Any = None,
+        attribution: Attribution | None = None,
+    ) -> Monitor:
+        """The monitor of one watch, ``probe watch``'s or the in-process watchdog's."""
+        return cls(
+            read_memory,
+            config.detector,
+            process=process,
+            limit_bytes=limit[0],
+            limit_source=limit[1],
+            sinks=sinks,
+            metrics=metrics,
+            attribution=attribution,
+            traced_until_s=config.traced_start_s,
+        )
 
     @property
     def elapsed_s(self) -> float:
@@ -239,19 +256,29 @@ class Monitor:
             if self._sink_errors <= 3:
                 log.warning("probe: watch: %s failed: %r", getattr(fn, "__qualname__", fn), e)
 
-    def run(self, stop: threading.Event) -> None:
-        """Tick every interval until ``stop`` is set or the memory can't be read."""
-        interval = self.settings.interval_s
+    def run(self, stop: threading.Event, until: Callable[[Monitor], bool] | None = None) -> str:
+        """The watch loop, for ``probe watch`` and the in-process watchdog alike: a reading
+        every interval (every 0.1 s for the first 30 s) until ``stop`` is set, the memory
+        can't be read, or ``until(self)``, asked after every reading, says to stop.
+        Returns which: "stopped", "gone" or "until"."""
         next_at = self._clock()
         while not stop.is_set():
             if not self.tick():
-                return
-            next_at += interval
+                return "gone"
+            if until is not None and until(self):
+                return "until"
+            early = self.elapsed_s < _EARLY_READINGS_S
+            next_at += (
+                min(self.settings.interval_s, _EARLY_INTERVAL_S)
+                if early
+                else (self.settings.interval_s)
+            )
             delay = next_at - self._clock()
             if delay < 0:  # fell behind (a suspended host): skip, don't burst
                 next_at = self._clock()
                 delay = 0.0
             stop.wait(delay)
+        return "stopped"
 
     def close(self, timeout: float = 10.0) -> None:
         deadline = self._clock() + timeout
@@ -287,21 +314,10 @@ class Monitor:
         }
 
     def status_line(self) -> str:
-        v = self.detector.verdict
-        mem = "?" if self.last_bytes is None else f"{self.last_bytes / 2**20:.1f} MiB"
-        left = self.settings.warmup_s - self.elapsed_s
-        floor = f"floor {v.slope_bytes_per_s / 1e3:+.1f} KB/s"
-        if v.detected:
-            state = f"LEAK {v.slope_bytes_per_s / 1e3:+.1f} KB/s"
-        elif left > 0:
-            state = f"warming up ({left:.0f} s left)"
-        elif v.state == "no_leak":
-            state = f"no leak ({floor}: {v.reason})"
-        else:
-            state = f"undetermined ({floor}: {v.reason})"
-        to_limit = (
-            f", limit in {v.seconds_to_limit / 60:.0f} min"
-            if v.seconds_to_limit is not None and math.isfinite(v.seconds_to_limit)
-            else ""
+        from probe.reports.leak import status_text
+
+        return status_text(
+            self.detector.verdict.to_dict(),
+            self.last_bytes,
+            self.settings.warmup_s - self.elapsed_s,
         )
-        return f"{mem}, {state}{to_limit}"

@@ -117,7 +117,7 @@ def test_the_leaky_sample_is_flagged_with_its_cache_named(tmp_path, receiver):
 def test_at_defaults_the_leaky_sample_is_named_and_the_healthy_one_is_not():
     # the bar at staging defaults, on processes that live seconds: judged at their exit on
     # their series; what grew is named by the agent's gc census at start and at exit (no
-    # tracemalloc at start: see probe.watchdog.monitor.traced_start_s)
+    # tracemalloc at start: see probe.watchdog.config.WatchConfig.traced_start_s)
     leaky = watch("--", "python", str(REPO / "sample_services" / "leaky_cache.py"))
     assert leaky.returncode == 0, leaky.stderr
     assert "LEAK: memory grows" in leaky.stderr

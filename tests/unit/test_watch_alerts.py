@@ -385,7 +385,7 @@ def test_cgroup_limit_is_read_from_v1_and_v2_layouts(tmp_path):
 def test_a_process_that_may_not_be_read_is_a_clear_error(monkeypatch):
     import psutil
 
-    from probe.cli.watch import _open_process
+    from probe.watchdog.target import open_process as _open_process
 
     class Denied:
         def __init__(self, pid: int) -> None:
