@@ -239,7 +239,11 @@ class Monitor:
         self._safely(self._attribution.request_snapshot)
         verdict = self.verdict()
         self._attribution_tries += 1
-        if verdict.top_sites or verdict.growing_containers:
+        # growth needs the arming's baseline and a snapshot after it: an agent slow to
+        # answer (a large heap to copy) left only the baseline, whose sites are there but
+        # whose containers cannot have grown yet -- wait for the next one
+        compared = len(self._snapshots()) >= 2
+        if compared and (verdict.top_sites or verdict.growing_containers):
             self.alert(verdict, "probe.leak.attribution")
             self.attributed = verdict
             self._attribution_due = None
@@ -247,6 +251,12 @@ class Monitor:
             self._attribution_due = None  # nothing grew that tracemalloc could see
         else:
             self._attribution_due = now + self._attribution_gap
+
+    def _snapshots(self) -> list[AttributionSnapshot]:
+        try:
+            return self._attribution.snapshots() if self._attribution is not None else []
+        except Exception:  # noqa: BLE001 -- unreadable: none
+            return []
 
     def _safely(self, fn: Callable[..., Any], *args: Any) -> None:
         try:

@@ -398,3 +398,21 @@ def test_a_process_that_may_not_be_read_is_a_clear_error(monkeypatch):
     with pytest.raises(ProbeError, match="may not read the memory of pid 7") as e:
         _open_process(7, "rss")
     assert e.value.exit_code == 2
+
+
+def test_what_grows_waits_for_a_snapshot_after_the_baseline():
+    # an agent slow to answer (a large heap to copy) has only the arming's baseline at the
+    # first ask: its sites are there but nothing can have grown yet
+    class SlowAgent(FakeAttribution):
+        def snapshots(self) -> list[dict]:
+            full = super().snapshots()
+            if self.asked >= 2:
+                return full
+            # the baseline: what was allocated since arming is live (tracemalloc's sites)
+            return [{**full[0], "sites": {"svc.py:9": [400_000, 90, "svc.py:9"]}}] if full else []
+
+    sink, attribution = Recorder(), SlowAgent()
+    monitor = run_monitor(leaking(), 30, sinks=[sink], attribution=attribution)
+    assert [p["event"] for p in sink.sent] == ["probe.leak", "probe.leak.attribution"]
+    assert sink.sent[1]["growing_containers"][0]["name"] == "svc._CACHE"
+    assert attribution.asked >= 2 and monitor.attributed is not None
