@@ -131,7 +131,9 @@ def start(
             raise ProbeError("the watchdog is already running (call probe.watchdog.stop() first)")
         process = {"pid": os.getpid(), "name": Path(sys.argv[0] or "python").name}
         metrics = (
-            Metrics(metrics_port, metrics_host, os.getpid()) if metrics_port is not None else None
+            Metrics(config.metrics_port, config.metrics_host, os.getpid())
+            if config.metrics_port is not None
+            else None
         )
         tracker = None
         if config.attribution != "off":

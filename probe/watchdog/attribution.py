@@ -79,7 +79,9 @@ def held_containers(
     raises SystemError into the service (measured: 17 in 3 s of censuses beside a thread
     building tuples). What a walk from the modules reaches is already shared; a tuple under
     construction is referenced by nothing but the C stack, and the walk never sees it.
-    Cost: 0.44 s with torch, numpy and pandas imported (1,491 modules), this machine kind."""
+    Cost on this machine kind: 0.03 s with numpy imported, 0.24 s with torch, numpy and
+    pandas (1,491 modules), ~8x that under tracemalloc (it traces the walk's own
+    allocations)."""
     found: dict[str, list[Any]] = {}
     seen: set[int] = set()
     todo: deque[tuple[str, Any, int]] = deque()

@@ -46,6 +46,17 @@ def attribution_interval(settings: DetectorSettings) -> float:
     return min(30.0, max(settings.bin_s, settings.window_s / 12))
 
 
+def _with_growth(v: LeakVerdict, snapshots: list[AttributionSnapshot]) -> LeakVerdict:
+    """``v`` with what grew across the attribution snapshots attached."""
+    growth = snapshot_growth(snapshots)
+    return replace(
+        v,
+        top_sites=growth["top_sites"],
+        growing_types=growth["growing_types"],
+        growing_containers=growth["growing_containers"],
+    )
+
+
 class Sink(Protocol):
     def send(self, payload: dict[str, Any]) -> None: ...
     def close(self, timeout: float = ...) -> None: ...
@@ -201,13 +212,7 @@ class Monitor:
             else self.detector.verdict
         )
         if v.detected and self._attribution is not None:
-            growth = snapshot_growth(self._attribution.snapshots())
-            v = replace(
-                v,
-                top_sites=growth["top_sites"],
-                growing_types=growth["growing_types"],
-                growing_containers=growth["growing_containers"],
-            )
+            v = _with_growth(v, self._attribution.snapshots())
         return v
 
     def _serving_readings(self) -> list[tuple[float, float]]:
@@ -237,12 +242,15 @@ class Monitor:
         """The follow-up alert: what grows since attribution was armed."""
         assert self._attribution is not None
         self._safely(self._attribution.request_snapshot)
-        verdict = self.verdict()
+        snapshots = self._snapshots()  # read once: the agent's file can be megabytes
+        verdict = self.detector.verdict
+        if verdict.detected:
+            verdict = _with_growth(verdict, snapshots)
         self._attribution_tries += 1
         # growth needs the arming's baseline and a snapshot after it: an agent slow to
         # answer (a large heap to copy) left only the baseline, whose sites are there but
         # whose containers cannot have grown yet -- wait for the next one
-        compared = len(self._snapshots()) >= 2
+        compared = len(snapshots) >= 2
         if compared and (verdict.top_sites or verdict.growing_containers):
             self.alert(verdict, "probe.leak.attribution")
             self.attributed = verdict
@@ -277,12 +285,10 @@ class Monitor:
                 return "gone"
             if until is not None and until(self):
                 return "until"
-            early = self.elapsed_s < _EARLY_READINGS_S
-            next_at += (
-                min(self.settings.interval_s, _EARLY_INTERVAL_S)
-                if early
-                else (self.settings.interval_s)
-            )
+            step = self.settings.interval_s
+            if self.elapsed_s < _EARLY_READINGS_S:
+                step = min(step, _EARLY_INTERVAL_S)
+            next_at += step
             delay = next_at - self._clock()
             if delay < 0:  # fell behind (a suspended host): skip, don't burst
                 next_at = self._clock()
