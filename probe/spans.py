@@ -136,6 +136,11 @@ def activate(recorder: SpanRecorder | None) -> None:
     _recorder = recorder
 
 
+def active_recorder() -> SpanRecorder | None:
+    """Where finished spans go now (None: nowhere)."""
+    return _recorder
+
+
 def log_spans(enabled: bool = True) -> None:
     """Emit one JSON line per finished span on the ``probe.spans`` logger (INFO)."""
     global _logging_on

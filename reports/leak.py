@@ -37,7 +37,7 @@ def alert_text(v: dict[str, Any]) -> str:
     """The alert as ``probe watch`` prints it: rate, interval, confidence, onset, limit."""
     low, high = v["slope_interval_bytes_per_s"]
     parts = [
-        f"LEAK: memory grows {v['slope_bytes_per_s'] / 1e3:,.1f} KB/s "
+        f"LEAK: memory grows {v['slope_bytes_per_s'] / 1e3:,.1f} KB/s{_per_request(v)} "
         f"(99% interval {low / 1e3:,.1f}-{high / 1e3:,.1f} KB/s, confidence "
         f"{v['confidence']:.1%})"
     ]
@@ -46,6 +46,12 @@ def alert_text(v: dict[str, Any]) -> str:
     if v.get("seconds_to_limit") is not None:
         parts.append(f"limit reached in {v['seconds_to_limit'] / 60:,.1f} min")
     return ", ".join(parts) + f"\n  {v['reason']}" + growth_text(v)
+
+
+def _per_request(v: dict[str, Any]) -> str:
+    """The growth per request, when it was judged against the requests done."""
+    per = v.get("bytes_per_request")
+    return "" if per is None else f", {per / 1e3:,.1f} KB a request"
 
 
 def growth_text(v: dict[str, Any]) -> str:
@@ -240,12 +246,13 @@ def _verdict_card(v: dict[str, Any]) -> Markup:
     low, high = v["slope_interval_bytes_per_s"]
     return html(
         "<section class='card verdict' id='verdict'>"
-        "<div class='kind'>Leak: memory grows {rate} KB/s</div><p>{reason}</p>"
+        "<div class='kind'>Leak: memory grows {rate} KB/s{per}</div><p>{reason}</p>"
         "<table><tr><th>rate (99% interval)</th><th>confidence</th><th>onset</th>"
         "<th>level</th><th>time to limit</th><th>test</th></tr>"
         "<tr><td>{low} – {high} KB/s</td><td>{confidence}</td><td>{onset} s</td>"
         "<td>{level} MiB</td><td>{to_limit}</td><td>{test}</td></tr></table></section>",
         rate=f"{v['slope_bytes_per_s'] / 1e3:,.1f}",
+        per=_per_request(v),
         reason=v.get("reason", ""),
         low=f"{low / 1e3:,.1f}",
         high=f"{high / 1e3:,.1f}",

@@ -423,10 +423,12 @@ def final_verdict(
     early: list[tuple[float, float]],
     elapsed_s: float,
     traced_start: TracedStart | None = None,
+    work: list[tuple[float, float]] | None = None,
 ) -> LeakVerdict:
     """The last word when the process has ended: the live verdict, or -- for a process
     watched for less than warm-up plus a window, which the live tests never judged -- the
-    recorded-run verdict on its readings (``early``: the first ones, (t_s, bytes)).
+    recorded-run verdict on its readings (``early``: the first ones, (t_s, bytes)), against
+    the requests finished when ``work`` counts them ((t_s, requests done) on the same clock).
 
     ``traced_start``: the process was traced from its start (its readings have
     tracemalloc's own memory taken out), and when that was stopped, if it was. The series
@@ -445,7 +447,14 @@ def final_verdict(
         return v
     readings, regime, slowed = _one_regime(early, traced_start)
     t, y = zip(*readings, strict=True) if readings else ((), ())
-    run = judge_recorded(np.array(t), np.array(y), limit_bytes=detector.limit_bytes, slowed=slowed)
+    done = (np.array([w[0] for w in work]), np.array([w[1] for w in work])) if work else None
+    run = judge_recorded(
+        np.array(t),
+        np.array(y),
+        requests_done=done,
+        limit_bytes=detector.limit_bytes,
+        slowed=slowed,
+    )
     if slowed and run.state == UNDETERMINED:
         run = replace(run, settle=_OUTLIVE_THE_TRACING)
     return replace(

@@ -107,12 +107,14 @@ def judge_recorded(
     bytes_: np.ndarray,
     *,
     request_end_s: np.ndarray | None = None,
+    requests_done: tuple[np.ndarray, np.ndarray] | None = None,
     limit_bytes: float | None = None,
     settings: RecordedSettings | None = None,
     slowed: str = "",
 ) -> LeakVerdict:
     """Judge a recorded memory series; ``request_end_s`` (same clock), when given, makes
-    the work axis: the floor against the cumulative count of finished requests.
+    the work axis: the floor against the cumulative count of finished requests; or that
+    count itself, read at times of its own (``requests_done``: (t_s, done), same clock).
 
     ``slowed``: why the service ran slower than it does unobserved while this series was
     recorded (tracemalloc). Then neither answer about growth holds: a rise too small to
@@ -126,7 +128,7 @@ def judge_recorded(
     whole = (t, y)
     serving = t >= t[0] + s.warmup_share * (t[-1] - t[0])
     t, y = t[serving], y[serving]
-    x, basis = _work_axis(t, request_end_s, s.min_requests)
+    x, basis = _work_axis(t, _finished_by(t, request_end_s, requests_done), s.min_requests)
     fx, fy = bin_floors(x, y, s.bins)
     level = float(np.median(fy))
     if len(fy) < s.min_floors:
@@ -297,15 +299,31 @@ def _clean(t_s: np.ndarray, bytes_: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return t[keep][order], y[keep][order]
 
 
-def _work_axis(
-    t: np.ndarray, request_end_s: np.ndarray | None, min_requests: int
-) -> tuple[np.ndarray, str]:
-    """Requests finished by each reading, when enough finish within the readings' span;
-    else the time itself."""
-    if request_end_s is None or len(request_end_s) == 0:
+def _finished_by(
+    t: np.ndarray,
+    request_end_s: np.ndarray | None,
+    requests_done: tuple[np.ndarray, np.ndarray] | None,
+) -> np.ndarray | None:
+    """The requests finished by each reading, when they are known."""
+    if request_end_s is not None and len(request_end_s):
+        ends = np.sort(np.asarray(request_end_s, dtype="float64"))
+        return np.searchsorted(ends, t, side="right").astype("float64")
+    if requests_done is None:
+        return None
+    wt, wn = (np.asarray(a, dtype="float64") for a in requests_done)
+    keep = np.isfinite(wt) & np.isfinite(wn)
+    if keep.sum() < 2:
+        return None
+    order = np.argsort(wt[keep], kind="stable")
+    # a running maximum: the count never goes back (a reading out of order is the clock's)
+    return np.interp(t, wt[keep][order], np.maximum.accumulate(wn[keep][order]))
+
+
+def _work_axis(t: np.ndarray, done: np.ndarray | None, min_requests: int) -> tuple[np.ndarray, str]:
+    """Requests finished by each reading (``done``), when enough finish within the
+    readings' span; else the time itself."""
+    if done is None:
         return t, "time"
-    ends = np.sort(np.asarray(request_end_s, dtype="float64"))
-    done = np.searchsorted(ends, t, side="right").astype("float64")
     if done[-1] - done[0] < min_requests:
         return t, "time"
     return done, "requests"

@@ -49,6 +49,7 @@ from typing import Any, cast
 from probe.atomicfile import write_atomic
 from probe.samplers.heap import type_name
 from probe.watchdog.formats import AttributionSnapshot, TracingState
+from probe.watchdog.work import RequestCounter, read_count
 
 __all__ = ["Agent", "AgentLink", "SiteTracker"]
 
@@ -278,6 +279,9 @@ class SiteTracker:
     def exiting_at(self) -> float | None:
         return None  # in-process: the watchdog stops with the service
 
+    def requests_done(self) -> int | None:
+        return None  # in-process: judged against time (the service's recorder is its own)
+
     def _sites(self) -> dict[str, list[Any]]:
         # filtered here, on the grouped statistics: Snapshot.filter_traces is pure Python
         # per trace (1-6 s on 140k traces)
@@ -315,7 +319,8 @@ class Agent:
     The watcher arms it by writing ``arm`` (holding a generation number) and disarms it by
     removing the file; ``snap`` asks for a snapshot now. After each snapshot the agent
     writes ``sites.json`` (with the generation, so the watcher never mistakes an old
-    arming's sites for the current one's), and once more when the process exits."""
+    arming's sites for the current one's), and once more when the process exits. It also
+    counts the process's finished requests into ``requests`` (``probe.watchdog.work``)."""
 
     def __init__(self, directory: Path, *, snapshot_s: float, frames: int = 8) -> None:
         self.directory = directory
@@ -326,8 +331,15 @@ class Agent:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="probe-watch-agent", daemon=True)
+        self._counter: RequestCounter | None = None
 
     def start(self) -> None:
+        try:
+            self._counter = RequestCounter(self.directory / "requests")
+            if not self._counter.start():
+                self._counter = None
+        except OSError:
+            self._counter = None  # no work axis: the watcher judges against time
         self._follow_arm_file()  # armed from the first line of the service, if asked
         if not self._tracker.armed:
             self._tracker.census()  # the baseline a short life's growth is named against
@@ -367,6 +379,9 @@ class Agent:
                     return
 
     def _step(self) -> None:
+        if self._counter is not None and not self._counter.in_place:
+            self._counter.give_up()  # another span recorder took its place
+            self._counter = None
         self._follow_arm_file()
         if self._tracker.armed:
             self._write_tracing()  # tracemalloc's own memory, for the watcher to take out
@@ -416,6 +431,7 @@ class AgentLink:
         self.directory = directory
         self.pid = pid  # the agent's process: once it is gone nothing answers a request
         self._generation = 0
+        self._requests_fd: int | None = None
 
     @property
     def closed(self) -> bool:
@@ -470,6 +486,20 @@ class AgentLink:
             return float((self.directory / "exiting").read_text())
         except (OSError, ValueError):
             return None
+
+    def requests_done(self) -> int | None:
+        """The requests the process has finished, while they are counted."""
+        if self._requests_fd is None:
+            try:
+                self._requests_fd = os.open(self.directory / "requests", os.O_RDONLY)
+            except OSError:
+                return None  # not created yet, or no counter
+        return read_count(self._requests_fd)
+
+    def close(self) -> None:
+        if self._requests_fd is not None:
+            os.close(self._requests_fd)
+            self._requests_fd = None
 
     def snapshots(self) -> list[AttributionSnapshot]:
         try:

@@ -72,6 +72,7 @@ class Attribution(Protocol):
     def snapshots(self) -> list[AttributionSnapshot]: ...
     def exiting_at(self) -> float | None: ...  # when the process began to exit (monotonic)
     def tracing_state(self) -> TracingState | None: ...  # what its tracing costs, when it ended
+    def requests_done(self) -> int | None: ...  # requests finished so far, while counted
 
 
 class Monitor:
@@ -103,6 +104,9 @@ class Monitor:
         self._t0 = clock()
         self.started_at = wall_clock()
         self._early: list[tuple[float, float]] = []
+        # (t, requests finished) beside the early readings: the short life's work axis,
+        # none once the count has stopped being kept (``probe.watchdog.work``)
+        self._work: list[tuple[float, float]] | None = []
         self.last_bytes: float | None = None
         self.alerted: LeakVerdict | None = None
         self.attributed: LeakVerdict | None = None  # the follow-up alert, with the sites
@@ -157,6 +161,7 @@ class Monitor:
         self.last_bytes = value
         if len(self._early) < _SHORT_LIFE_READINGS:
             self._early.append((now, value - self._tracing_bytes()))
+            self._count_work(now)
         flagged = self.detector.add(now, value)
         if self._attribution is not None:
             if self._traced_until is not None and now >= self._traced_until:
@@ -201,13 +206,32 @@ class Monitor:
             return 0.0
         return float(state.get("bookkeeping_bytes") or 0)
 
+    def _count_work(self, now: float) -> None:
+        if self._attribution is None or self._work is None:
+            return
+        try:
+            done = self._attribution.requests_done()
+        except Exception:  # noqa: BLE001 -- an unreadable count: no work axis
+            done = None
+        if done is None:
+            if self._work:
+                self._work = None  # counted, then no longer: the count has a hole
+            return
+        self._work.append((now, float(done)))
+
     def verdict(self, *, final: bool = False) -> LeakVerdict:
         """The detector's verdict with attribution attached; ``final``: the process has
         ended, and one watched too briefly for the live tests is judged on its whole series."""
         if final and self._armed and self._attribution is not None:
             self._safely(self._attribution.request_snapshot)  # the sites as they ended
         v = (
-            final_verdict(self.detector, self._serving_readings(), self.elapsed_s, self._traced)
+            final_verdict(
+                self.detector,
+                self._serving_readings(),
+                self.elapsed_s,
+                self._traced,
+                work=self._work or None,
+            )
             if final
             else self.detector.verdict
         )

@@ -90,6 +90,8 @@ class WatchedProcess:
 
     def close(self) -> None:
         self.stop()
+        if self.link is not None:
+            self.link.close()
         if self.agent_dir is not None:
             shutil.rmtree(self.agent_dir, ignore_errors=True)
 

@@ -60,6 +60,7 @@ class FakeAttribution:
         self.bookkeeping_per_s = 0.0  # tracemalloc's own memory grows so while armed
         self.stop_took = 0.0  # how long a disarm's last snapshot lasts
         self.disarmed_at: float | None = None
+        self.requests: object = lambda t: None  # requests finished by t, when counted
 
     def arm(self) -> None:
         self.armed_at = self.clock.t
@@ -79,6 +80,9 @@ class FakeAttribution:
 
     def disarm(self) -> None:
         self.disarmed_at = self.clock.t
+
+    def requests_done(self) -> int | None:
+        return self.requests(self.clock.t)
 
     def poll(self) -> None:
         pass
@@ -218,6 +222,38 @@ def test_a_process_gone_before_a_window_is_judged_on_its_whole_series():
     assert monitor.alerted is None
     final = monitor.verdict_dict(final=True)
     assert final["detected"] and "whole series" in final["reason"]
+
+
+def served_by(t: float) -> float:
+    """A host that slows down: 300 requests/s for 6 s, then 200/s (this machine kind's
+    speed moves by that much within seconds: benchmarks/host_drift.py)."""
+    return 300 * t if t < 6 else 1800 + 200 * (t - 6)
+
+
+def retains_per_request(bytes_per_request: float = 10e3):
+    for i in range(100_000):
+        yield 100e6 + bytes_per_request * served_by(0.1 * i) + (i % 5) * 2e4
+
+
+def test_a_leak_on_a_slowing_host_is_steady_per_request_where_in_time_it_seems_to_tail_off():
+    in_time = run_monitor(retains_per_request(), 12, SHORT_LIFE, attribution=FakeAttribution())
+    timed = in_time.verdict_dict(final=True)
+    assert timed["state"] == "undetermined" and "slowed" in timed["reason"], timed["reason"]
+    counted = FakeAttribution()
+    counted.requests = lambda t: int(served_by(t))
+    per_request = run_monitor(retains_per_request(), 12, SHORT_LIFE, attribution=counted)
+    final = per_request.verdict_dict(final=True)
+    assert final["state"] == "leak" and final["basis"] == "requests", final["reason"]
+    assert final["bytes_per_request"] == pytest.approx(10e3, rel=0.05)
+
+
+def test_a_count_that_stops_being_kept_leaves_the_judgement_to_time():
+    # counted for 3 s, then unknown (another span recorder took the counter's place)
+    counted = FakeAttribution()
+    counted.requests = lambda t: int(served_by(t)) if t < 3 else None
+    monitor = run_monitor(retains_per_request(), 12, SHORT_LIFE, attribution=counted)
+    final = monitor.verdict_dict(final=True)
+    assert final["basis"] == "time" and final["bytes_per_request"] is None
 
 
 def test_the_report_carries_the_series_and_settings():

@@ -1,0 +1,98 @@
+"""The work a watched process has done: its finished ``probe.request`` spans, counted in
+the process and read by the watcher at every memory reading.
+
+Why: a leak retains bytes per request, and the pace of a service's requests follows its
+host. On this machine kind the same pure-Python loop's slowest of 40 runs took 1.3-1.8x its
+fastest (two sittings, 2026-11-22), CPU time and wall time alike: the work itself ran
+slower, nothing was stolen (``benchmarks/host_drift.py``). So a leak judged
+against time can seem to slow down by a quarter within a few seconds -- which the
+recorded verdict reads as a warm-up's tail. Against the requests done, its pace stays
+steady whatever the host's speed.
+
+The count is an 8-byte integer in a file the agent maps into memory (``MAP_SHARED``): the
+request's thread adds one to it, the watcher reads it with one ``pread`` per reading. No
+lock: under the GIL the increment runs without a thread switch in it (no call, no jump
+between its load and store); a count lost now and then would not bend an axis anyway.
+
+The counter is probe's span recorder in the process. If something else takes that place
+(``probe run`` in the same process), requests stop reaching it: the agent then marks the
+count unknown (``UNKNOWN``) and the watcher judges against time.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+from probe import spans
+
+__all__ = ["UNKNOWN", "RequestCounter", "read_count"]
+
+_COUNT = struct.Struct("<Q")
+UNKNOWN = 2**64 - 1  # the count stopped being kept
+
+
+class _CountingBuffer(spans.ThreadSpans):
+    """A thread's span buffer that keeps nothing: finished requests add to the count."""
+
+    __slots__ = ("counter",)
+    counter: RequestCounter
+
+    def append(self, record: tuple[Any, ...]) -> None:
+        if record[3] == "request":
+            self.counter.add()
+
+
+class RequestCounter(spans.SpanRecorder):
+    """Counts the process's finished requests into ``path`` (created, 8 bytes, 0600)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.ftruncate(fd, _COUNT.size)
+            self._map = mmap.mmap(fd, _COUNT.size)
+        finally:
+            os.close(fd)
+        self.count = 0
+
+    def thread_buffer(self) -> spans.ThreadSpans:
+        buf = _CountingBuffer(0, None, "")
+        buf.counter = self
+        self.local.buf = buf
+        return buf
+
+    def add(self) -> None:
+        self.count += 1
+        _COUNT.pack_into(self._map, 0, self.count)
+
+    def start(self) -> bool:
+        """Become the process's span recorder, unless one is already in place."""
+        if spans.active_recorder() is not None:
+            self.give_up()
+            return False
+        spans.activate(self)
+        return True
+
+    @property
+    def in_place(self) -> bool:
+        return spans.active_recorder() is self
+
+    def give_up(self) -> None:
+        """Mark the count unknown (requests no longer reach this counter)."""
+        _COUNT.pack_into(self._map, 0, UNKNOWN)
+
+
+def read_count(fd: int) -> int | None:
+    """The count in an open counter file; None when it is not (yet, or no longer) known."""
+    try:
+        data = os.pread(fd, _COUNT.size, 0)
+    except OSError:
+        return None
+    if len(data) != _COUNT.size:
+        return None
+    (count,) = _COUNT.unpack(data)
+    return None if count == UNKNOWN else int(count)
