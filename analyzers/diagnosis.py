@@ -18,6 +18,8 @@ from probe.analyzers.breakdown import Breakdown, breakdown
 from probe.analyzers.leaks import (
     NO_LEAK,
     LeakVerdict,
+    against_the_python_heap,
+    covering_the_run,
     growing_sites,
     growing_types,
     judge_recorded,
@@ -195,12 +197,17 @@ def _leak(run: Run, bd: Breakdown) -> LeakVerdict:
         if len(spans) and "is_request" in spans
         else None
     )
+    t_s = root["ts_ns"].to_numpy() / 1e9
     verdict = judge_recorded(
-        root["ts_ns"].to_numpy() / 1e9,
-        root["rss_bytes"].to_numpy(),
-        request_end_s=ends,
-        limit_bytes=limit,
+        t_s, root["rss_bytes"].to_numpy(), request_end_s=ends, limit_bytes=limit
     )
+    heap = run.tables["heap"]
+    if len(heap) and "allocated_blocks" in heap:
+        heap = heap.sort_values("ts_ns")
+        verdict = against_the_python_heap(
+            verdict, t_s, heap["ts_ns"].to_numpy() / 1e9, heap["allocated_blocks"].to_numpy()
+        )
+    verdict = covering_the_run(verdict, t_s, float(run.meta.get("duration_s") or 0.0))
     # what grows, whenever the floor rose: evidence for a leak and for an open question
     rose = verdict.state != NO_LEAK
     sites = growing_sites(run.tables["memory_sites"]) if rose else []

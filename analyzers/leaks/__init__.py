@@ -20,7 +20,12 @@ from probe.analyzers.leaks.live import (
     TracedStart,
     final_verdict,
 )
-from probe.analyzers.leaks.recorded import RecordedSettings, judge_recorded
+from probe.analyzers.leaks.recorded import (
+    RecordedSettings,
+    against_the_python_heap,
+    covering_the_run,
+    judge_recorded,
+)
 from probe.analyzers.leaks.trend import Trend, estimate_onset, trend
 from probe.analyzers.leaks.verdict import LEAK, NO_LEAK, UNDETERMINED, LeakVerdict, State
 
@@ -39,6 +44,8 @@ __all__ = [
     "final_verdict",
     "growing_sites",
     "growing_types",
+    "against_the_python_heap",
+    "covering_the_run",
     "judge_recorded",
     "snapshot_growth",
     "trend",

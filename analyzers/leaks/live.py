@@ -51,7 +51,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from probe.analyzers.leaks.recorded import judge_recorded
+from probe.analyzers.leaks.recorded import against_the_python_heap, judge_recorded
 from probe.analyzers.leaks.trend import (
     Trend,
     estimate_onset,
@@ -424,11 +424,13 @@ def final_verdict(
     elapsed_s: float,
     traced_start: TracedStart | None = None,
     work: list[tuple[float, float]] | None = None,
+    heap: list[tuple[float, float]] | None = None,
 ) -> LeakVerdict:
     """The last word when the process has ended: the live verdict, or -- for a process
     watched for less than warm-up plus a window, which the live tests never judged -- the
     recorded-run verdict on its readings (``early``: the first ones, (t_s, bytes)), against
-    the requests finished when ``work`` counts them ((t_s, requests done) on the same clock).
+    the requests finished when ``work`` counts them ((t_s, requests done) on the same clock),
+    and checked against the live Python heap when ``heap`` gives it ((t_s, allocated blocks)).
 
     ``traced_start``: the process was traced from its start (its readings have
     tracemalloc's own memory taken out), and when that was stopped, if it was. The series
@@ -455,6 +457,10 @@ def final_verdict(
         limit_bytes=detector.limit_bytes,
         slowed=slowed,
     )
+    if heap:
+        run = against_the_python_heap(
+            run, np.array(t), np.array([h[0] for h in heap]), np.array([h[1] for h in heap])
+        )
     if slowed and run.state == UNDETERMINED:
         run = replace(run, settle=_OUTLIVE_THE_TRACING)
     return replace(

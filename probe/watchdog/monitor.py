@@ -73,6 +73,7 @@ class Attribution(Protocol):
     def exiting_at(self) -> float | None: ...  # when the process began to exit (monotonic)
     def tracing_state(self) -> TracingState | None: ...  # what its tracing costs, when it ended
     def requests_done(self) -> int | None: ...  # requests finished so far, while counted
+    def python_blocks(self) -> int | None: ...  # its live Python heap (allocated blocks)
 
 
 class Monitor:
@@ -107,6 +108,7 @@ class Monitor:
         # (t, requests finished) beside the early readings: the short life's work axis,
         # none once the count has stopped being kept (``probe.watchdog.work``)
         self._work: list[tuple[float, float]] | None = []
+        self._heap: list[tuple[float, float]] = []  # (t, live Python blocks), the same span
         self.last_bytes: float | None = None
         self.alerted: LeakVerdict | None = None
         self.attributed: LeakVerdict | None = None  # the follow-up alert, with the sites
@@ -162,6 +164,7 @@ class Monitor:
         if len(self._early) < _SHORT_LIFE_READINGS:
             self._early.append((now, value - self._tracing_bytes()))
             self._count_work(now)
+            self._read_heap(now)
         flagged = self.detector.add(now, value)
         if self._attribution is not None:
             if self._traced_until is not None and now >= self._traced_until:
@@ -219,6 +222,16 @@ class Monitor:
             return
         self._work.append((now, float(done)))
 
+    def _read_heap(self, now: float) -> None:
+        if self._attribution is None:
+            return
+        try:
+            blocks = self._attribution.python_blocks()
+        except Exception:  # noqa: BLE001 -- an unreadable gauge: no heap witness
+            return
+        if blocks is not None:
+            self._heap.append((now, float(blocks)))
+
     def verdict(self, *, final: bool = False) -> LeakVerdict:
         """The detector's verdict with attribution attached; ``final``: the process has
         ended, and one watched too briefly for the live tests is judged on its whole series."""
@@ -231,6 +244,7 @@ class Monitor:
                 self.elapsed_s,
                 self._traced,
                 work=self._work or None,
+                heap=self._heap or None,
             )
             if final
             else self.detector.verdict

@@ -1,5 +1,6 @@
-"""The work a watched process has done: its finished ``probe.request`` spans, counted in
-the process and read by the watcher at every memory reading.
+"""The work a watched process has done -- its finished ``probe.request`` spans -- and its
+live Python heap (``sys.getallocatedblocks()``), kept in the process and read by the
+watcher at every memory reading.
 
 Why: a leak retains bytes per request, and the pace of a service's requests follows its
 host. On this machine kind the same pure-Python loop's slowest of 40 runs took 1.3-1.8x its
@@ -13,6 +14,10 @@ The count is an 8-byte integer in a file the agent maps into memory (``MAP_SHARE
 request's thread adds one to it, the watcher reads it with one ``pread`` per reading. No
 lock: under the GIL the increment runs without a thread switch in it (no call, no jump
 between its load and store); a count lost now and then would not bend an axis anyway.
+
+The heap gauge is the same kind of file, set by the agent's thread every 0.2 s: kept
+Python objects add live blocks, so a floor that rises while they fall is not a leak of
+Python objects (``analyzers.leaks.against_the_python_heap``).
 
 The counter is probe's span recorder in the process. If something else takes that place
 (``probe run`` in the same process), requests stop reaching it: the agent then marks the
@@ -29,7 +34,7 @@ from typing import Any
 
 from probe import spans
 
-__all__ = ["UNKNOWN", "RequestCounter", "read_count"]
+__all__ = ["UNKNOWN", "RequestCounter", "SharedCount", "read_count"]
 
 _COUNT = struct.Struct("<Q")
 UNKNOWN = 2**64 - 1  # the count stopped being kept
@@ -46,17 +51,31 @@ class _CountingBuffer(spans.ThreadSpans):
             self.counter.add()
 
 
-class RequestCounter(spans.SpanRecorder):
-    """Counts the process's finished requests into ``path`` (created, 8 bytes, 0600)."""
+class SharedCount:
+    """An 8-byte count in a file ``path`` (created, 0600), mapped into this process."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__()
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
             os.ftruncate(fd, _COUNT.size)
             self._map = mmap.mmap(fd, _COUNT.size)
         finally:
             os.close(fd)
+
+    def set(self, count: int) -> None:
+        _COUNT.pack_into(self._map, 0, count)
+
+    def give_up(self) -> None:
+        """Mark the count unknown."""
+        _COUNT.pack_into(self._map, 0, UNKNOWN)
+
+
+class RequestCounter(spans.SpanRecorder):
+    """Counts the process's finished requests into ``path`` (a ``SharedCount``)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self._shared = SharedCount(path)
         self.count = 0
 
     def thread_buffer(self) -> spans.ThreadSpans:
@@ -67,7 +86,7 @@ class RequestCounter(spans.SpanRecorder):
 
     def add(self) -> None:
         self.count += 1
-        _COUNT.pack_into(self._map, 0, self.count)
+        self._shared.set(self.count)
 
     def start(self) -> bool:
         """Become the process's span recorder, unless one is already in place."""
@@ -83,7 +102,7 @@ class RequestCounter(spans.SpanRecorder):
 
     def give_up(self) -> None:
         """Mark the count unknown (requests no longer reach this counter)."""
-        _COUNT.pack_into(self._map, 0, UNKNOWN)
+        self._shared.give_up()
 
 
 def read_count(fd: int) -> int | None:

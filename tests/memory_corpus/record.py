@@ -1,6 +1,7 @@
 """Record the memory corpus: real processes' memory, and what each one truly does.
 
     python tests/memory_corpus/record.py [NAME ...] [--takes 2] [--verify]
+    python tests/memory_corpus/record.py NAME --add RUN_DIR --note "how it was recorded"
 
 Each service in ``SERVICES`` runs under ``probe run`` (the sidecar reads its RSS from
 outside at 10 Hz; the heap sampler reads its allocated blocks and gc type counts from
@@ -53,6 +54,10 @@ SERVICES: dict[str, tuple[Path, list[str], tuple[str, float], str]] = {
     "torch_warmup": (SERVICES_DIR / "torch_warmup.py", [], ("--seconds", 12), "no_leak"),
     "fastapi_app": (SERVICES_DIR / "fastapi_app.py", [], ("--seconds", 16), "no_leak"),
     "healthy_service": (SAMPLES / "healthy_service.py", [], ("--requests", 2500), "no_leak"),
+    # at its own default length: the runs where both verdicts once said LEAK (``--add``)
+    "healthy_service_default": (
+        SAMPLES / "healthy_service.py", [], ("--requests", 6000), "no_leak",
+    ),
     "tagging": (SAMPLES / "tagging_cpu_bound.py", [], ("--requests", 600), "no_leak"),
     "image_io": (SAMPLES / "image_io_bound.py", [], ("--requests", 150), "no_leak"),
     "translation": (SAMPLES / "translation_model_bound.py", [], ("--requests", 60), "no_leak"),
@@ -147,6 +152,25 @@ def record(name: str, take: int, longer: float = 1.0) -> Path:
     return path
 
 
+def add(name: str, run_dir: Path, note: str) -> Path:
+    """A run recorded elsewhere (one where a verdict went wrong) joins the corpus as the
+    service's next take, with the service's verified truth and how it was recorded."""
+    script, args, (scale_arg, scale), truth = SERVICES[name]
+    takes = sorted((HERE / "series").glob(f"{name}-[0-9]*.json"))
+    path = HERE / "series" / f"{name}-{len(takes) + 1}.json"
+    document = {
+        "name": name,
+        "service": str(script.relative_to(REPO)),
+        "args": [*args, scale_arg, str(scale)],
+        "truth": truth,
+        "recorded": f"{time.strftime('%Y-%m-%d')}: {note}",
+        "verification": verify(name),
+        **boil_down(run_dir),
+    }
+    path.write_text(json.dumps(document, separators=(",", ":")) + "\n")
+    return path
+
+
 def verify(name: str) -> dict[str, Any]:
     """Run the service 4x as long without probe, reading its RSS from /proc at 10 Hz."""
     script, args, (scale_arg, scale), truth = SERVICES[name]
@@ -197,7 +221,13 @@ def main() -> int:
     p.add_argument("--takes", type=int, default=2, help="recordings per service")
     p.add_argument("--verify", action="store_true", help="check each service's truth first")
     p.add_argument("--longer", type=float, default=1.0, help="record N times the length")
+    p.add_argument("--add", type=Path, metavar="RUN_DIR", help="add a run recorded elsewhere")
+    p.add_argument("--note", default="", help="with --add: how that run was recorded")
     args = p.parse_args()
+    if args.add is not None:
+        (name,) = args.names
+        print(add(name, args.add, args.note).relative_to(REPO))
+        return 0
     names = args.names or list(SERVICES)
     for name in names:
         if not _available(name):

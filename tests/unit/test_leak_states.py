@@ -97,3 +97,16 @@ def test_a_start_up_step_then_a_steady_climb_is_judged_on_the_climb():
     assert abs(v.slope_bytes_per_s - 1e6) < 0.05e6
     flat_after = 30e6 + np.where(t >= 12.0, 50e6, 0.0)  # the same jump, then flat
     assert judge_recorded(t, flat_after).state == "no_leak"
+
+
+def test_a_leak_read_from_readings_that_stop_early_in_the_run_is_undetermined():
+    from probe.analyzers.leaks import LEAK, covering_the_run
+
+    t = np.arange(0, 4.6, 0.1)
+    y = 100e6 + 2e6 * t + (np.arange(len(t)) % 5) * 1e4
+    v = judge_recorded(t, y)
+    assert v.state == LEAK
+    cut = covering_the_run(v, t, duration_s=13.0)
+    assert cut.state == UNDETERMINED and "cover only 4.5 s of the 13.0-s run" in cut.reason
+    assert cut.settle
+    assert covering_the_run(v, t, duration_s=6.0).state == LEAK

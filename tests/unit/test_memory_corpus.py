@@ -23,6 +23,7 @@ from probe.analyzers.leaks import (
     DetectorSettings,
     LeakVerdict,
     LiveLeakDetector,
+    against_the_python_heap,
     final_verdict,
     judge_recorded,
 )
@@ -39,10 +40,15 @@ def series(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def heap_of(d: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The live Python heap beside the series (allocated blocks; both tools read it)."""
+    return np.array(d["heap"]["t_s"]), np.array(d["heap"]["allocated_blocks"])
+
+
 def recorded(d: dict[str, Any]) -> LeakVerdict:
     t, y = np.array(d["rss"]["t_s"]), np.array(d["rss"]["bytes"])
     ends = np.array(d["requests"]) if d["requests"] else None
-    return judge_recorded(t, y, request_end_s=ends)
+    return against_the_python_heap(judge_recorded(t, y, request_end_s=ends), t, *heap_of(d))
 
 
 def live(d: dict[str, Any]) -> LeakVerdict:
@@ -51,7 +57,9 @@ def live(d: dict[str, Any]) -> LeakVerdict:
     readings = [(float(a), float(b)) for a, b in zip(t - t[0], y, strict=True)]
     for a, b in readings:
         detector.add(a, b)
-    return final_verdict(detector, readings, readings[-1][0])
+    ht, blocks = heap_of(d)
+    heap = [(float(a), float(b)) for a, b in zip(ht - t[0], blocks, strict=True)]
+    return final_verdict(detector, readings, readings[-1][0], heap=heap)
 
 
 def test_the_corpus_holds_leaks_and_healthy_services_with_their_truth_verified():

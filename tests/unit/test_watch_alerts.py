@@ -61,6 +61,7 @@ class FakeAttribution:
         self.stop_took = 0.0  # how long a disarm's last snapshot lasts
         self.disarmed_at: float | None = None
         self.requests: object = lambda t: None  # requests finished by t, when counted
+        self.blocks: object = lambda t: None  # live Python blocks at t, when read
 
     def arm(self) -> None:
         self.armed_at = self.clock.t
@@ -83,6 +84,9 @@ class FakeAttribution:
 
     def requests_done(self) -> int | None:
         return self.requests(self.clock.t)
+
+    def python_blocks(self) -> int | None:
+        return self.blocks(self.clock.t)
 
     def poll(self) -> None:
         pass
@@ -452,3 +456,17 @@ def test_what_grows_waits_for_a_snapshot_after_the_baseline():
     assert [p["event"] for p in sink.sent] == ["probe.leak", "probe.leak.attribution"]
     assert sink.sent[1]["growing_containers"][0]["name"] == "svc._CACHE"
     assert attribution.asked >= 2 and monitor.attributed is not None
+
+
+def test_a_short_life_s_rise_while_its_python_heap_shrinks_is_undetermined_not_a_leak():
+    # RSS climbs 2 MB/s; the live blocks halve over the run (the allocator keeping what
+    # the service freed): an open question. Blocks that grow with it leave the leak a leak.
+    shrinking = FakeAttribution()
+    shrinking.blocks = lambda t: int(550_000 - 25_000 * t)
+    final = run_monitor(leaking(), 12, SHORT_LIFE, attribution=shrinking).verdict_dict(final=True)
+    assert final["state"] == "undetermined", final["reason"]
+    assert "Python's live heap shrank" in final["reason"]
+    growing = FakeAttribution()
+    growing.blocks = lambda t: int(550_000 + 25_000 * t)
+    kept = run_monitor(leaking(), 12, SHORT_LIFE, attribution=growing).verdict_dict(final=True)
+    assert kept["state"] == "leak", kept["reason"]
