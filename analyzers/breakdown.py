@@ -45,12 +45,13 @@ import numpy as np
 import pandas as pd
 
 from probe.analyzers.attribution import attribute
+from probe.analyzers.path import critical_path
 from probe.analyzers.spantree import covered_ns, index_spans, innermost_span, request_mask
 from probe.analyzers.stacks import label_stacks
 from probe.rundir.reader import Run
 from probe.rundir.schema import BLOCKING_REASONS, WAIT_REASONS
 
-__all__ = ["Breakdown", "RequestFigures", "breakdown"]
+__all__ = ["Breakdown", "RequestFigures", "breakdown", "idle_notes"]
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,10 @@ class Breakdown:
     # The spans as ``spantree.index_spans`` gives them, with an ``is_request`` column:
     # indexed once here for everything downstream (a million spans take a while).
     spans: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # Idle capacity, per role (``analyzers.roles``): ``threads``, ``idle_s`` (time blocked
+    # waiting for a next task) and ``idle_share`` (of those threads' sampled time). Its
+    # samples are in no stage: a pool with more workers than work is headroom, not a wait.
+    idle: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _empty_requests() -> RequestFigures:
@@ -107,11 +112,44 @@ def _attributed_samples(run: Run) -> pd.DataFrame:
         run.meta.get("python", {}).get("library_paths", ()),
     )
     joined = att.merge(labels, on="stack_id", how="left")
-    for column in ("native", "tensor"):
+    for column in ("native", "tensor", "serving"):
         joined[column] = joined[column].fillna(False).astype(bool)
-    for column in ("user_function", "location", "leaf_call", "function"):
-        joined[column] = joined[column].fillna("<unknown>" if column != "leaf_call" else "")
+    for column in ("user_function", "location", "leaf_call", "function", "idle_role"):
+        joined[column] = joined[column].fillna(
+            "" if column in ("leaf_call", "idle_role") else "<unknown>"
+        )
     return joined
+
+
+def _idle_capacity(samples: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the samples of the work, the idle capacity per role): a blocked sample in a loop
+    waiting for its next task is idle."""
+    idle = (samples["idle_role"] != "") & samples["reason"].isin(BLOCKING_REASONS)
+    if not idle.any():
+        return samples, pd.DataFrame()
+    parked = samples[idle]
+    time = samples["cpu_ns"] + samples["wait_ns"]
+    rows = []
+    for role, rows_of_role in parked.groupby("idle_role"):
+        threads = rows_of_role["thread_id"].unique()
+        idle_ns = float(rows_of_role["wait_ns"].sum())
+        their_ns = float(time[samples["thread_id"].isin(threads)].sum())
+        rows.append((role, len(threads), idle_ns / 1e9, idle_ns / their_ns if their_ns else 0.0))
+    table = pd.DataFrame(rows, columns=["role", "threads", "idle_s", "idle_share"])
+    return samples[~idle], table.set_index("role").sort_values("idle_s", ascending=False)
+
+
+def idle_notes(idle: pd.DataFrame) -> list[str]:
+    """One line per idle role, as the verdict and the report say it."""
+    lines = []
+    for role, r in idle.iterrows():
+        one = int(r.threads) == 1
+        lines.append(
+            f"{int(r.threads)} {role}{'' if one else 's'} idle {r.idle_share:.0%} of "
+            f"{'its' if one else 'their'} sampled time, waiting for the next task: spare "
+            "capacity, not a bottleneck"
+        )
+    return lines
 
 
 def _sample_split(samples: pd.DataFrame, key: str) -> pd.DataFrame:
@@ -280,10 +318,29 @@ def _stage_table(
     return table, requests
 
 
+def _main_thread(run: Run) -> int | None:
+    threads = run.tables["threads"]
+    if threads.empty or "name" not in threads:
+        return None
+    main = threads.loc[threads["name"] == "MainThread", "thread_id"]
+    return int(main.iloc[0]) if len(main) else None
+
+
+def _on_the_path(samples: pd.DataFrame, run: Run) -> tuple[pd.DataFrame, bool]:
+    """The samples as they count on a batch job's critical path (``analyzers.path``), and
+    whether there was one; else the threads that ran the service's own code, summed."""
+    factors = critical_path(samples, _main_thread(run))
+    if factors is None:
+        users = samples.loc[samples["user_function"] != "<library>", "thread_id"].unique()
+        return samples[samples["thread_id"].isin(users)], False
+    scaled = samples.assign(
+        cpu_ns=samples["cpu_ns"] * factors["cpu"], wait_ns=samples["wait_ns"] * factors["wait"]
+    )
+    return scaled[(scaled["cpu_ns"] + scaled["wait_ns"]) > 0], True
+
+
 def _function_table(samples: pd.DataFrame, run: Run) -> pd.DataFrame:
     """Without spans: the service's own functions, each charged its callees' time."""
-    user_threads = samples.loc[samples["user_function"] != "<library>", "thread_id"].unique()
-    samples = samples[samples["thread_id"].isin(user_threads)]
     if samples.empty:
         return pd.DataFrame()
     split = _sample_split(samples, "user_function")
@@ -305,7 +362,7 @@ def _function_table(samples: pd.DataFrame, run: Run) -> pd.DataFrame:
 
 def breakdown(run: Run) -> Breakdown:
     """Per-stage (or per-function) breakdown of a loaded run (``probe.rundir.load``)."""
-    samples = _attributed_samples(run)
+    samples, idle = _idle_capacity(_attributed_samples(run))
     spans = run.tables["spans"]
     wall_s = float(run.meta.get("duration_s") or 0.0)
     if wall_s <= 0 and not spans.empty:
@@ -314,7 +371,7 @@ def breakdown(run: Run) -> Breakdown:
     cpu_s = float(samples["cpu_ns"].sum()) / 1e9
     python_cpu_s = float(samples["cpu_ns"].where(~samples["native"], 0.0).sum()) / 1e9
     tensor_cpu_s = float(samples["cpu_ns"].where(samples["tensor"], 0.0).sum()) / 1e9
-    notes: list[str] = []
+    notes: list[str] = idle_notes(idle)
     indexed = pd.DataFrame()
     if not spans.empty:
         indexed = index_spans(spans)
@@ -322,11 +379,17 @@ def breakdown(run: Run) -> Breakdown:
         table, requests = _stage_table(run, indexed, samples, wall_s)
         source = "spans"
     elif not samples.empty:
-        table, requests = _function_table(samples, run), _empty_requests()
+        on_path, followed = _on_the_path(samples, run)
+        table, requests = _function_table(on_path, run), _empty_requests()
         source = "samples"
         notes.append(
-            "no spans recorded: stages are the service's functions, from stack samples "
-            "(add @probe.stage / probe.request for per-stage and per-request figures)"
+            "no spans recorded: stages are the service's functions, from stack samples"
+            + (
+                " on the main thread's path (its waits on other threads followed to them)"
+                if followed
+                else ", every thread's summed"
+            )
+            + " (add @probe.stage / probe.request for per-stage and per-request figures)"
         )
     else:
         table, requests, source = pd.DataFrame(), _empty_requests(), "none"
@@ -343,6 +406,7 @@ def breakdown(run: Run) -> Breakdown:
         tensor_cpu_s=tensor_cpu_s,
         notes=notes,
         spans=indexed,
+        idle=idle,
     )
 
 

@@ -265,6 +265,16 @@ def _run_block(
         # The bottleneck law: seconds of each resource a request needs, and the most
         # requests per second they allow (empty without requests).
         "bottleneck": demands(bd, facts, cold),
+        # threads parked waiting for their next task (analyzers.roles): headroom
+        "idle": [
+            {
+                "role": str(role),
+                "threads": int(r["threads"]),
+                "idle_s": round(float(r["idle_s"]), 3),
+                "idle_share": round(float(r["idle_share"]), 3),
+            }
+            for role, r in bd.idle.iterrows()
+        ],
     }
 
 

@@ -13,7 +13,10 @@
   call, or a frame of those packages' own Python wrappers): a model computing op by op;
 * ``user_function``: the deepest frame of the service's own code (not the standard
   library, not installed packages, not probe), ``name (file.py:line)``. Without spans,
-  the breakdown groups by it: numpy time spent under ``rank()`` counts for ``rank``.
+  the breakdown groups by it: numpy time spent under ``rank()`` counts for ``rank``;
+* ``idle_role``: the stack is a loop waiting for its next task (a thread-pool worker in
+  its queue's ``get``...: ``analyzers.roles``), what that thread is; ``""`` otherwise;
+* ``serving``: the stack runs inside a server's loop (asyncio's, ``serve_forever``...).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import os
 from collections.abc import Iterable
 
 import pandas as pd
+
+from probe.analyzers.roles import idle_role, in_serving_loop
 
 __all__ = ["is_library_file", "label_stacks"]
 
@@ -59,6 +64,8 @@ _COLUMNS = {
     "native": "bool",
     "tensor": "bool",
     "user_function": "object",
+    "idle_role": "object",
+    "serving": "bool",
 }
 
 
@@ -115,6 +122,10 @@ def label_stacks(
                 bool(call),
                 _is_tensor_call(call) if call else any(p in filename for p in _TENSOR_PACKAGES),
                 _user_function(ids, by_id, library),
+                idle_role(named := [by_id.get(f, ("", "")) for f in ids], call),
+                in_serving_loop(named),
             )
         )
-    return pd.DataFrame(rows, columns=list(_COLUMNS)).astype({"native": bool, "tensor": bool})
+    return pd.DataFrame(rows, columns=list(_COLUMNS)).astype(
+        {"native": bool, "tensor": bool, "serving": bool}
+    )

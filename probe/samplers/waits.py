@@ -45,6 +45,9 @@ _MODULE_REASON = {
 
 # Callee names (the attribute or global called) and what blocking in them means.
 _CALL_REASON = {
+    # blocked on entering a `with` block whose __enter__ is C: a Lock/RLock/Condition's
+    # acquire (a context manager written in Python would show a frame of its own)
+    "__enter__": "lock",
     "sleep": "sleep",
     "usleep": "sleep",
     # network
@@ -161,6 +164,8 @@ def callee_at(code: CodeType, lasti: int, ins: list[dis.Instruction] | None = No
         # `a @ b` runs a matrix product in native code (numpy, torch) without a CALL:
         # marked so analysis counts it as native time, not as interpreting Python.
         return "operator.matmul"
+    if ins[index].opname == "BEFORE_WITH":
+        return _with_target(ins, index)
     if ins[index].opname not in _CALLS:
         return ""
     call = ins[index]
@@ -197,6 +202,19 @@ def callee_at(code: CodeType, lasti: int, ins: list[dis.Instruction] | None = No
     if ins[k].opname in _ATTRS and k > 0 and ins[k - 1].opname in _LOADS:
         return f"{ins[k - 1].argval}.{name}"
     return name
+
+
+def _with_target(ins: list[dis.Instruction], index: int) -> str:
+    """``owner.name.__enter__`` for a frame on ``BEFORE_WITH``: it is inside the context
+    manager's ``__enter__``, and one written in C that blocks is a lock's acquire (``with
+    self._lock:`` has no Python frame of its own: issue 12's convoy read as CPU)."""
+    k = index - 1
+    if k < 0 or ins[k].opname not in _ATTRS | _LOADS:
+        return "__enter__"
+    name = str(ins[k].argval)
+    if ins[k].opname in _ATTRS and k > 0 and ins[k - 1].opname in _LOADS:
+        name = f"{ins[k - 1].argval}.{name}"
+    return f"{name}.__enter__"
 
 
 # Operators that CPython 3.11 specialises for built-in operands (ints, floats, str,

@@ -6,6 +6,7 @@ import dis
 import queue
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -199,3 +200,27 @@ def test_operators_on_arrays_are_native_and_on_builtins_are_python():
     ]
     # a + a, values[0], (+ 1.0), a[1]
     assert ops == ["operator.binop", "", "", "operator.getitem"]
+
+
+def test_a_thread_blocked_entering_a_with_lock_block_waits_on_the_lock():
+    # `with self._lock:` has no Python frame of its own: the leaf sits on BEFORE_WITH
+    class Client:
+        def __init__(self) -> None:
+            self._lock = threading.Lock()
+
+        def call(self) -> None:
+            with self._lock:
+                pass
+
+    client = Client()
+    client._lock.acquire()
+    t = threading.Thread(target=client.call)
+    t.start()
+    try:
+        time.sleep(0.1)
+        leaf = sys._current_frames()[t.ident]
+        callee, reason, _ = WaitClassifier().classify(leaf.f_code, leaf.f_lasti)
+    finally:
+        client._lock.release()
+        t.join()
+    assert (callee, reason) == ("self._lock.__enter__", "lock")

@@ -1,0 +1,116 @@
+"""A batch job's critical path across its threads, from stack samples alone.
+
+Without spans, summing every thread's samples is not the job's path: a helper thread
+waiting in ``accept`` and the main thread waiting in ``Future.result`` both add time
+nobody's request spends (issue 12: a helper server's loop named as the stage; pools'
+waits read as contention). For a batch job the main thread's wall time *is* the run's,
+so the path is the main thread, with each of its waits on another thread (``lock``: a
+join, ``Future.result``, a queue, an event, a condition) replaced by what the other
+threads were doing meanwhile:
+
+* time is cut into bins of the sampling tick; in each bin the main thread's lock wait is
+  shared among the other threads' samples active in it (running, runnable, or blocked on
+  I/O), in proportion to their time in the bin;
+* another thread's own lock waits are left out when anything else ran in the bin (a
+  consumer starved on an empty queue waits on the producer, it is not the work), and
+  kept when nothing else did (then the wait is the path);
+* a lock wait of the main thread during which no other thread ran stays on the path as
+  it is: a wait on something outside the process's threads.
+
+Waits are followed one level: a thread that the main thread waits on, itself waiting on
+a third, has its wait shared at that level only through the rule above.
+
+Servers are not batch jobs: when the main thread spends most of its time in a serving
+loop (asyncio's ``run_forever``, ``serve_forever``, gunicorn's arbiter), the work is the
+requests' (``probe.request`` spans), and this returns nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from probe.analyzers.constants import constant
+
+__all__ = ["PATH", "PathSettings", "critical_path"]
+
+
+@dataclass(frozen=True)
+class PathSettings:
+    bin_ns: int = constant(10_000_000, "the stack sampler's default tick: 100 Hz")
+    serving_majority: float = constant(
+        0.5, "the main thread in a serving loop most of its sampled time: a server, not a batch"
+    )
+
+
+PATH = PathSettings()
+BIN_NS = PATH.bin_ns
+
+
+def _pieces(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's [start, end) cut at bin edges: (row index, bin, share of the row)."""
+    b0 = start // BIN_NS
+    b1 = np.maximum(end - 1, start) // BIN_NS
+    n = (b1 - b0 + 1).astype("int64")
+    rows = np.repeat(np.arange(len(start)), n)
+    offsets = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    bins = b0[rows] + offsets
+    lo = np.maximum(start[rows], bins * BIN_NS)
+    hi = np.minimum(end[rows], (bins + 1) * BIN_NS)
+    span = np.maximum(end - start, 1)[rows]
+    return rows, bins, np.clip(hi - lo, 0, None) / span
+
+
+def critical_path(samples: pd.DataFrame, main_thread: int | None) -> pd.DataFrame | None:
+    """Per sample row, the factors its on-CPU time (``cpu``) and its wait (``wait``) count
+    for on the path (0: off it); None when there is no main thread in the samples or it is
+    a server's. ``samples`` are attributed
+    rows (``attribution.attribute``) with ``ts_ns`` and ``serving`` (the stack is in a
+    serving loop), idle capacity already removed."""
+    if main_thread is None or samples.empty:
+        return None
+    is_main = (samples["thread_id"] == main_thread).to_numpy()
+    time = (samples["cpu_ns"] + samples["wait_ns"]).to_numpy(dtype="float64")
+    main_time = time[is_main].sum()
+    if main_time <= 0:
+        return None
+    serving = samples["serving"].to_numpy(dtype=bool)
+    if time[is_main & serving].sum() > PATH.serving_majority * main_time:
+        return None
+    end = samples["ts_ns"].to_numpy(dtype="int64")
+    start = end - samples["wall_ns"].to_numpy(dtype="int64")
+    rows, bins, share = _pieces(start, end)
+    bins = bins - bins.min()
+    nbins = int(bins.max()) + 1
+    lock = (samples["reason"] == "lock").to_numpy() & (samples["wait_ns"] > 0).to_numpy()
+    waits = samples["wait_ns"].to_numpy(dtype="float64")
+
+    def per_bin(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        keep = mask[rows]
+        return np.bincount(bins[keep], weights=values[rows][keep] * share[keep], minlength=nbins)
+
+    given = per_bin(waits, is_main & lock)  # the main thread's waits on others, per bin
+    doing = ~is_main & ~lock
+    active = per_bin(time, doing)
+    waiting = per_bin(time, ~is_main & lock)
+    # in a bin where nothing else ran, the others' lock waits are what there is
+    others = np.where(active > 0, active, waiting)
+    taken = np.where(others > 0, given / np.where(others > 0, others, 1.0), 0.0)
+    counted = np.where(
+        doing[rows], 1.0, np.where(~is_main[rows] & lock[rows], active[bins] == 0, 0.0)
+    )
+    other_ns = np.bincount(
+        rows, weights=time[rows] * share * taken[bins] * counted, minlength=len(time)
+    )
+    # the main thread's lock wait stays where no other thread was there to take it
+    kept_ns = np.bincount(
+        rows, weights=waits[rows] * share * (others[bins] == 0), minlength=len(time)
+    )
+    other = other_ns / np.where(time > 0, time, 1.0)
+    own_wait = np.where(lock, kept_ns / np.where(waits > 0, waits, 1.0), 1.0)
+    return pd.DataFrame(
+        {"cpu": np.where(is_main, 1.0, other), "wait": np.where(is_main, own_wait, other)},
+        index=samples.index,
+    )

@@ -1,0 +1,102 @@
+"""Measure a corpus service's truth from outside the process, with no probe in it.
+
+Runs the service and, every 50 ms, reads each of its threads from /proc
+(``/proc/PID/task/TID/stat``: name, state R/S/D, user+system CPU ticks). Writes
+``services/NAME.truth.json``: per thread, its CPU seconds and the share of readings in
+each kernel state; the process's wall time and mean cores used. Where py-spy is
+installed, a second run under ``py-spy record`` (on-CPU samples only) gives the function
+holding most on-CPU samples as a cross-check.
+
+    python tests/threads_corpus/measure.py NAME [ARG ...]
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def read_threads(pid: int) -> dict[int, tuple[str, str, int]]:
+    """tid -> (name, state, cpu ticks) now; threads that vanish mid-read are skipped."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        name = raw[raw.index("(") + 1 : raw.rindex(")")]
+        fields = raw[raw.rindex(")") + 2 :].split()
+        out[int(tid)] = (name, fields[0], int(fields[11]) + int(fields[12]))
+    return out
+
+
+def watch(argv: list[str]) -> dict[str, object]:
+    started = time.monotonic()
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    states: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    last: dict[int, tuple[str, str, int]] = {}
+    while child.poll() is None:
+        now = read_threads(child.pid)
+        for tid, (name, state, ticks) in now.items():
+            states[tid][state] += 1
+            last[tid] = (name, state, ticks)
+        time.sleep(0.05)
+    wall = time.monotonic() - started
+    threads = []
+    for tid, (name, _, ticks) in sorted(last.items()):
+        seen = sum(states[tid].values())
+        threads.append({
+            "tid_order": len(threads), "name": name, "cpu_s": ticks / TICK,
+            "states": {s: round(n / seen, 3) for s, n in sorted(states[tid].items())},
+        })  # fmt: skip
+    cpu = sum(t["cpu_s"] for t in threads)
+    return {"wall_s": round(wall, 2), "cores_used": round(cpu / wall, 2), "threads": threads}
+
+
+def py_spy_top(argv: list[str]) -> str | None:
+    if shutil.which("py-spy") is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "raw.txt"
+        subprocess.run(["py-spy", "record", "-r", "100", "-f", "raw", "-o", str(out), "--",
+                        *argv], capture_output=True, check=False)  # fmt: skip
+        if not out.exists():
+            return None
+        leaf: collections.Counter[str] = collections.Counter()
+        for line in out.read_text().splitlines():
+            stack, _, count = line.rpartition(" ")
+            leaf[stack.split(";")[-1].split(" (")[0]] += int(count)
+    return leaf.most_common(1)[0][0] if leaf else None
+
+
+def main() -> None:
+    name, args = sys.argv[1], sys.argv[2:]
+    argv = [sys.executable, str(HERE / "services" / f"{name}.py"), *args]
+    truth = watch(argv)
+    truth["py_spy_top_on_cpu"] = py_spy_top(argv)
+    truth["measured"] = (
+        f"python tests/threads_corpus/measure.py {' '.join([name, *args])} "
+        f"({time.strftime('%Y-%m-%d')}, this machine kind: 2 cores)"
+    )
+    path = HERE / "services" / f"{name}.truth.json"
+    path.write_text(json.dumps(truth, indent=1) + "\n")
+    print(path.read_text())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""A batch job's critical path across threads (``analyzers.path``), on written-out samples:
+10-ms rows as the sampler writes them, thread 1 the main thread."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from probe.analyzers.path import critical_path
+
+TICK = 10_000_000
+
+
+def rows(*specs: tuple[int, int, float, float, str], serving: bool = False) -> pd.DataFrame:
+    """(thread, tick, cpu share, wait share, reason) per row: one tick each."""
+    return pd.DataFrame(
+        {
+            "thread_id": [s[0] for s in specs],
+            "ts_ns": [(s[1] + 1) * TICK for s in specs],
+            "wall_ns": [TICK] * len(specs),
+            "cpu_ns": [s[2] * TICK for s in specs],
+            "wait_ns": [s[3] * TICK for s in specs],
+            "reason": [s[4] for s in specs],
+            "serving": [serving] * len(specs),
+        }
+    )
+
+
+def on_path(samples: pd.DataFrame) -> pd.Series:
+    factors = critical_path(samples, 1)
+    assert factors is not None
+    time = samples["cpu_ns"] * factors["cpu"] + samples["wait_ns"] * factors["wait"]
+    return time.groupby(samples["thread_id"]).sum() / TICK
+
+
+def test_a_join_is_replaced_by_the_work_it_waited_for():
+    samples = rows(
+        *[(1, t, 1.0, 0.0, "") for t in range(5)],  # the main thread computes 50 ms
+        *[(1, t, 0.0, 1.0, "lock") for t in range(5, 15)],  # then joins for 100 ms
+        *[(2, t, 1.0, 0.0, "") for t in range(5, 15)],  # while a worker computes
+    )
+    path = on_path(samples)
+    assert path[1] == pytest.approx(5) and path[2] == pytest.approx(10)
+
+
+def test_two_workers_share_the_wait_and_the_path_stays_the_main_thread_s_wall():
+    samples = rows(
+        *[(1, t, 0.0, 1.0, "lock") for t in range(10)],
+        *[(2, t, 1.0, 0.0, "") for t in range(10)],
+        *[(3, t, 0.2, 0.8, "gil") for t in range(10)],  # runnable, waiting for the GIL
+    )
+    path = on_path(samples)
+    assert path.sum() == pytest.approx(10)
+    assert path[2] == pytest.approx(5) and path[3] == pytest.approx(5)
+
+
+def test_starved_consumers_are_not_the_work_their_producer_is():
+    samples = rows(
+        *[(1, t, 0.0, 1.0, "lock") for t in range(10)],  # main joins the consumers
+        *[(c, t, 0.0, 1.0, "lock") for c in (2, 3, 4, 5) for t in range(10)],  # empty queue
+        *[(6, t, 1.0, 0.0, "") for t in range(10)],  # the producer computes
+    )
+    path = on_path(samples)
+    assert path.get(6) == pytest.approx(10)
+    assert path.reindex([2, 3, 4, 5]).fillna(0).sum() == pytest.approx(0)
+
+
+def test_a_wait_with_nobody_else_running_stays_on_the_main_thread():
+    samples = rows(*[(1, t, 0.0, 1.0, "lock") for t in range(10)])
+    assert on_path(samples)[1] == pytest.approx(10)
+
+
+def test_a_helper_thread_is_off_the_path_while_the_main_thread_works_or_waits_on_io():
+    samples = rows(
+        *[(1, t, 0.3, 0.7, "network") for t in range(10)],  # the client waits on a socket
+        *[(2, t, 0.0, 1.0, "network") for t in range(10)],  # the helper server's thread
+    )
+    path = on_path(samples)
+    assert path[1] == pytest.approx(10) and path.get(2, 0) == pytest.approx(0)
+
+
+def test_a_merged_row_spanning_many_ticks_is_shared_by_time():
+    # the worker's 100-ms network wait is one merged row; the main thread joins it
+    samples = pd.concat(
+        [
+            rows(*[(1, t, 0.0, 1.0, "lock") for t in range(10)]),
+            pd.DataFrame(
+                {
+                    "thread_id": [2],
+                    "ts_ns": [10 * TICK],
+                    "wall_ns": [10 * TICK],
+                    "cpu_ns": [0],
+                    "wait_ns": [10 * TICK],
+                    "reason": ["network"],
+                    "serving": [False],
+                }
+            ),  # fmt: skip
+        ],
+        ignore_index=True,
+    )
+    path = on_path(samples)
+    assert path[2] == pytest.approx(10) and path.get(1, 0) == pytest.approx(0)
+
+
+def test_a_server_s_main_thread_has_no_batch_path():
+    samples = rows(*[(1, t, 0.1, 0.9, "network") for t in range(10)], serving=True)
+    assert critical_path(samples, 1) is None
+    assert critical_path(rows((2, 0, 1.0, 0.0, "")), None) is None
