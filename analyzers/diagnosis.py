@@ -226,7 +226,7 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
     if primary.share < THRESHOLDS.bottleneck_share:
         return (
             f"No dominant bottleneck: the largest stage, {where}, takes {primary.share:.0%} "
-            f"of {path} ({what}, {subkind_words(primary.subkind)})."
+            f"of {path} ({what}, {subkind_words(primary.subkind)})." + _doubts_text(primary)
         )
     text = (
         f"{kind_words(primary.kind)} in {where} ({primary.share:.0%} of "
@@ -239,7 +239,18 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
             f". Best fix: {best.title[0].lower()}{best.title[1:]}, about "
             f"{best.estimated_speedup:.1f}× faster ({ceiling})"
         )
-    return text + "."
+    return text + "." + _doubts_text(primary)
+
+
+def _doubts_text(primary: Finding) -> str:
+    """What leaves the verdict open, and what would settle it ("" when nothing does)."""
+    doubts = primary.evidence.get("doubts") or []
+    if not doubts:
+        return ""
+    settle = "a longer run"
+    if any("takes nearly as much" in d for d in doubts):
+        settle += ", or `@probe.stage` on the two stages for their exact times"
+    return f" Confidence {primary.confidence:.0%}: {'; '.join(doubts)}. To settle it: {settle}."
 
 
 def _run_block(

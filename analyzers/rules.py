@@ -13,7 +13,8 @@ names the stage's kind/subkind.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,15 @@ from probe.analyzers.breakdown import Breakdown
 from probe.analyzers.constants import constant
 from probe.analyzers.vocabulary import WAITS
 
-__all__ = ["THRESHOLDS", "Finding", "RunFacts", "Thresholds", "classify", "stage_rows"]
+__all__ = [
+    "THRESHOLDS",
+    "Finding",
+    "RunFacts",
+    "Thresholds",
+    "classify",
+    "stage_rows",
+    "with_doubts",
+]
 
 
 @dataclass(frozen=True)
@@ -71,6 +80,23 @@ class Thresholds:
         "stays below half utilisation.",
     )
     launch_tensor_share: float = constant(0.50, "See launch_gpu_util: most of the CPU in ops.")
+    clear_lead: float = constant(
+        0.5,
+        "the leader's lead over the runner-up, as a share of its own: at 0.5 the runner-up "
+        "holds half the leader's time, so fixing it buys at most half as much (Amdahl); a "
+        "smaller lead leaves which to fix first open",
+    )
+    lead_z: float = constant(
+        2.326,
+        "the leader's lead over the runner-up beyond chance: one-sided 99% (z), the share "
+        "difference over its multinomial standard error sqrt((p1 + p2) / n) at n samples",
+    )
+    sample_hz: float = constant(100.0, "the stack sampler's default rate: samples a second")
+    cpu_consistency: float = constant(
+        0.5,
+        "a CPU verdict whose process used under half the cores its CPU share implies "
+        "(share x the CPU component) is contradicted by the process's own CPU time",
+    )
     cold_start_ratio: float = constant(
         10.0,
         "A slow first request: its latency at least this many times the median request "
@@ -243,7 +269,52 @@ def classify(bd: Breakdown, facts: RunFacts, t: Thresholds = THRESHOLDS) -> list
         )
     findings.extend(_run_level(bd, facts, t))
     findings.sort(key=lambda f: -f.share)
+    if findings:
+        findings[0] = with_doubts(findings[0], findings[1:], facts, t)
     return findings
+
+
+def with_doubts(
+    primary: Finding, rest: list[Finding], facts: RunFacts, t: Thresholds = THRESHOLDS
+) -> Finding:
+    """The primary finding's confidence lowered by what contradicts it or leaves it open,
+    each reason written out (``evidence["doubts"]``) for the verdict to say."""
+    doubts: list[str] = []
+    factor = 1.0
+    runner = next((f for f in rest if f.kind != "gpu" or f.subkind != "gpu_starved"), None)
+    if runner is not None and primary.share > 0:
+        lead = (primary.share - runner.share) / primary.share
+        if lead < t.clear_lead:
+            factor *= max(lead / t.clear_lead, 0.1)
+            doubts.append(
+                f"`{runner.stage}` takes nearly as much ({runner.share:.0%} against "
+                f"{primary.share:.0%})"
+            )
+    if runner is not None:
+        n = t.sample_hz * sum(float(f.evidence.get("sampled_s", 0.0)) for f in (primary, *rest))
+        spread = math.sqrt((primary.share + runner.share) / n) if n > 0 else math.inf
+        z = (primary.share - runner.share) / spread if spread > 0 else math.inf
+        if z < t.lead_z:
+            factor *= max(z / t.lead_z, 0.1)
+            doubts.append(
+                f"its lead of {100 * (primary.share - runner.share):.0f} points is within the "
+                f"sampling error of {n:,.0f} samples"
+            )
+    if primary.kind == "cpu" and facts.process_cores > 0:
+        cpu = float(primary.evidence.get("python", 0.0)) + float(
+            primary.evidence.get("native", 0.0)
+        )
+        implied = primary.share * cpu
+        if implied > 0 and facts.process_cores < t.cpu_consistency * implied:
+            factor *= facts.process_cores / implied
+            doubts.append(
+                f"the process used {facts.process_cores:.2f} of {facts.cpu_count} cores, "
+                f"less than a CPU-bound {primary.share:.0%} implies"
+            )
+    if not doubts:
+        return primary
+    evidence = {**primary.evidence, "doubts": doubts}
+    return replace(primary, confidence=round(primary.confidence * factor, 3), evidence=evidence)
 
 
 def _run_level(bd: Breakdown, facts: RunFacts, t: Thresholds) -> list[Finding]:

@@ -1,0 +1,48 @@
+"""Confidence that means something (``rules.with_doubts``): lowered, with its reasons,
+when the runner-up is close, the lead is within the sampling error, or the process's own
+CPU time contradicts a CPU verdict."""
+
+from __future__ import annotations
+
+from probe.analyzers.rules import Finding, RunFacts, with_doubts
+
+
+def finding(stage: str, share: float, sampled_s: float, kind: str = "cpu", **components) -> Finding:
+    return Finding(
+        kind=kind,
+        subkind="python",
+        stage=stage,
+        share=share,
+        confidence=0.9,
+        rule="cpu_python",
+        evidence={"sampled_s": sampled_s, **components},
+    )
+
+
+def test_a_close_runner_up_on_a_short_run_lowers_confidence_and_says_why():
+    top = with_doubts(
+        finding("alpha", 0.45, 0.9, python=1.0), [finding("beta", 0.40, 0.8, python=1.0)],
+        RunFacts(cpu_count=2, process_cores=1.0),
+    )  # fmt: skip
+    assert top.confidence < 0.2
+    doubts = top.evidence["doubts"]
+    assert any("`beta` takes nearly as much (40% against 45%)" in d for d in doubts)
+    assert any("within the sampling error of 170 samples" in d for d in doubts)
+
+
+def test_a_clear_leader_with_ample_samples_keeps_its_confidence():
+    top = finding("alpha", 0.90, 30.0, python=1.0)
+    kept = with_doubts(top, [finding("beta", 0.05, 2.0)], RunFacts(process_cores=0.95))
+    assert kept == top
+
+
+def test_a_cpu_verdict_the_process_s_cpu_time_contradicts_is_not_confident():
+    # six workers serialised on a lock around an HTTP call: 0.04 of 2 cores used
+    top = with_doubts(
+        finding("call_upstream", 0.95, 40.0, python=0.97), [],
+        RunFacts(cpu_count=2, process_cores=0.04),
+    )  # fmt: skip
+    assert top.confidence < 0.1
+    assert top.evidence["doubts"] == [
+        "the process used 0.04 of 2 cores, less than a CPU-bound 95% implies"
+    ]
