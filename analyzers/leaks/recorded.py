@@ -265,6 +265,8 @@ def _one_step(
     k, _ = best_step(fy)
     jump = float(np.median(fy[k:]) - np.median(fy[:k])) / 1e6
     after_x, after_y = fx[k:], fy[k:]
+    if jump < 0 and (dropped := _a_drop(jump, after_x, after_y, s)) is not None:
+        return dropped
     if len(after_y) < s.min_floors // 2:
         return (
             UNDETERMINED,
@@ -303,6 +305,25 @@ def _one_step(
         x[x >= cut], y[x >= cut], after_x, after_y, s, after_step=True, slowed=slowed
     )
     return state, f"{reason}, after a one-off step of {jump:.1f} MB", float(cut)
+
+
+def _a_drop(
+    jump: float, after_x: np.ndarray, after_y: np.ndarray, s: RecordedSettings
+) -> tuple[State, str, float] | None:
+    """The one step is a fall (memory let go: a cache dropped, the process's teardown):
+    its verdict, or None when the floor climbs again after it (judged as after a rise)."""
+    if len(after_y) < s.min_floors // 2:
+        why = (
+            f"the floor rose, then fell {-jump:.1f} MB in one step near the end (memory let "
+            "go, or the process's teardown): too little after it to tell"
+        )
+        return UNDETERMINED, why, -math.inf
+    after = trend(after_x, after_y)
+    climbs = after.slope * float(after_x[-1] - after_x[0])
+    material = max(s.min_growth_bytes, s.min_growth_share * float(np.median(after_y)))
+    if after.significant(s.alpha) and climbs >= material:
+        return None
+    return NO_LEAK, f"the floor fell {-jump:.1f} MB in one step: memory given back", -math.inf
 
 
 def _clean(t_s: np.ndarray, bytes_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

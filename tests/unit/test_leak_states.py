@@ -110,3 +110,13 @@ def test_a_leak_read_from_readings_that_stop_early_in_the_run_is_undetermined():
     assert cut.state == UNDETERMINED and "cover only 4.5 s of the 13.0-s run" in cut.reason
     assert cut.settle
     assert covering_the_run(v, t, duration_s=6.0).state == LEAK
+
+
+def test_a_fall_near_the_end_is_called_a_fall_never_a_rise_of_minus_so_many_mb():
+    # a warm-up's rise, flat, then the teardown lets 40 MB go in the last half second
+    t = np.arange(0, 12, 0.1)
+    y = 100e6 + 15e6 * np.minimum(t / 6, 1) + 2e5 * np.sin(t * 7)
+    v = judge_recorded(t, np.where(t < 11.5, y, y - 40e6))
+    assert v.state == UNDETERMINED
+    assert v.reason.startswith("the floor rose, then fell 39.9 MB in one step near the end")
+    assert v.settle
