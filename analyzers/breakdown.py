@@ -33,6 +33,8 @@ Columns of ``stages``:
 ``gpu_util``       mean GPU utilisation (%) at the stage's samples (NaN: no GPU data)
 ``host_cpu_percent`` mean host CPU utilisation (%) at the stage's samples
 ``top_call``       the call most waited in, ``top_line`` the hottest on-CPU line
+``queued``         without spans, on a batch job's path: threads waiting on a lock in
+                   the stage while it ran, on average (``analyzers.path``; 0 otherwise)
 =================  ===================================================================
 """
 
@@ -334,17 +336,26 @@ def _on_the_path(samples: pd.DataFrame, run: Run) -> tuple[pd.DataFrame, bool]:
         users = samples.loc[samples["user_function"] != "<library>", "thread_id"].unique()
         return samples[samples["thread_id"].isin(users)], False
     scaled = samples.assign(
-        cpu_ns=samples["cpu_ns"] * factors["cpu"], wait_ns=samples["wait_ns"] * factors["wait"]
+        cpu_ns=samples["cpu_ns"] * factors["cpu"],
+        wait_ns=samples["wait_ns"] * factors["wait"],
+        queued_ns=factors["queued_ns"],
     )
-    return scaled[(scaled["cpu_ns"] + scaled["wait_ns"]) > 0], True
+    return scaled[(scaled["cpu_ns"] + scaled["wait_ns"] + scaled["queued_ns"]) > 0], True
 
 
 def _function_table(samples: pd.DataFrame, run: Run) -> pd.DataFrame:
     """Without spans: the service's own functions, each charged its callees' time."""
     if samples.empty:
         return pd.DataFrame()
+    queued = samples["queued_ns"] if "queued_ns" in samples else None
+    if queued is not None:
+        waiters = queued.groupby(samples["user_function"]).sum()
+        samples = samples[(samples["cpu_ns"] + samples["wait_ns"]) > 0]
     split = _sample_split(samples, "user_function")
     _with_resources(run, samples, "user_function", split)
+    if queued is not None:
+        # threads queued on a lock in the stage while it ran: mean waiters over its time
+        split["queued"] = (waiters.reindex(split.index).fillna(0.0) / 1e9) / split["sampled_s"]
     total = float(split["sampled_s"].sum())
     split["category"] = "function"
     split["count"] = np.nan
@@ -433,6 +444,7 @@ _DEFAULTS: dict[str, Any] = {
     "host_cpu_percent": np.nan,
     "top_call": "",
     "top_line": "",
+    "queued": 0.0,
 }
 
 

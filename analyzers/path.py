@@ -63,22 +63,30 @@ def _pieces(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     return rows, bins, np.clip(hi - lo, 0, None) / span
 
 
-def critical_path(samples: pd.DataFrame, main_thread: int | None) -> pd.DataFrame | None:
-    """Per sample row, the factors its on-CPU time (``cpu``) and its wait (``wait``) count
-    for on the path (0: off it); None when there is no main thread in the samples or it is
-    a server's. ``samples`` are attributed
-    rows (``attribution.attribute``) with ``ts_ns`` and ``serving`` (the stack is in a
-    serving loop), idle capacity already removed."""
+def _batch_main(samples: pd.DataFrame, main_thread: int | None) -> np.ndarray | None:
+    """Which rows are the main thread's, when it is a batch job's (not a server's)."""
     if main_thread is None or samples.empty:
         return None
     is_main = (samples["thread_id"] == main_thread).to_numpy()
     time = (samples["cpu_ns"] + samples["wait_ns"]).to_numpy(dtype="float64")
     main_time = time[is_main].sum()
-    if main_time <= 0:
-        return None
     serving = samples["serving"].to_numpy(dtype=bool)
-    if time[is_main & serving].sum() > PATH.serving_majority * main_time:
+    if main_time <= 0 or time[is_main & serving].sum() > PATH.serving_majority * main_time:
         return None
+    return is_main
+
+
+def critical_path(samples: pd.DataFrame, main_thread: int | None) -> pd.DataFrame | None:
+    """Per sample row, the factors its on-CPU time (``cpu``) and its wait (``wait``) count
+    for on the path (0: off it), and ``queued_ns``: its lock wait while another thread did
+    the work (off the path; a lock held across that work serialises the threads queued on
+    it). None when there is no main thread in the samples or it is a server's.
+    ``samples`` are attributed rows (``attribution.attribute``) with ``ts_ns`` and
+    ``serving`` (the stack is in a serving loop), idle capacity already removed."""
+    is_main = _batch_main(samples, main_thread)
+    if is_main is None:
+        return None
+    time = (samples["cpu_ns"] + samples["wait_ns"]).to_numpy(dtype="float64")
     end = samples["ts_ns"].to_numpy(dtype="int64")
     start = end - samples["wall_ns"].to_numpy(dtype="int64")
     rows, bins, share = _pieces(start, end)
@@ -110,7 +118,17 @@ def critical_path(samples: pd.DataFrame, main_thread: int | None) -> pd.DataFram
     )
     other = other_ns / np.where(time > 0, time, 1.0)
     own_wait = np.where(lock, kept_ns / np.where(waits > 0, waits, 1.0), 1.0)
+    # other threads' lock waits while something else ran: queued behind the work
+    queued_ns = np.bincount(
+        rows,
+        weights=time[rows] * share * (~is_main[rows] & lock[rows] & (active[bins] > 0)),
+        minlength=len(time),
+    )
     return pd.DataFrame(
-        {"cpu": np.where(is_main, 1.0, other), "wait": np.where(is_main, own_wait, other)},
+        {
+            "cpu": np.where(is_main, 1.0, other),
+            "wait": np.where(is_main, own_wait, other),
+            "queued_ns": queued_ns,
+        },
         index=samples.index,
     )

@@ -378,6 +378,18 @@ def _multiprocess(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | No
 def _reduce_lock_scope(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
     if not (f.kind == "contention" and f.subkind == "lock"):
         return None
+    queued = f.evidence.get("waiting_threads")
+    if queued:  # serialised: one thread works under the lock while the others queue on it
+        waiting = float(queued)
+        return Proposal(
+            stage=f.stage,
+            p=f.share,
+            s=1.0 + waiting,
+            how={"lock": waiting / (1.0 + waiting), "top_call": f"held across {row['top_call']}"},
+            evidence=_evidence(f),
+            model="s = 1 + the threads queued on the lock: their calls overlap once it is "
+            "not held across them",
+        )
     lock = float(row["wait_lock"])
     return Proposal(
         stage=f.stage,

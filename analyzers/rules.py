@@ -82,20 +82,26 @@ class Thresholds:
     launch_tensor_share: float = constant(0.50, "See launch_gpu_util: most of the CPU in ops.")
     clear_lead: float = constant(
         0.5,
-        "the leader's lead over the runner-up, as a share of its own: at 0.5 the runner-up "
-        "holds half the leader's time, so fixing it buys at most half as much (Amdahl); a "
-        "smaller lead leaves which to fix first open",
+        "the leader's lead over the runner-up (at its 99% lower bound, see lead_z), as a "
+        "share of its own: at 0.5 the runner-up holds half the leader's time, so fixing it "
+        "buys at most half as much (Amdahl); a smaller lead leaves which to fix first open",
     )
     lead_z: float = constant(
         2.326,
-        "the leader's lead over the runner-up beyond chance: one-sided 99% (z), the share "
-        "difference over its multinomial standard error sqrt((p1 + p2) / n) at n samples",
+        "the lead's lower bound: one-sided 99% (z) times the share difference's "
+        "multinomial standard error sqrt((p1 + p2) / n) at n samples (samples taken as "
+        "independent, which they are not: the bound errs on the trusting side)",
     )
     sample_hz: float = constant(100.0, "the stack sampler's default rate: samples a second")
     cpu_consistency: float = constant(
         0.5,
         "a CPU verdict whose process used under half the cores its CPU share implies "
         "(share x the CPU component) is contradicted by the process's own CPU time",
+    )
+    serialised_waiters: float = constant(
+        1.0,
+        "a stage runs one at a time under a lock when, while it runs, at least one other "
+        "thread waits on a lock in it (on average): demand for a second one, held off",
     )
     cold_start_ratio: float = constant(
         10.0,
@@ -194,6 +200,10 @@ def _stage_kind(
         if pd.notna(gpu_util) and gpu_util >= t.gpu_busy_util:
             return "gpu", "gpu_compute", "gpu_wait_gpu_busy", evidence
         return "gpu", "launch_bound", "gpu_wait_gpu_underused", evidence
+    queued = float(row.get("queued", 0.0) or 0.0)
+    if queued >= t.serialised_waiters:
+        evidence["waiting_threads"] = round(queued, 2)
+        return "contention", "lock", "serialised_by_lock", evidence
     if top in ("network", "disk", "sleep"):
         return "io", top, f"wait_{top}", evidence
     if top == "subprocess":
@@ -245,7 +255,11 @@ def classify(bd: Breakdown, facts: RunFacts, t: Thresholds = THRESHOLDS) -> list
         kind, subkind, rule, evidence = _stage_kind(row, facts, t)
         comp = _components(row)
         # the component that named the kind (GPU subkinds: the waits on the GPU)
-        component = comp.get(subkind, comp["gpu_sync"])
+        component = (
+            max(comp.values())
+            if rule == "serialised_by_lock"
+            else comp.get(subkind, comp["gpu_sync"])
+        )
         evidence.update(
             {
                 "path_share": round(share, 4),
@@ -283,23 +297,22 @@ def with_doubts(
     factor = 1.0
     runner = next((f for f in rest if f.kind != "gpu" or f.subkind != "gpu_starved"), None)
     if runner is not None and primary.share > 0:
-        lead = (primary.share - runner.share) / primary.share
+        # the lead at its 99% lower bound: the share difference less its multinomial
+        # standard error sqrt((p1 + p2) / n) times z, over n samples
+        n = t.sample_hz * sum(float(f.evidence.get("sampled_s", 0.0)) for f in (primary, *rest))
+        spread = math.sqrt((primary.share + runner.share) / n) if n > 0 else 0.0
+        lead = max(primary.share - runner.share - t.lead_z * spread, 0.0) / primary.share
         if lead < t.clear_lead:
             factor *= max(lead / t.clear_lead, 0.1)
             doubts.append(
                 f"`{runner.stage}` takes nearly as much ({runner.share:.0%} against "
                 f"{primary.share:.0%})"
             )
-    if runner is not None:
-        n = t.sample_hz * sum(float(f.evidence.get("sampled_s", 0.0)) for f in (primary, *rest))
-        spread = math.sqrt((primary.share + runner.share) / n) if n > 0 else math.inf
-        z = (primary.share - runner.share) / spread if spread > 0 else math.inf
-        if z < t.lead_z:
-            factor *= max(z / t.lead_z, 0.1)
-            doubts.append(
-                f"its lead of {100 * (primary.share - runner.share):.0f} points is within the "
-                f"sampling error of {n:,.0f} samples"
-            )
+            if primary.share - runner.share < t.lead_z * spread:
+                doubts.append(
+                    f"its lead of {100 * (primary.share - runner.share):.0f} points is within "
+                    f"the sampling error of {n:,.0f} samples"
+                )
     if primary.kind == "cpu" and facts.process_cores > 0:
         cpu = float(primary.evidence.get("python", 0.0)) + float(
             primary.evidence.get("native", 0.0)

@@ -63,3 +63,20 @@ def test_a_helper_server_in_the_process_is_not_the_work_the_client_waiting_on_it
     assert all(s["path_share"] < 0.05 for s in handler), handler
     assert primary["share"] > 0.75
     assert any(i["role"] == "server loop" for i in d["run"]["idle"])
+
+
+def test_calls_serialised_by_a_lock_are_a_lock_convoy_not_a_network_bound_stage(run_probe):
+    # six threads, one client holding `with self._lock:` across each HTTP call; the
+    # lock's acquire has no Python frame (it read as CPU, then as plain network wait)
+    truth = truth_of("serial_upstream")
+    assert truth["cores_used"] < 0.2  # the process waits: on the network and on the lock
+    result = run_probe(CORPUS / "serial_upstream.py")
+    assert result.returncode == 0, result.stderr
+    d = json.loads((result.run_dir / "diagnosis.json").read_text())
+    primary = d["primary"]
+    assert (primary["kind"], primary["subkind"]) == ("contention", "lock"), primary
+    assert primary["stage"].startswith("SharedClient.call_upstream")
+    finding = d["findings"][0]
+    assert finding["evidence"]["waiting_threads"] >= 3  # of the five that could queue
+    assert d["recommendations"][0]["id"] == "reduce_lock_scope"
+    assert "held across" in d["recommendations"][0]["how"]

@@ -106,3 +106,16 @@ def test_a_server_s_main_thread_has_no_batch_path():
     samples = rows(*[(1, t, 0.1, 0.9, "network") for t in range(10)], serving=True)
     assert critical_path(samples, 1) is None
     assert critical_path(rows((2, 0, 1.0, 0.0, "")), None) is None
+
+
+def test_threads_queued_on_a_lock_behind_the_work_are_counted_as_queued_not_as_path():
+    samples = rows(
+        *[(1, t, 0.0, 1.0, "lock") for t in range(10)],  # main joins the workers
+        *[(2, t, 0.02, 0.98, "network") for t in range(10)],  # one holds the lock, calls
+        *[(w, t, 0.0, 1.0, "lock") for w in (3, 4, 5) for t in range(10)],  # queued
+    )
+    factors = critical_path(samples, 1)
+    queued = factors["queued_ns"].groupby(samples["thread_id"]).sum() / TICK
+    assert queued[[3, 4, 5]].tolist() == pytest.approx([10, 10, 10])
+    assert queued[[1, 2]].sum() == 0
+    assert on_path(samples)[2] == pytest.approx(10)
