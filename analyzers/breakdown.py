@@ -53,7 +53,11 @@ from probe.analyzers.stacks import label_stacks
 from probe.rundir.reader import Run
 from probe.rundir.schema import BLOCKING_REASONS, WAIT_REASONS
 
-__all__ = ["Breakdown", "RequestFigures", "breakdown", "idle_notes"]
+__all__ = ["DEFAULT_HZ", "Breakdown", "RequestFigures", "breakdown", "idle_notes"]
+
+
+# ``probe run``'s default --hz, for runs whose meta.json predates ``settings.hz``
+DEFAULT_HZ = 100.0
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,7 @@ class Breakdown:
     # waiting for a next task) and ``idle_share`` (of those threads' sampled time). Its
     # samples are in no stage: a pool with more workers than work is headroom, not a wait.
     idle: pd.DataFrame = field(default_factory=pd.DataFrame)
+    sample_hz: float = DEFAULT_HZ  # the stack sampler's rate in this run (samples a second)
 
 
 def _empty_requests() -> RequestFigures:
@@ -328,34 +333,35 @@ def _main_thread(run: Run) -> int | None:
     return int(main.iloc[0]) if len(main) else None
 
 
-def _on_the_path(samples: pd.DataFrame, run: Run) -> tuple[pd.DataFrame, bool]:
+def _on_the_path(
+    samples: pd.DataFrame, run: Run, hz: float
+) -> tuple[pd.DataFrame, pd.Series | None]:
     """The samples as they count on a batch job's critical path (``analyzers.path``), and
-    whether there was one; else the threads that ran the service's own code, summed."""
-    factors = critical_path(samples, _main_thread(run))
+    per function the threads' time queued on a lock in it meanwhile (ns); else (no batch
+    path) the threads that ran the service's own code, summed, and None."""
+    factors = critical_path(samples, _main_thread(run), round(1e9 / hz))
     if factors is None:
         users = samples.loc[samples["user_function"] != "<library>", "thread_id"].unique()
-        return samples[samples["thread_id"].isin(users)], False
+        return samples[samples["thread_id"].isin(users)], None
+    queued = factors["queued_ns"].groupby(samples["user_function"]).sum()
     scaled = samples.assign(
-        cpu_ns=samples["cpu_ns"] * factors["cpu"],
-        wait_ns=samples["wait_ns"] * factors["wait"],
-        queued_ns=factors["queued_ns"],
+        cpu_ns=samples["cpu_ns"] * factors["cpu"], wait_ns=samples["wait_ns"] * factors["wait"]
     )
-    return scaled[(scaled["cpu_ns"] + scaled["wait_ns"] + scaled["queued_ns"]) > 0], True
+    return scaled[(scaled["cpu_ns"] + scaled["wait_ns"]) > 0], queued
 
 
-def _function_table(samples: pd.DataFrame, run: Run) -> pd.DataFrame:
-    """Without spans: the service's own functions, each charged its callees' time."""
+def _function_table(
+    samples: pd.DataFrame, run: Run, queued: pd.Series | None = None
+) -> pd.DataFrame:
+    """Without spans: the service's own functions, each charged its callees' time (and,
+    on a batch path, the threads queued on a lock in each: ``queued``, ns)."""
     if samples.empty:
         return pd.DataFrame()
-    queued = samples["queued_ns"] if "queued_ns" in samples else None
-    if queued is not None:
-        waiters = queued.groupby(samples["user_function"]).sum()
-        samples = samples[(samples["cpu_ns"] + samples["wait_ns"]) > 0]
     split = _sample_split(samples, "user_function")
     _with_resources(run, samples, "user_function", split)
     if queued is not None:
         # threads queued on a lock in the stage while it ran: mean waiters over its time
-        split["queued"] = (waiters.reindex(split.index).fillna(0.0) / 1e9) / split["sampled_s"]
+        split["queued"] = (queued.reindex(split.index).fillna(0.0) / 1e9) / split["sampled_s"]
     total = float(split["sampled_s"].sum())
     split["category"] = "function"
     split["count"] = np.nan
@@ -374,6 +380,7 @@ def _function_table(samples: pd.DataFrame, run: Run) -> pd.DataFrame:
 def breakdown(run: Run) -> Breakdown:
     """Per-stage (or per-function) breakdown of a loaded run (``probe.rundir.load``)."""
     samples, idle = _idle_capacity(_attributed_samples(run))
+    hz = float((run.meta.get("settings") or {}).get("hz") or DEFAULT_HZ)
     spans = run.tables["spans"]
     wall_s = float(run.meta.get("duration_s") or 0.0)
     if wall_s <= 0 and not spans.empty:
@@ -390,8 +397,9 @@ def breakdown(run: Run) -> Breakdown:
         table, requests = _stage_table(run, indexed, samples, wall_s)
         source = "spans"
     elif not samples.empty:
-        on_path, followed = _on_the_path(samples, run)
-        table, requests = _function_table(on_path, run), _empty_requests()
+        on_path, queued = _on_the_path(samples, run, hz)
+        followed = queued is not None
+        table, requests = _function_table(on_path, run, queued), _empty_requests()
         source = "samples"
         notes.append(
             "no spans recorded: stages are the service's functions, from stack samples"
@@ -418,6 +426,7 @@ def breakdown(run: Run) -> Breakdown:
         notes=notes,
         spans=indexed,
         idle=idle,
+        sample_hz=hz,
     )
 
 

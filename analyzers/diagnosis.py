@@ -172,6 +172,7 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
         starved_time_share=starved,
         first_request_ms=first_ms,
         first_request_stages=first_stages,
+        sample_hz=bd.sample_hz,
     )
 
 

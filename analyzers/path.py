@@ -8,7 +8,7 @@ so the path is the main thread, with each of its waits on another thread (``lock
 join, ``Future.result``, a queue, an event, a condition) replaced by what the other
 threads were doing meanwhile:
 
-* time is cut into bins of the sampling tick; in each bin the main thread's lock wait is
+* time is cut into bins of the sampler's tick; in each bin the main thread's lock wait is
   shared among the other threads' samples active in it (running, runnable, or blocked on
   I/O), in proportion to their time in the bin;
 * another thread's own lock waits are left out when anything else ran in the bin (a
@@ -39,36 +39,37 @@ __all__ = ["PATH", "PathSettings", "critical_path"]
 
 @dataclass(frozen=True)
 class PathSettings:
-    bin_ns: int = constant(10_000_000, "the stack sampler's default tick: 100 Hz")
     serving_majority: float = constant(
         0.5, "the main thread in a serving loop most of its sampled time: a server, not a batch"
     )
 
 
 PATH = PathSettings()
-BIN_NS = PATH.bin_ns
 
 
-def _pieces(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _pieces(
+    start: np.ndarray, end: np.ndarray, tick_ns: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each row's [start, end) cut at bin edges: (row index, bin, share of the row)."""
-    b0 = start // BIN_NS
-    b1 = np.maximum(end - 1, start) // BIN_NS
+    b0 = start // tick_ns
+    b1 = np.maximum(end - 1, start) // tick_ns
     n = (b1 - b0 + 1).astype("int64")
     rows = np.repeat(np.arange(len(start)), n)
     offsets = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
     bins = b0[rows] + offsets
-    lo = np.maximum(start[rows], bins * BIN_NS)
-    hi = np.minimum(end[rows], (bins + 1) * BIN_NS)
+    lo = np.maximum(start[rows], bins * tick_ns)
+    hi = np.minimum(end[rows], (bins + 1) * tick_ns)
     span = np.maximum(end - start, 1)[rows]
     return rows, bins, np.clip(hi - lo, 0, None) / span
 
 
-def _batch_main(samples: pd.DataFrame, main_thread: int | None) -> np.ndarray | None:
+def _batch_main(
+    samples: pd.DataFrame, main_thread: int | None, time: np.ndarray
+) -> np.ndarray | None:
     """Which rows are the main thread's, when it is a batch job's (not a server's)."""
     if main_thread is None or samples.empty:
         return None
     is_main = (samples["thread_id"] == main_thread).to_numpy()
-    time = (samples["cpu_ns"] + samples["wait_ns"]).to_numpy(dtype="float64")
     main_time = time[is_main].sum()
     serving = samples["serving"].to_numpy(dtype=bool)
     if main_time <= 0 or time[is_main & serving].sum() > PATH.serving_majority * main_time:
@@ -76,20 +77,23 @@ def _batch_main(samples: pd.DataFrame, main_thread: int | None) -> np.ndarray | 
     return is_main
 
 
-def critical_path(samples: pd.DataFrame, main_thread: int | None) -> pd.DataFrame | None:
+def critical_path(
+    samples: pd.DataFrame, main_thread: int | None, tick_ns: int
+) -> pd.DataFrame | None:
     """Per sample row, the factors its on-CPU time (``cpu``) and its wait (``wait``) count
     for on the path (0: off it), and ``queued_ns``: its lock wait while another thread did
     the work (off the path; a lock held across that work serialises the threads queued on
     it). None when there is no main thread in the samples or it is a server's.
     ``samples`` are attributed rows (``attribution.attribute``) with ``ts_ns`` and
-    ``serving`` (the stack is in a serving loop), idle capacity already removed."""
-    is_main = _batch_main(samples, main_thread)
+    ``serving`` (the stack is in a serving loop), idle capacity already removed;
+    ``tick_ns``: the sampler's tick (1/hz), the bins' width."""
+    time = (samples["cpu_ns"] + samples["wait_ns"]).to_numpy(dtype="float64")
+    is_main = _batch_main(samples, main_thread, time)
     if is_main is None:
         return None
-    time = (samples["cpu_ns"] + samples["wait_ns"]).to_numpy(dtype="float64")
     end = samples["ts_ns"].to_numpy(dtype="int64")
     start = end - samples["wall_ns"].to_numpy(dtype="int64")
-    rows, bins, share = _pieces(start, end)
+    rows, bins, share = _pieces(start, end, tick_ns)
     bins = bins - bins.min()
     nbins = int(bins.max()) + 1
     lock = (samples["reason"] == "lock").to_numpy() & (samples["wait_ns"] > 0).to_numpy()

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from probe.analyzers.breakdown import Breakdown
+from probe.analyzers.breakdown import DEFAULT_HZ, Breakdown
 from probe.analyzers.constants import constant
 from probe.analyzers.vocabulary import WAITS
 
@@ -92,7 +92,6 @@ class Thresholds:
         "multinomial standard error sqrt((p1 + p2) / n) at n samples (samples taken as "
         "independent, which they are not: the bound errs on the trusting side)",
     )
-    sample_hz: float = constant(100.0, "the stack sampler's default rate: samples a second")
     cpu_consistency: float = constant(
         0.5,
         "a CPU verdict whose process used under half the cores its CPU share implies "
@@ -134,6 +133,7 @@ class RunFacts:
     starved_time_share: float = 0.0  # share of time with GPU < 10% and CPU > 90%
     first_request_ms: float | None = None
     first_request_stages: dict[str, float] = field(default_factory=dict)  # stage -> s
+    sample_hz: float = DEFAULT_HZ  # the stack sampler's rate: samples a second
 
 
 @dataclass(frozen=True)
@@ -299,7 +299,7 @@ def with_doubts(
     if runner is not None and primary.share > 0:
         # the lead at its 99% lower bound: the share difference less its multinomial
         # standard error sqrt((p1 + p2) / n) times z, over n samples
-        n = t.sample_hz * sum(float(f.evidence.get("sampled_s", 0.0)) for f in (primary, *rest))
+        n = facts.sample_hz * sum(float(f.evidence.get("sampled_s", 0.0)) for f in (primary, *rest))
         spread = math.sqrt((primary.share + runner.share) / n) if n > 0 else 0.0
         lead = max(primary.share - runner.share - t.lead_z * spread, 0.0) / primary.share
         if lead < t.clear_lead:

@@ -27,7 +27,7 @@ def rows(*specs: tuple[int, int, float, float, str], serving: bool = False) -> p
 
 
 def on_path(samples: pd.DataFrame) -> pd.Series:
-    factors = critical_path(samples, 1)
+    factors = critical_path(samples, 1, TICK)
     assert factors is not None
     time = samples["cpu_ns"] * factors["cpu"] + samples["wait_ns"] * factors["wait"]
     return time.groupby(samples["thread_id"]).sum() / TICK
@@ -104,8 +104,8 @@ def test_a_merged_row_spanning_many_ticks_is_shared_by_time():
 
 def test_a_server_s_main_thread_has_no_batch_path():
     samples = rows(*[(1, t, 0.1, 0.9, "network") for t in range(10)], serving=True)
-    assert critical_path(samples, 1) is None
-    assert critical_path(rows((2, 0, 1.0, 0.0, "")), None) is None
+    assert critical_path(samples, 1, TICK) is None
+    assert critical_path(rows((2, 0, 1.0, 0.0, "")), None, TICK) is None
 
 
 def test_threads_queued_on_a_lock_behind_the_work_are_counted_as_queued_not_as_path():
@@ -114,7 +114,7 @@ def test_threads_queued_on_a_lock_behind_the_work_are_counted_as_queued_not_as_p
         *[(2, t, 0.02, 0.98, "network") for t in range(10)],  # one holds the lock, calls
         *[(w, t, 0.0, 1.0, "lock") for w in (3, 4, 5) for t in range(10)],  # queued
     )
-    factors = critical_path(samples, 1)
+    factors = critical_path(samples, 1, TICK)
     queued = factors["queued_ns"].groupby(samples["thread_id"]).sum() / TICK
     assert queued[[3, 4, 5]].tolist() == pytest.approx([10, 10, 10])
     assert queued[[1, 2]].sum() == 0
