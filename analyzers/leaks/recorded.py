@@ -265,20 +265,16 @@ def _one_step(
     k, _ = best_step(fy)
     jump = float(np.median(fy[k:]) - np.median(fy[:k])) / 1e6
     after_x, after_y = fx[k:], fy[k:]
-    if jump < 0 and (dropped := _a_drop(jump, after_x, after_y, s)) is not None:
-        return dropped
     if len(after_y) < s.min_floors // 2:
-        return (
-            UNDETERMINED,
-            (
-                f"the floor rose {jump:.1f} MB in one step near the end: too soon to tell a "
-                "one-off allocation from a leak's first step"
-            ),
-            -math.inf,
-        )
+        return UNDETERMINED, _near_the_end(jump), -math.inf
     after = trend(after_x, after_y)
     climbs = after.slope * float(after_x[-1] - after_x[0])
-    material = max(s.min_growth_bytes, s.min_growth_share * float(np.median(fy)))
+    # a fall is measured against the level it fell to
+    level = float(np.median(after_y if jump < 0 else fy))
+    material = max(s.min_growth_bytes, s.min_growth_share * level)
+    settled = not (after.significant(s.alpha) and climbs >= material)
+    if jump < 0 and settled:
+        return NO_LEAK, f"the floor fell {-jump:.1f} MB in one step: memory given back", -math.inf
     if after_step:  # a second jump: a staircase too short to read
         return (
             UNDETERMINED,
@@ -288,7 +284,7 @@ def _one_step(
             ),
             -math.inf,
         )
-    if not (after.significant(s.alpha) and climbs >= material):
+    if settled:
         one_off = f"the floor rose {jump:.1f} MB in one step, then stayed flat"
         return NO_LEAK, f"{one_off}: a one-off allocation", -math.inf
     if len(after_y) < s.min_floors:
@@ -307,23 +303,19 @@ def _one_step(
     return state, f"{reason}, after a one-off step of {jump:.1f} MB", float(cut)
 
 
-def _a_drop(
-    jump: float, after_x: np.ndarray, after_y: np.ndarray, s: RecordedSettings
-) -> tuple[State, str, float] | None:
-    """The one step is a fall (memory let go: a cache dropped, the process's teardown):
-    its verdict, or None when the floor climbs again after it (judged as after a rise)."""
-    if len(after_y) < s.min_floors // 2:
-        why = (
+def _near_the_end(jump: float) -> str:
+    """Why one step too near the end leaves the verdict open: a rise may be a leak's first
+    step; a fall (memory let go: a cache dropped, the process's teardown) left too little
+    after it."""
+    if jump < 0:
+        return (
             f"the floor rose, then fell {-jump:.1f} MB in one step near the end (memory let "
             "go, or the process's teardown): too little after it to tell"
         )
-        return UNDETERMINED, why, -math.inf
-    after = trend(after_x, after_y)
-    climbs = after.slope * float(after_x[-1] - after_x[0])
-    material = max(s.min_growth_bytes, s.min_growth_share * float(np.median(after_y)))
-    if after.significant(s.alpha) and climbs >= material:
-        return None
-    return NO_LEAK, f"the floor fell {-jump:.1f} MB in one step: memory given back", -math.inf
+    return (
+        f"the floor rose {jump:.1f} MB in one step near the end: too soon to tell a one-off "
+        "allocation from a leak's first step"
+    )
 
 
 def _clean(t_s: np.ndarray, bytes_: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
