@@ -61,15 +61,21 @@ IDLE_LOOPS: dict[tuple[str, str], IdleLoop] = {
     # logging's QueueListener: waits for records
     ("logging/handlers.py", "QueueListener._monitor"): IdleLoop("log listener", _QUEUE_GET),
 }
+_IDLE_KEYS = frozenset(IDLE_LOOPS)
+
+
+def _frame_key(
+    function: str, filename: str, keys: frozenset[tuple[str, str]]
+) -> tuple[str, str] | None:
+    """The (file suffix, qualified function) of ``keys`` the frame is, if any."""
+    name = filename.replace("\\", "/")
+    return next((k for k in keys if function == k[1] and name.endswith(k[0])), None)
 
 
 @functools.lru_cache(maxsize=4096)  # one look per distinct frame, not per stack
 def _loop_at(function: str, filename: str) -> IdleLoop | None:
-    name = filename.replace("\\", "/")
-    for (suffix, qualname), loop in IDLE_LOOPS.items():
-        if function == qualname and name.endswith(suffix):
-            return loop
-    return None
+    key = _frame_key(function, filename, _IDLE_KEYS)
+    return None if key is None else IDLE_LOOPS[key]
 
 
 def idle_role(frames: list[tuple[str, str]], leaf_call: str) -> str:
@@ -104,8 +110,7 @@ SERVING_LOOPS: frozenset[tuple[str, str]] = frozenset(
 
 @functools.lru_cache(maxsize=4096)
 def _serves(function: str, filename: str) -> bool:
-    name = filename.replace("\\", "/")
-    return any(function == q and name.endswith(suffix) for suffix, q in SERVING_LOOPS)
+    return _frame_key(function, filename, SERVING_LOOPS) is not None
 
 
 def in_serving_loop(frames: list[tuple[str, str]]) -> bool:

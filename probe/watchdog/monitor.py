@@ -212,11 +212,8 @@ class Monitor:
     def _count_work(self, now: float) -> None:
         if self._attribution is None or self._work is None:
             return
-        try:
-            done = self._attribution.requests_done()
-        except Exception:  # noqa: BLE001 -- an unreadable count: no work axis
-            done = None
-        if done is None:
+        done = self._safely(self._attribution.requests_done)
+        if done is None:  # not counted, or unreadable: no work axis
             if self._work:
                 self._work = None  # counted, then no longer: the count has a hole
             return
@@ -225,11 +222,8 @@ class Monitor:
     def _read_heap(self, now: float) -> None:
         if self._attribution is None:
             return
-        try:
-            blocks = self._attribution.python_blocks()
-        except Exception:  # noqa: BLE001 -- an unreadable gauge: no heap witness
-            return
-        if blocks is not None:
+        blocks = self._safely(self._attribution.python_blocks)
+        if blocks is not None:  # none read, or unreadable: no heap witness
             self._heap.append((now, float(blocks)))
 
     def verdict(self, *, final: bool = False) -> LeakVerdict:
@@ -304,13 +298,15 @@ class Monitor:
         except Exception:  # noqa: BLE001 -- unreadable: none
             return []
 
-    def _safely(self, fn: Callable[..., Any], *args: Any) -> None:
+    def _safely(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, or None when it failed (logged, the first three times)."""
         try:
-            fn(*args)
+            return fn(*args)
         except Exception as e:  # a sink's failure must not stop the watch
             self._sink_errors += 1
             if self._sink_errors <= 3:
                 log.warning("probe: watch: %s failed: %r", getattr(fn, "__qualname__", fn), e)
+            return None
 
     def run(self, stop: threading.Event, until: Callable[[Monitor], bool] | None = None) -> str:
         """The watch loop, for ``probe watch`` and the in-process watchdog alike: a reading
