@@ -198,6 +198,12 @@ def callee_at(code: CodeType, lasti: int, ins: list[dis.Instruction] | None = No
     # replace it by its attribute: follow the attribute chain to the callable itself.
     while k + 1 < index and ins[k + 1].opname in _ATTRS:
         k += 1
+    return _loaded_name(ins, k)
+
+
+def _loaded_name(ins: list[dis.Instruction], k: int) -> str:
+    """``owner.name`` of what instruction ``k`` loads (an attribute of a loaded name), or
+    the name alone."""
     name = str(ins[k].argval)
     if ins[k].opname in _ATTRS and k > 0 and ins[k - 1].opname in _LOADS:
         return f"{ins[k - 1].argval}.{name}"
@@ -211,10 +217,7 @@ def _with_target(ins: list[dis.Instruction], index: int) -> str:
     k = index - 1
     if k < 0 or ins[k].opname not in _ATTRS | _LOADS:
         return "__enter__"
-    name = str(ins[k].argval)
-    if ins[k].opname in _ATTRS and k > 0 and ins[k - 1].opname in _LOADS:
-        name = f"{ins[k - 1].argval}.{name}"
-    return f"{name}.__enter__"
+    return f"{_loaded_name(ins, k)}.__enter__"
 
 
 # Operators that CPython 3.11 specialises for built-in operands (ints, floats, str,
