@@ -173,6 +173,9 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
         first_request_ms=first_ms,
         first_request_stages=first_stages,
         sample_hz=bd.sample_hz,
+        kernel_unavailable=str(
+            ((meta.get("collector") or {}).get("kernel_states") or {}).get("unavailable") or ""
+        ),
     )
 
 

@@ -92,6 +92,12 @@ class Thresholds:
         "multinomial standard error sqrt((p1 + p2) / n) at n samples (samples taken as "
         "independent, which they are not: the bound errs on the trusting side)",
     )
+    no_kernel_witness: float = constant(
+        0.5,
+        "without the kernel's state, time in a native call no rule names is CPU or a wait "
+        "in equal measure for all we know (issue 12's O_DIRECT reads: cpu/native at 100%, "
+        "the thread in disk wait 9 readings in 10)",
+    )
     cpu_consistency: float = constant(
         0.5,
         "a CPU verdict whose process used under half the cores its CPU share implies "
@@ -134,6 +140,9 @@ class RunFacts:
     first_request_ms: float | None = None
     first_request_stages: dict[str, float] = field(default_factory=dict)  # stage -> s
     sample_hz: float = DEFAULT_HZ  # the stack sampler's rate: samples a second
+    # why the sampler could not read threads' kernel states ("" when it could, or when the
+    # run predates them): a native call's time is then CPU or an unnamed wait, unknown
+    kernel_unavailable: str = ""
 
 
 @dataclass(frozen=True)
@@ -324,6 +333,12 @@ def with_doubts(
                 f"the process used {facts.process_cores:.2f} of {facts.cpu_count} cores, "
                 f"less than a CPU-bound {primary.share:.0%} implies"
             )
+    if facts.kernel_unavailable and (primary.kind, primary.subkind) == ("cpu", "native"):
+        factor *= t.no_kernel_witness
+        doubts.append(
+            f"threads' kernel states could not be read ({facts.kernel_unavailable}): time "
+            "in native calls may be waits no rule names (disk, network)"
+        )
     if not doubts:
         return primary
     evidence = {**primary.evidence, "doubts": doubts}

@@ -186,6 +186,11 @@ class Session:
             "collector_cpu_s": cpu,
             "heap_type_counts": self.heap.counted,
             "heap_type_count_s": round(self.heap.count_cost_s, 4),
+            "kernel_states": {
+                "reads": self.stacks.kernel.reads,
+                "skipped": self.stacks.kernel_reads_skipped,
+                "unavailable": self.stacks.kernel.unavailable,
+            },
         }
         if self.tree is not None:
             figures.update(self.tree.stop())

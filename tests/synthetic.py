@@ -29,7 +29,8 @@ T0 = 10_000 * MS  # perf_counter at the run's start
 
 def frame_table(name: str, rows: list[tuple[Any, ...]]) -> pd.DataFrame:
     cols = [c for c, _ in COLUMNS[name]]
-    df = pd.DataFrame(rows, columns=cols)
+    # rows may leave trailing columns out, as an older probe's runs do (read as missing)
+    df = pd.DataFrame([(*r, *[None] * (len(cols) - len(r))) for r in rows], columns=cols)
     for c, dtype in COLUMNS[name]:
         df[c] = df[c].astype(dtype)
     return df

@@ -81,6 +81,10 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("cpu_ns", "int64"),
         ("wait_reason", "string"),
         ("samples", "int64"),
+        # The thread's state in the kernel at that instant, where it was read: R, D,
+        # "sys <call>[ <socket|pipe|file|other>]" (``probe.samplers.kernel``); "" where
+        # the frame and CPU clock left no doubt, or /proc could not be read.
+        ("kernel_state", "string"),
     ],
     # Interned stacks: frame ids root first, and the line the leaf frame was on.
     "stacks": [

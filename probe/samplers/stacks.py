@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable
 from types import CodeType, FrameType
 from typing import Any
 
+from probe.samplers import kernel
 from probe.samplers.waits import WaitClassifier
 
 __all__ = ["OVERFLOW_STACK_ID", "StackSampler", "thread_cpu_ns"]
@@ -51,31 +52,41 @@ _IDLE_CPU_FRACTION = 0.05
 _BUSY_CPU_FRACTION = 0.95
 
 
-class _SampleColumns:
-    """The ``samples`` rows not yet drained, one typed array per column (see the module
-    docstring): ts, tid, stack, wall, cpu, reason (an index into ``reasons``), count."""
+class _Texts:
+    """Short texts interned as small codes (a row's wait reason, its kernel state)."""
 
     def __init__(self) -> None:
-        self.reasons: list[str] = [""]
-        self._reason_index: dict[str, int] = {"": 0}
+        self.texts: list[str] = [""]
+        self._codes: dict[str, int] = {"": 0}
+
+    def code(self, text: str) -> int:
+        code = self._codes.get(text)
+        if code is None:
+            code = self._codes[text] = len(self.texts)
+            self.texts.append(text)
+        return code
+
+
+class _SampleColumns:
+    """The ``samples`` rows not yet drained, one typed array per column (see the module
+    docstring): ts, tid, stack, wall, cpu, reason and kernel state (codes of
+    ``reasons``/``states``), count."""
+
+    def __init__(self) -> None:
+        self.reasons, self.states = _Texts(), _Texts()
         self.clear()
 
     def clear(self) -> None:
         self.ts, self.tid, self.stack = array("q"), array("q"), array("q")
         self.wall, self.cpu, self.count = array("q"), array("q"), array("q")
-        self.reason = array("B")
+        self.reason, self.state = array("H"), array("H")
 
     def __len__(self) -> int:
         return len(self.ts)
 
-    def reason_code(self, reason: str) -> int:
-        code = self._reason_index.get(reason)
-        if code is None:
-            code = self._reason_index[reason] = len(self.reasons)
-            self.reasons.append(reason)
-        return code
-
-    def append(self, ts: int, tid: int, stack: int, wall: int, cpu: int, reason: int) -> int:
+    def append(
+        self, ts: int, tid: int, stack: int, wall: int, cpu: int, reason: int, state: int
+    ) -> int:
         """Add one row; returns its index."""
         self.ts.append(ts)
         self.tid.append(tid)
@@ -83,6 +94,7 @@ class _SampleColumns:
         self.wall.append(wall)
         self.cpu.append(cpu)
         self.reason.append(reason)
+        self.state.append(state)
         self.count.append(1)
         return len(self.ts) - 1
 
@@ -94,10 +106,10 @@ class _SampleColumns:
         self.count[k] += 1
 
     def rows(self) -> list[list[Any]]:
-        reasons = self.reasons
+        reasons, states = self.reasons.texts, self.states.texts
         return [
-            [ts, tid, sid, wall, cpu, reasons[r], n]
-            for ts, tid, sid, wall, cpu, r, n in zip(
+            [ts, tid, sid, wall, cpu, reasons[r], n, states[k]]
+            for ts, tid, sid, wall, cpu, r, n, k in zip(
                 self.ts,
                 self.tid,
                 self.stack,
@@ -105,6 +117,7 @@ class _SampleColumns:
                 self.cpu,
                 self.reason,
                 self.count,
+                self.state,
                 strict=True,
             )
         ]
@@ -145,6 +158,8 @@ class StackSampler:
         max_depth: int = 128,
         max_stacks: int = 50_000,
         root_marker: tuple[str, str] | None = ("runpy.py", "_run_code"),
+        kernel_states: kernel.KernelStates | None = None,
+        max_kernel_reads: int = 16,
     ) -> None:
         self._clock = clock
         self._current_frames = current_frames
@@ -157,6 +172,15 @@ class StackSampler:
         self._root_fids: set[int] = set()  # frame ids of root_marker functions
         self._classifier = WaitClassifier()
         self._lock = threading.Lock()
+        # The kernel is asked only where frame and CPU clock leave doubt: a thread mostly
+        # off-CPU in a native call no rule names. A read costs ~20 us (open, read, close
+        # of /proc/self/task/TID/syscall, 9-11 us each measured here, plus a readlink for
+        # a call on a descriptor): 16 a tick keep a 10-ms tick's worst case near 3%.
+        self.kernel = kernel_states if kernel_states is not None else kernel.KernelStates()
+        self._max_kernel_reads = max_kernel_reads
+        self._kernel_budget = 0
+        self.kernel_reads_skipped = 0  # asked for beyond the budget
+        self._native_leaf: set[int] = set()  # stacks whose leaf is in an unnamed call
 
         self._frame_ids: dict[int, int] = {}  # id(code) -> frame id
         self._codes: list[CodeType] = []
@@ -220,6 +244,8 @@ class StackSampler:
                     ids = ids[k + 1 :]
                     break
         self._stack_reason[sid] = reason
+        if callee and reason is None:
+            self._native_leaf.add(sid)
         self._new_stacks.append((sid, ";".join(map(str, ids)), line, callee))
         return sid
 
@@ -285,10 +311,31 @@ class StackSampler:
                 self._open.pop(tid, None)
             for ident in [i for i in self._tid if i not in frames]:
                 del self._tid[ident]
-        for tid, sid, wall, cpu_d in seen:
+        self._kernel_budget = self._max_kernel_reads
+        start = self.ticks % len(seen) if seen else 0  # who gets the budget rotates
+        for tid, sid, wall, cpu_d in seen[start:] + seen[:start]:
             self._emit(now, tid, sid, wall, cpu_d, total_cpu - cpu_d)
 
+    def _kernel_state(self, tid: int) -> str:
+        if not self.kernel.available:
+            return ""
+        if self._kernel_budget <= 0:
+            self.kernel_reads_skipped += 1
+            return ""
+        self._kernel_budget -= 1
+        return self.kernel.read(tid)
+
     def _emit(self, now: int, tid: int, sid: int, wall: int, cpu: int, others_cpu: int) -> None:
+        rows = self._rows
+        k = self._open.get(tid)
+        # parked: idle in the same stack since its open row began (mergeable into it)
+        parked = (
+            k is not None
+            and cpu <= wall * _IDLE_CPU_FRACTION
+            and rows.stack[k] == sid
+            and rows.cpu[k] <= rows.wall[k] * _IDLE_CPU_FRACTION
+        )
+        state = ""
         if cpu >= wall * _BUSY_CPU_FRACTION:
             # It ran the whole interval: whatever its leaf call is named (`d.get(k)` reads
             # like `queue.get`), it was not blocked in it.
@@ -297,23 +344,20 @@ class StackSampler:
             # A blocking call at the leaf is the thread's state at this instant (the
             # interval's CPU was spent before it blocked, elsewhere: see attribution).
             reason = self._stack_reason.get(sid) or ""
+            if not reason and sid in self._native_leaf:
+                # still parked where the kernel was last asked: in the same call, unasked
+                known = rows.state[k] if parked and k is not None else 0
+                state = rows.states.texts[known] if known else self._kernel_state(tid)
+                reason = kernel.reason(state) or ""
             if not reason:
                 # Runnable Python that did not run: the GIL if another thread of ours ran
                 # for at least half of the time this one waited, else the OS scheduler.
                 reason = "gil" if others_cpu * 2 >= wall - cpu else "unknown"
-        rows = self._rows
-        code = rows.reason_code(reason)
-        k = self._open.get(tid)
-        if (
-            k is not None
-            and cpu <= wall * _IDLE_CPU_FRACTION
-            and rows.stack[k] == sid
-            and rows.reason[k] == code
-            and rows.cpu[k] <= rows.wall[k] * _IDLE_CPU_FRACTION
-        ):
+        code = rows.reasons.code(reason)
+        if parked and k is not None and rows.reason[k] == code:
             rows.extend_row(k, now, wall, cpu)
             return
-        self._open[tid] = rows.append(now, tid, sid, wall, cpu, code)
+        self._open[tid] = rows.append(now, tid, sid, wall, cpu, code, rows.states.code(state))
 
     # -- hand-off ----------------------------------------------------------------------
     def drain(self) -> dict[str, list[Any]]:

@@ -80,3 +80,25 @@ def test_calls_serialised_by_a_lock_are_a_lock_convoy_not_a_network_bound_stage(
     assert finding["evidence"]["waiting_threads"] >= 3  # of the five that could queue
     assert d["recommendations"][0]["id"] == "reduce_lock_scope"
     assert "held across" in d["recommendations"][0]["how"]
+
+
+def test_direct_disk_reads_in_an_unnamed_native_call_are_disk_waits_not_cpu(run_probe):
+    # `os.preadv` with O_DIRECT: no rule names the call, and the frame with its CPU clock
+    # reads "native code, little CPU" (it was cpu/native before the kernel was asked)
+    truth = truth_of("shard_scan")
+    main = truth["threads"][0]
+    assert main["states"].get("D", 0) > 0.5 and main["cpu_s"] < 0.5 * truth["wall_s"]
+    result = run_probe(CORPUS / "shard_scan.py")
+    if result.returncode != 0 and "direct I/O failed" in result.stderr:
+        pytest.skip(result.stderr.strip().splitlines()[-1])  # e.g. a tmpfs temp dir
+    assert result.returncode == 0, result.stderr
+    d = json.loads((result.run_dir / "diagnosis.json").read_text())
+    kernel = json.loads((result.run_dir / "meta.json").read_text())["collector"]["kernel_states"]
+    primary = d["primary"]
+    assert primary["stage"].startswith(truth["py_spy_top_on_cpu"] or "read_block")
+    if kernel["unavailable"]:  # a host that refuses /proc/self/task/*/syscall
+        assert primary["confidence"] <= 0.5, primary
+        assert "kernel states could not be read" in primary["summary"]
+    else:
+        assert kernel["reads"] > 0
+        assert (primary["kind"], primary["subkind"]) == ("io", "disk"), primary

@@ -46,3 +46,20 @@ def test_a_cpu_verdict_the_process_s_cpu_time_contradicts_is_not_confident():
     assert top.evidence["doubts"] == [
         "the process used 0.04 of 2 cores, less than a CPU-bound 95% implies"
     ]
+
+
+def test_a_native_cpu_verdict_without_the_kernel_s_witness_says_so():
+    native = Finding(
+        kind="cpu", subkind="native", stage="read_block", share=0.9, confidence=0.9,
+        rule="cpu_native", evidence={"sampled_s": 30.0, "native": 0.9},
+    )  # fmt: skip
+    top = with_doubts(
+        native, [], RunFacts(process_cores=0.95, kernel_unavailable="syscall: Permission denied")
+    )
+    assert top.confidence == 0.45
+    assert top.evidence["doubts"] == [
+        "threads' kernel states could not be read (syscall: Permission denied): time in "
+        "native calls may be waits no rule names (disk, network)"
+    ]
+    python = finding("alpha", 0.9, 30.0, python=0.9)  # Python bytecode is no hidden wait
+    assert with_doubts(python, [], RunFacts(process_cores=0.95, kernel_unavailable="x")) == python

@@ -1,0 +1,73 @@
+"""What one stack-sampler tick costs with 10, 50 and 200 threads, kernel states on and off.
+
+Every thread is parked in a native call no wait rule names (``os.readv`` on a pipe), the
+case where the sampler asks the kernel (``probe.samplers.kernel``): the worst case for
+its reads, of which at most ``max_kernel_reads`` (16) are made a tick. Prints the mean
+tick over ``--ticks`` ticks, with the kernel asked and with it turned off (a
+``KernelStates`` for a machine with no table), and what that is of a 10-ms tick (100 Hz).
+
+    python benchmarks/sampler_tick_cost.py [--ticks 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import threading
+import time
+
+from probe.samplers.kernel import KernelStates
+from probe.samplers.stacks import StackSampler
+
+
+def parked_threads(n: int) -> tuple[list[threading.Thread], list[tuple[int, int]]]:
+    pipes = [os.pipe() for _ in range(n)]
+    threads = [
+        threading.Thread(target=os.readv, args=(r, [bytearray(1)]), daemon=True) for r, _ in pipes
+    ]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)  # all inside readv
+    return threads, pipes
+
+
+def release(threads: list[threading.Thread], pipes: list[tuple[int, int]]) -> None:
+    for _, w in pipes:
+        os.write(w, b"x")
+    for t in threads:
+        t.join()
+    for r, w in pipes:
+        os.close(r)
+        os.close(w)
+
+
+def mean_tick_us(sampler: StackSampler, ticks: int) -> float:
+    """Mean over ``ticks``, drained every 100 ticks as the collector does at 100 Hz (a
+    thread still parked where the kernel was asked is not asked again until then)."""
+    total = 0.0
+    for k in range(ticks):
+        start = time.perf_counter()
+        sampler.sample()
+        total += time.perf_counter() - start
+        if k % 100 == 99:
+            sampler.drain()
+    return total / ticks * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ticks", type=int, default=300)
+    args = parser.parse_args()
+    print(f"{'threads':>8} {'kernel on':>12} {'kernel off':>12} {'on, of a 10-ms tick':>20}")
+    for n in (10, 50, 200):
+        threads, pipes = parked_threads(n)
+        try:
+            on = mean_tick_us(StackSampler(), args.ticks)
+            off = mean_tick_us(StackSampler(kernel_states=KernelStates(machine="none")), args.ticks)
+        finally:
+            release(threads, pipes)
+        print(f"{n:>8} {on:>10.0f}us {off:>10.0f}us {on / 10_000:>19.1%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""What a thread is doing in the kernel, read from /proc (Linux): the frame's second witness.
+
+A thread blocked in a native call that Python code cannot name (``os.preadv`` into a
+buffer, a C client library's socket read, a page fault on a mapped file) shows only "a
+call, and little CPU" in its frame and CPU clock. The kernel knows more:
+``/proc/self/task/TID/syscall`` holds the system call it is blocked in and its
+arguments ("running" if it is on a CPU, ``-1`` if it is in the kernel outside any call:
+a page fault), and for calls on a file descriptor ``/proc/self/fd/N`` says whether that
+is a socket, a pipe or a file; ``/proc/self/task/TID/stat``'s state says D, the
+uninterruptible wait of disk I/O.
+
+``KernelStates.read(tid)`` returns the thread's state as one short text -- ``"R"`` (on a
+CPU, or runnable), ``"D"`` (uninterruptible, outside any call: a page fault on a mapped
+file), ``"sys <call>"`` or ``"sys <call> <socket|pipe|file|other>"`` (in that system
+call) -- or ``""`` when nothing can be read. ``reason(state)`` maps it to a wait reason
+of the samples table, or ``None`` when the kernel cannot tell: a futex is the GIL as
+often as a lock (a thread returning from any native call waits for the GIL on one), and
+running or runnable is the CPU.
+
+Where /proc lacks the files or refuses them (not Linux, a hardened kernel, a container
+without ptrace read access to itself), ``available`` turns false with the reason in
+``unavailable``, and every read returns ``""``: the sampler falls back to frames and CPU
+clocks and records that it did. A thread that exits between two reads is just ``""``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from collections.abc import Callable
+
+__all__ = ["SYSCALLS", "KernelStates", "reason"]
+
+# System call numbers of the calls a thread blocks in, by machine (the kernel's tables:
+# arch/x86/entry/syscalls/syscall_64.tbl; include/uapi/asm-generic/unistd.h for arm64).
+SYSCALLS: dict[str, dict[int, str]] = {
+    "x86_64": {
+        0: "read", 1: "write", 7: "poll", 17: "pread64", 18: "pwrite64", 19: "readv",
+        20: "writev", 23: "select", 35: "nanosleep", 40: "sendfile", 42: "connect",
+        43: "accept", 44: "sendto", 45: "recvfrom", 46: "sendmsg", 47: "recvmsg",
+        61: "wait4", 72: "fcntl", 73: "flock", 74: "fsync", 75: "fdatasync",
+        202: "futex", 208: "io_getevents", 230: "clock_nanosleep", 232: "epoll_wait",
+        247: "waitid", 257: "openat", 270: "pselect6", 271: "ppoll", 275: "splice",
+        281: "epoll_pwait", 288: "accept4", 295: "preadv", 296: "pwritev",
+        299: "recvmmsg", 327: "preadv2", 328: "pwritev2", 426: "io_uring_enter",
+        441: "epoll_pwait2",
+    },
+    "aarch64": {
+        4: "io_getevents", 22: "epoll_pwait", 25: "fcntl", 32: "flock", 56: "openat",
+        63: "read", 64: "write", 65: "readv", 66: "writev", 67: "pread64", 68: "pwrite64",
+        69: "preadv", 70: "pwritev", 71: "sendfile", 72: "pselect6", 73: "ppoll",
+        76: "splice", 82: "fsync", 83: "fdatasync", 95: "waitid", 98: "futex",
+        101: "nanosleep", 115: "clock_nanosleep", 202: "accept", 203: "connect",
+        206: "sendto", 207: "recvfrom", 211: "sendmsg", 212: "recvmsg", 242: "accept4",
+        243: "recvmmsg", 260: "wait4", 286: "preadv2", 287: "pwritev2",
+        426: "io_uring_enter", 441: "epoll_pwait2",
+    },
+}  # fmt: skip
+
+# Calls whose first argument is the descriptor they wait on: what it is decides the wait.
+_ON_A_DESCRIPTOR = {
+    "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev",
+    "preadv2", "pwritev2", "sendfile", "splice",
+}  # fmt: skip
+_DESCRIPTOR_REASON = {"socket": "network", "pipe": "subprocess", "file": "disk"}
+_CALL_REASON = {
+    "poll": "network", "ppoll": "network", "select": "network", "pselect6": "network",
+    "epoll_wait": "network", "epoll_pwait": "network", "epoll_pwait2": "network",
+    "accept": "network", "accept4": "network", "connect": "network", "recvfrom": "network",
+    "recvmsg": "network", "recvmmsg": "network", "sendto": "network", "sendmsg": "network",
+    "nanosleep": "sleep", "clock_nanosleep": "sleep",
+    "wait4": "subprocess", "waitid": "subprocess",
+    "fsync": "disk", "fdatasync": "disk", "openat": "disk", "io_getevents": "disk",
+    "io_uring_enter": "disk",
+    "flock": "lock", "fcntl": "lock",
+}  # fmt: skip
+
+
+def reason(state: str) -> str | None:
+    """The samples table's wait reason for a state ``read`` returned, or None when the
+    kernel cannot tell (see the module docstring)."""
+    if state.startswith("D"):
+        return "disk"
+    parts = state.split(" ")
+    if parts[0] != "sys" or len(parts) < 2:
+        return None
+    if parts[1] in _ON_A_DESCRIPTOR:
+        return _DESCRIPTOR_REASON.get(parts[2]) if len(parts) > 2 else None
+    return _CALL_REASON.get(parts[1])
+
+
+def _read_text(path: str) -> str:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 512).decode("ascii", "replace")
+    finally:
+        os.close(fd)
+
+
+def _descriptor_kind(link: str) -> str:
+    if link.startswith("socket:"):
+        return "socket"
+    if link.startswith("pipe:"):
+        return "pipe"
+    if link.startswith("/") and not link.startswith("/dev/"):
+        return "file"
+    return "other"
+
+
+class KernelStates:
+    """Reads threads' kernel states; see the module docstring. ``task_dir`` and
+    ``fd_dir`` are the process's /proc folders (tests pass their own), ``machine`` picks
+    the system call table."""
+
+    def __init__(
+        self,
+        *,
+        task_dir: str = "/proc/self/task",
+        fd_dir: str = "/proc/self/fd",
+        machine: str | None = None,
+        read_text: Callable[[str], str] = _read_text,
+        read_link: Callable[[str], str] = os.readlink,
+    ) -> None:
+        self._task_dir, self._fd_dir = task_dir, fd_dir
+        self._read_text, self._read_link = read_text, read_link
+        arch = machine or platform.machine()
+        self._calls = SYSCALLS.get(arch, {})
+        self.unavailable = "" if self._calls else f"no system call table for {arch}"
+        self.reads = 0
+
+    @property
+    def available(self) -> bool:
+        return not self.unavailable
+
+    def read(self, tid: int) -> str:
+        """The thread's state now ("" when it cannot be read)."""
+        if self.unavailable:
+            return ""
+        self.reads += 1
+        base = f"{self._task_dir}/{tid}"
+        try:
+            fields = self._read_text(f"{base}/syscall").split()
+        except FileNotFoundError:
+            return ""  # the thread exited (or /proc has no such file: see below)
+        except OSError as e:  # EACCES/EPERM: no ptrace read access to ourselves
+            self.unavailable = f"{base}/syscall: {e.strerror or e}"
+            return ""
+        if not fields or fields[0] == "running":
+            return "R"
+        if fields[0] == "-1":  # in the kernel outside a call: a page fault, or preempted
+            return self._scheduler_state(base)
+        try:
+            call = self._calls.get(int(fields[0]), f"#{fields[0]}")
+        except ValueError:
+            return ""
+        if call in _ON_A_DESCRIPTOR and len(fields) > 1:
+            return f"sys {call} {self._descriptor(fields[1])}"
+        return f"sys {call}"
+
+    def _scheduler_state(self, base: str) -> str:
+        try:
+            raw = self._read_text(f"{base}/stat")
+        except OSError:
+            return ""
+        fields = raw[raw.rfind(")") + 2 :].split()
+        return fields[0] if fields and fields[0] in ("R", "D") else ""
+
+    def _descriptor(self, fd_hex: str) -> str:
+        try:
+            return _descriptor_kind(self._read_link(f"{self._fd_dir}/{int(fd_hex, 16)}"))
+        except (OSError, ValueError):
+            return "other"

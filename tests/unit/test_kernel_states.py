@@ -1,0 +1,184 @@
+"""Kernel states from /proc, on fake /proc files; and the sampler's use of them."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import sys
+import threading
+import time
+
+import pytest
+
+from probe.samplers.kernel import KernelStates, reason
+from probe.samplers.stacks import StackSampler
+
+
+def fake_proc(files: dict[str, str], links: dict[str, str] | None = None, *, error=None):
+    def read_text(path: str) -> str:
+        if error is not None:
+            raise error
+        if path not in files:
+            raise FileNotFoundError(errno.ENOENT, "No such file", path)
+        return files[path]
+
+    def read_link(path: str) -> str:
+        return (links or {})[path]
+
+    return KernelStates(
+        task_dir="/t", fd_dir="/fd", machine="x86_64", read_text=read_text, read_link=read_link
+    )
+
+
+def test_a_read_blocked_on_a_file_is_disk_and_on_a_socket_is_network():
+    k = fake_proc(
+        {"/t/7/syscall": "295 0x5 0x7f 0x1 0x0 0x0 0x0 0x7ffd 0x7f1", "/t/8/syscall": "0 0x9 0x1"},
+        {"/fd/5": "/data/shard-0.bin", "/fd/9": "socket:[81234]"},
+    )
+    assert k.read(7) == "sys preadv file" and reason(k.read(7)) == "disk"
+    assert k.read(8) == "sys read socket" and reason(k.read(8)) == "network"
+
+
+def test_a_page_fault_outside_any_call_is_disk_by_its_d_state():
+    k = fake_proc({"/t/7/syscall": "-1 0x7ffd 0x7f1", "/t/7/stat": "7 (py (x)) D 1 2 3"})
+    assert k.read(7) == "D" and reason("D") == "disk"
+
+
+def test_futex_and_running_leave_the_cpu_rule_to_decide():
+    k = fake_proc({"/t/7/syscall": "202 0x7f 0x89 0x0", "/t/8/syscall": "running"})
+    assert k.read(7) == "sys futex" and reason("sys futex") is None  # GIL or lock
+    assert k.read(8) == "R" and reason("R") is None
+
+
+def test_sleeps_child_waits_and_pipes_have_their_reasons():
+    assert reason("sys clock_nanosleep") == "sleep"
+    assert reason("sys wait4") == "subprocess"
+    assert reason("sys read pipe") == "subprocess"
+    assert reason("sys epoll_wait") == "network"
+    assert reason("sys read other") is None  # a tty, an eventfd: nothing to say
+
+
+def test_a_thread_that_exited_reads_as_nothing_and_keeps_the_reader_available():
+    k = fake_proc({})
+    assert k.read(7) == "" and k.available
+
+
+def test_a_refused_proc_file_turns_the_reader_off_with_the_reason():
+    k = fake_proc({}, error=PermissionError(errno.EACCES, "Permission denied"))
+    assert k.read(7) == ""
+    assert not k.available and "Permission denied" in k.unavailable
+    assert k.read(8) == "" and k.reads == 1  # not asked again
+
+
+def test_an_unknown_machine_has_no_table_and_reads_nothing():
+    k = KernelStates(machine="riscv64")
+    assert not k.available and "riscv64" in k.unavailable and k.read(1) == ""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
+def test_real_threads_blocked_in_the_kernel_read_as_what_they_wait_on():
+    a, b = socket.socketpair()
+    r, w = os.pipe()
+    threads = [
+        threading.Thread(target=a.recv, args=(1,)),
+        threading.Thread(target=os.read, args=(r, 1)),
+        threading.Thread(target=time.sleep, args=(0.5,)),
+    ]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.1)
+        k = KernelStates()
+        if not k.available:
+            pytest.skip(k.unavailable)
+        states = [k.read(t.native_id) for t in threads]
+        assert [reason(s) for s in states] == ["network", "subprocess", "sleep"], states
+    finally:
+        b.send(b"x")
+        os.write(w, b"x")
+        for t in threads:
+            t.join()
+        for f in (a, b):
+            f.close()
+        os.close(r)
+        os.close(w)
+
+
+class FixedStates:
+    available, unavailable = True, ""
+
+    def __init__(self, state: str) -> None:
+        self.state, self.reads = state, 0
+
+    def read(self, tid: int) -> str:
+        self.reads += 1
+        return self.state
+
+
+def sampler_over(frames, cpu, clock, states, **kw):
+    return StackSampler(
+        clock=clock,
+        current_frames=lambda: frames,
+        thread_cpu=lambda n: cpu[n],
+        threads=dict,
+        kernel_states=states,
+        **kw,
+    )
+
+
+@pytest.fixture
+def frame_at_unnamed_call():
+    """A live frame blocked in a call no wait rule names (``os.readv`` on a pipe)."""
+    r, w = os.pipe()
+
+    def reader():
+        os.readv(r, [bytearray(1)])
+
+    t = threading.Thread(target=reader)
+    t.start()
+    frame = None
+    for _ in range(200):
+        frame = sys._current_frames()[t.ident]
+        if frame.f_code is reader.__code__ and frame.f_lineno == reader.__code__.co_firstlineno + 1:
+            break
+        time.sleep(0.005)
+    yield frame
+    os.write(w, b"x")
+    t.join()
+    os.close(r)
+    os.close(w)
+
+
+def test_an_unnamed_native_call_mostly_off_cpu_takes_the_kernel_s_reason(frame_at_unnamed_call):
+    frame = frame_at_unnamed_call
+    now = [0]
+    cpu = {1: 0}
+    states = FixedStates("sys preadv file")
+    s = sampler_over({1: frame}, cpu, lambda: now[0], states)
+    s.sample()
+    now[0] = 10_000_000
+    cpu[1] = 1_000_000  # 10% on CPU: in doubt
+    s.sample()
+    [row] = s.drain()["samples"]
+    assert row[5] == "disk" and row[7] == "sys preadv file"
+    assert states.reads == 1
+
+
+def test_the_kernel_is_not_asked_about_a_thread_on_cpu_or_beyond_the_budget(
+    frame_at_unnamed_call,
+):
+    frame = frame_at_unnamed_call
+    now = [0]
+    cpu = {1: 0, 2: 0, 3: 0}
+    states = FixedStates("sys futex")
+    s = sampler_over({1: frame, 2: frame, 3: frame}, cpu, lambda: now[0], states)
+    s._max_kernel_reads = 1
+    s.sample()
+    now[0] = 10_000_000
+    cpu[1] = 10_000_000  # ran throughout: no doubt
+    s.sample()
+    rows = {r[1]: r for r in s.drain()["samples"]}
+    assert rows[1][7] == "" and rows[1][5] == ""
+    assert states.reads == 1 and s.kernel_reads_skipped == 1  # threads 2 and 3: one read
+    assert {rows[2][5], rows[3][5]} == {"gil"}  # a futex leaves the CPU rule to decide
