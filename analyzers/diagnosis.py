@@ -146,9 +146,15 @@ def _first_request(indexed: pd.DataFrame) -> tuple[float | None, dict[str, float
     return float(reqs["dur_ns"].iloc[0]) / 1e6, stages
 
 
+def _collector_figure(meta: dict[str, Any], name: str) -> Any:
+    """One of the figures the collector wrote into meta.json at the run's end (None in a
+    run that lacks it: killed, or older)."""
+    return (meta.get("collector") or {}).get(name)
+
+
 def _probe_cores(meta: dict[str, Any]) -> float:
     """Cores probe's own in-process threads used (sampler, collector): not the service's."""
-    own = (meta.get("collector") or {}).get("collector_cpu_s") or {}
+    own = _collector_figure(meta, "collector_cpu_s") or {}
     duration = float(meta.get("duration_s") or 0.0)
     return sum(float(v) for v in own.values()) / duration if duration > 0 else 0.0
 
@@ -174,7 +180,7 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
         first_request_stages=first_stages,
         sample_hz=bd.sample_hz,
         kernel_unavailable=str(
-            ((meta.get("collector") or {}).get("kernel_states") or {}).get("unavailable") or ""
+            (_collector_figure(meta, "kernel_states") or {}).get("unavailable") or ""
         ),
     )
 

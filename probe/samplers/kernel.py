@@ -63,7 +63,7 @@ _ON_A_DESCRIPTOR = {
     "preadv2", "pwritev2", "sendfile", "splice",
 }  # fmt: skip
 _DESCRIPTOR_REASON = {"socket": "network", "pipe": "subprocess", "file": "disk"}
-_CALL_REASON = {
+_SYSCALL_REASON = {
     "poll": "network", "ppoll": "network", "select": "network", "pselect6": "network",
     "epoll_wait": "network", "epoll_pwait": "network", "epoll_pwait2": "network",
     "accept": "network", "accept4": "network", "connect": "network", "recvfrom": "network",
@@ -86,7 +86,7 @@ def reason(state: str) -> str | None:
         return None
     if parts[1] in _ON_A_DESCRIPTOR:
         return _DESCRIPTOR_REASON.get(parts[2]) if len(parts) > 2 else None
-    return _CALL_REASON.get(parts[1])
+    return _SYSCALL_REASON.get(parts[1])
 
 
 def _read_text(path: str) -> str:

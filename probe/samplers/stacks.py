@@ -81,9 +81,6 @@ class _SampleColumns:
         self.wall, self.cpu, self.count = array("q"), array("q"), array("q")
         self.reason, self.state = array("H"), array("H")
 
-    def __len__(self) -> int:
-        return len(self.ts)
-
     def append(
         self, ts: int, tid: int, stack: int, wall: int, cpu: int, reason: int, state: int
     ) -> int:

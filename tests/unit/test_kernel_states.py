@@ -12,7 +12,8 @@ import time
 import pytest
 
 from probe.samplers.kernel import KernelStates, reason
-from probe.samplers.stacks import StackSampler
+
+from .test_stack_sampler import Clock, make
 
 
 def fake_proc(files: dict[str, str], links: dict[str, str] | None = None, *, error=None):
@@ -116,17 +117,6 @@ class FixedStates:
         return self.state
 
 
-def sampler_over(frames, cpu, clock, states, **kw):
-    return StackSampler(
-        clock=clock,
-        current_frames=lambda: frames,
-        thread_cpu=lambda n: cpu[n],
-        threads=dict,
-        kernel_states=states,
-        **kw,
-    )
-
-
 @pytest.fixture
 def frame_at_unnamed_call():
     """A live frame blocked in a call no wait rule names (``os.readv`` on a pipe)."""
@@ -151,13 +141,12 @@ def frame_at_unnamed_call():
 
 
 def test_an_unnamed_native_call_mostly_off_cpu_takes_the_kernel_s_reason(frame_at_unnamed_call):
-    frame = frame_at_unnamed_call
-    now = [0]
+    clock = Clock()
     cpu = {1: 0}
     states = FixedStates("sys preadv file")
-    s = sampler_over({1: frame}, cpu, lambda: now[0], states)
+    s = make({1: frame_at_unnamed_call}, cpu, clock, kernel_states=states)
     s.sample()
-    now[0] = 10_000_000
+    clock.now = 10_000_000
     cpu[1] = 1_000_000  # 10% on CPU: in doubt
     s.sample()
     [row] = s.drain()["samples"]
@@ -169,13 +158,12 @@ def test_the_kernel_is_not_asked_about_a_thread_on_cpu_or_beyond_the_budget(
     frame_at_unnamed_call,
 ):
     frame = frame_at_unnamed_call
-    now = [0]
+    clock = Clock()
     cpu = {1: 0, 2: 0, 3: 0}
     states = FixedStates("sys futex")
-    s = sampler_over({1: frame, 2: frame, 3: frame}, cpu, lambda: now[0], states)
-    s._max_kernel_reads = 1
+    s = make({1: frame, 2: frame, 3: frame}, cpu, clock, kernel_states=states, max_kernel_reads=1)
     s.sample()
-    now[0] = 10_000_000
+    clock.now = 10_000_000
     cpu[1] = 10_000_000  # ran throughout: no doubt
     s.sample()
     rows = {r[1]: r for r in s.drain()["samples"]}

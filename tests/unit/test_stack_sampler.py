@@ -78,13 +78,18 @@ def test_interval_split_into_on_cpu_and_waiting_with_reason(blocked_frame):
     assert {t[0] for t in out["threads"]} == {1, 2}
 
 
-def test_runnable_thread_waiting_while_another_ran_is_attributed_to_gil():
+def two_python_threads():
+    """A sampler over two threads running Python, after its first (baseline) tick."""
     clock = Clock()
     busy = frame_running_python()
-    frames = {1: busy, 2: busy}
     cpu = {1: 0, 2: 0}
-    s = make(frames, cpu, clock)
+    s = make({1: busy, 2: busy}, cpu, clock)
     s.sample()
+    return clock, cpu, s
+
+
+def test_runnable_thread_waiting_while_another_ran_is_attributed_to_gil():
+    clock, cpu, s = two_python_threads()
     clock.now = 10_000_000
     cpu[1] += 9_000_000
     cpu[2] += 1_000_000
@@ -236,12 +241,7 @@ def test_pending_rows_keep_no_python_object_per_row():
     emptied (benchmarks/allocator_floor.py: the healthy sample's floor climbed 2 MB/s and
     its saw-tooth vanished). Held in typed arrays, a thousand pending rows add a handful of
     blocks (the arrays' buffers while small), not the ~5 000 of lists and large ints."""
-    clock = Clock()
-    busy = frame_running_python()
-    frames = {1: busy, 2: busy}
-    cpu = {1: 0, 2: 0}
-    s = make(frames, cpu, clock)
-    s.sample()
+    clock, cpu, s = two_python_threads()
     clock.now = 10_000_000_000  # large values: ints beyond CPython's small-int cache
     s.sample()  # interning and first rows done before counting
     before = sys.getallocatedblocks()
