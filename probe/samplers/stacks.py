@@ -40,7 +40,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from probe.samplers import kernel
-from probe.samplers.waits import WaitClassifier
+from probe.samplers.waits import WaitClassifier, enclosing_reason
 
 __all__ = ["OVERFLOW_STACK_ID", "StackSampler", "thread_cpu_ns"]
 
@@ -240,6 +240,9 @@ class StackSampler:
                 if fid in self._root_fids:
                     ids = ids[k + 1 :]
                     break
+        if reason is not None:
+            codes = self._codes
+            reason = enclosing_reason(codes[fid - 1].co_filename for fid in ids) or reason
         self._stack_reason[sid] = reason
         if callee and reason is None:
             self._native_leaf.add(sid)
@@ -345,7 +348,11 @@ class StackSampler:
                 # still parked where the kernel was last asked: in the same call, unasked
                 known = rows.state[k] if parked and k is not None else 0
                 state = rows.states.texts[known] if known else self._kernel_state(tid)
-                reason = kernel.reason(state) or ""
+                # On a CPU or runnable ("R"): a thread waiting for the GIL sleeps on a
+                # futex, so the interval's missing CPU went to the OS scheduler, not to
+                # the GIL (two threads hashing with the GIL released were "waiting for
+                # the GIL" 99% of the time: tests/threads_corpus's digest_workers).
+                reason = kernel.reason(state) or ("unknown" if state == "R" else "")
             if not reason:
                 # Runnable Python that did not run: the GIL if another thread of ours ran
                 # for at least half of the time this one waited, else the OS scheduler.

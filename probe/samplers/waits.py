@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import dis
 import os
+from collections.abc import Iterable
 from types import CodeType
 
-__all__ = ["WaitClassifier", "callee_at"]
+__all__ = ["WaitClassifier", "callee_at", "enclosing_reason"]
 
 # Stdlib modules inside which any blocking is of one kind, whatever the call.
 _MODULE_REASON = {
@@ -42,6 +43,11 @@ _MODULE_REASON = {
     "torch/cuda/__init__.py": "gpu_sync",
     "torch/cuda/streams.py": "gpu_sync",
 }
+
+# Stdlib modules that decide what any blocking below them waits on, wherever the leaf is:
+# `subprocess.run(..., capture_output=True)` waits for its child in communicate's poll on
+# the child's pipes, whose leaf (selectors.py) alone reads as a network wait.
+_ENCLOSING_REASON = {"subprocess.py": "subprocess"}
 
 # Callee names (the attribute or global called) and what blocking in them means.
 _CALL_REASON = {
@@ -262,9 +268,36 @@ def _operator_callee(code: CodeType, lasti: int, site: str) -> str:
     return "operator.getitem" if site == "@subscr" else "operator.binop"
 
 
-def _module_key(filename: str) -> str:
-    parts = filename.replace(os.sep, "/").rsplit("/", 2)
-    return "/".join(parts[-2:])
+# Where the tables' module paths start: the standard library, and any installed package
+# (torch's keys). A file of the user's own named `queue.py` is not the stdlib's.
+_STDLIB = os.path.dirname(os.__file__).replace(os.sep, "/") + "/"
+_PACKAGE_DIRS = ("/site-packages/", "/dist-packages/")
+
+
+def _module_path(filename: str) -> str:
+    """``filename`` from its package root (``concurrent/futures/_base.py``), or ``""``
+    for a file outside the standard library and installed packages."""
+    path = filename.replace(os.sep, "/")
+    if path.startswith(_STDLIB):
+        return path[len(_STDLIB) :]
+    for marker in _PACKAGE_DIRS:
+        at = path.rfind(marker)
+        if at >= 0:
+            return path[at + len(marker) :]
+    return ""
+
+
+def _module_reason(table: dict[str, str], filename: str) -> str | None:
+    return table.get(_module_path(filename))
+
+
+def enclosing_reason(filenames: Iterable[str]) -> str | None:
+    """The reason a blocking leaf's callers impose (``_ENCLOSING_REASON``), or None."""
+    for filename in filenames:
+        reason = _module_reason(_ENCLOSING_REASON, filename)
+        if reason is not None:
+            return reason
+    return None
 
 
 class WaitClassifier:
@@ -314,7 +347,7 @@ class WaitClassifier:
         owner, _, name = callee.rpartition(".")
         reason = _OWNER_REASON.get((owner.lower(), name))
         if reason is None:
-            reason = _MODULE_REASON.get(_module_key(code.co_filename))
+            reason = _module_reason(_MODULE_REASON, code.co_filename)
         if reason is None:
             reason = _CALL_REASON.get(name)
         return callee, reason, line

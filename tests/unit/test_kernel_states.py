@@ -170,3 +170,24 @@ def test_the_kernel_is_not_asked_about_a_thread_on_cpu_or_beyond_the_budget(
     assert rows[1][7] == "" and rows[1][5] == ""
     assert states.reads == 1 and s.kernel_reads_skipped == 1  # threads 2 and 3: one read
     assert {rows[2][5], rows[3][5]} == {"gil"}  # a futex leaves the CPU rule to decide
+
+
+def test_a_native_call_on_a_cpu_while_another_thread_ran_is_the_scheduler_s_not_the_gil(
+    frame_at_unnamed_call,
+):
+    # two threads hashing with the GIL released, each short of a full core: a thread
+    # waiting for the GIL sleeps on a futex, one the kernel reads as "R" wanted a core
+    clock = Clock()
+    cpu = {1: 0, 2: 0}
+    s = make(
+        {1: frame_at_unnamed_call, 2: frame_at_unnamed_call},
+        cpu,
+        clock,
+        kernel_states=FixedStates("R"),
+    )
+    s.sample()
+    clock.now = 10_000_000
+    cpu[1] = cpu[2] = 9_000_000
+    s.sample()
+    rows = {r[1]: r for r in s.drain()["samples"]}
+    assert [rows[t][5] for t in (1, 2)] == ["unknown", "unknown"]

@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 
-from probe.samplers.waits import WaitClassifier, callee_at
+from probe.samplers.waits import WaitClassifier, callee_at, enclosing_reason
 
 
 def calls_in(fn) -> list[str]:
@@ -113,6 +113,43 @@ def test_stdlib_module_decides_for_ambiguous_calls():
     assert reason == "lock"
     assert leaf.f_code.co_filename.endswith("threading.py")
     assert callee  # e.g. waiter.acquire
+
+
+def leaf_while_blocked(target) -> tuple[str, str | None, int]:
+    """classify() of a thread's leaf frame while it runs ``target`` (blocked 0.3 s)."""
+    seen = {}
+    t = threading.Thread(target=target)
+    t.start()
+    time.sleep(0.15)
+    leaf = sys._current_frames()[t.ident]
+    seen["leaf"] = WaitClassifier().classify(leaf.f_code, leaf.f_lasti)
+    t.join()
+    return seen["leaf"]
+
+
+def test_a_stdlib_module_outranks_the_name_of_the_call_blocking_in_it():
+    # communicate() with one pipe reads it in subprocess.py: `self.stdout.read()` is a
+    # disk read by its name, a wait on the child by its module
+    def communicate():
+        sleeper = [sys.executable, "-c", "import time; time.sleep(0.3)"]
+        subprocess.Popen(sleeper, stdout=subprocess.PIPE).communicate()
+
+    callee, reason, _ = leaf_while_blocked(communicate)
+    assert callee.endswith("read") and reason == "subprocess"
+
+
+def test_a_user_module_named_like_the_stdlib_s_takes_no_module_reason():
+    code = compile("def f(lock):\n    lock.wait_done()\n", "/srv/app/queue.py", "exec")
+    f = next(c for c in code.co_consts if hasattr(c, "co_code"))
+    call = next(i for i in dis.get_instructions(f) if i.opname == "CALL")
+    assert WaitClassifier().classify(f, call.offset)[1] is None
+
+
+def test_blocking_below_subprocess_frames_is_a_wait_on_the_child():
+    import selectors
+
+    assert enclosing_reason([__file__, subprocess.__file__, selectors.__file__]) == "subprocess"
+    assert enclosing_reason([__file__, selectors.__file__]) is None
 
 
 def test_network_wait_in_socket_module():
