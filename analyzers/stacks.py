@@ -7,7 +7,9 @@
 * ``native``: the leaf is inside a call into native code. The sampler sees Python frames
   only; a Python callee would have pushed a frame of its own, so a leaf frame sitting on
   a call instruction (or on ``a @ b``, marked ``operator.matmul``) is running C: numpy,
-  torch, a codec, the standard library's C parts. A leaf on any other instruction is the
+  torch, a codec, the standard library's C parts -- unless the call is a builtin that
+  takes nanoseconds (``ord``, ``len``, ``list.append``: ``_INTERPRETER_CALLS``), where the
+  sample marks the interpreter's loop. A leaf on any other instruction is the
   interpreter executing Python bytecode;
 * ``tensor``: the leaf is a numeric-library operation (a matrix product, a numpy/torch
   call, or a frame of those packages' own Python wrappers): a model computing op by op;
@@ -16,7 +18,10 @@
   the breakdown groups by it: numpy time spent under ``rank()`` counts for ``rank``;
 * ``idle_role``: the stack is a loop waiting for its next task (a thread-pool worker in
   its queue's ``get``...: ``analyzers.roles``), what that thread is; ``""`` otherwise;
-* ``serving``: the stack runs inside a server's loop (asyncio's, ``serve_forever``...).
+* ``serving``: the stack runs inside a server's loop (asyncio's, ``serve_forever``...);
+* ``notify_wait``: the leaf is ``threading.Condition.wait``, the thread waits to be
+  notified (a queue's ``get``, an ``Event``, a ``Future``'s result, a semaphore), not for
+  a mutex someone holds: a starved consumer, not a thread queued behind a lock's holder.
 """
 
 from __future__ import annotations
@@ -48,6 +53,31 @@ def is_library_file(filename: str, library_paths: Iterable[str] = ()) -> bool:
     return any(filename.startswith(p.rstrip(os.sep) + os.sep) for p in library_paths if p)
 
 
+# Builtins that take nanoseconds: a sample on their call is the interpreter's loop, not
+# native work. A pure-Python thread is paused for the sampler (which needs the GIL) at
+# CPython's eval-breaker checks, and 3.11 checks right after each call returns, so a
+# loop calling `ord(ch)` is caught on that CALL about as often as anywhere else
+# (tests/threads_corpus's checksum_batch read cpu/native; py-spy: Python in
+# rolling_hash). Calls that do real work in C (`str.split` of a page, `json.loads`,
+# `re` matching, numeric kernels) stay native.
+_INTERPRETER_CALLS = frozenset(
+    {
+        "ord", "chr", "len", "isinstance", "issubclass", "hasattr", "getattr", "setattr",
+        "type", "id", "hash", "abs", "int", "float", "bool", "divmod", "round", "iter",
+        "next", "append", "pop", "get", "setdefault", "items", "keys", "values", "add",
+        "lower", "upper", "isalpha", "isdigit", "isspace", "isalnum", "islower", "isupper",
+        "startswith", "endswith",
+    }
+)  # fmt: skip
+
+
+def _runs_native(call: str) -> bool:
+    """A leaf on this call is in native code (see ``_INTERPRETER_CALLS``)."""
+    if _is_tensor_call(call):
+        return True
+    return call.rpartition(".")[2] not in _INTERPRETER_CALLS
+
+
 def _is_tensor_call(call: str) -> bool:
     if call == "operator.matmul":
         return True
@@ -66,7 +96,16 @@ _COLUMNS = {
     "user_function": "object",
     "idle_role": "object",
     "serving": "bool",
+    "notify_wait": "bool",
 }
+
+# Where a thread waits for a notification (threading.Condition.wait's `waiter.acquire`)
+_NOTIFY_WAITS = (("threading.py", "Condition.wait"),)
+
+
+def _waits_for_notify(function: str, filename: str) -> bool:
+    name = filename.replace("\\", "/")
+    return any(function == f and name.endswith("/" + suffix) for suffix, f in _NOTIFY_WAITS)
 
 
 def _user_function(
@@ -119,13 +158,14 @@ def label_stacks(
                 filename,
                 f"{os.path.basename(filename)}:{line}",
                 call,
-                bool(call),
+                bool(call) and _runs_native(call),
                 _is_tensor_call(call) if call else any(p in filename for p in _TENSOR_PACKAGES),
                 _user_function(ids, by_id, library),
                 idle_role(named := [by_id.get(f, ("", "")) for f in ids], call),
                 in_serving_loop(named),
+                _waits_for_notify(function, filename),
             )
         )
     return pd.DataFrame(rows, columns=list(_COLUMNS)).astype(
-        {"native": bool, "tensor": bool, "serving": bool}
+        {"native": bool, "tensor": bool, "serving": bool, "notify_wait": bool}
     )

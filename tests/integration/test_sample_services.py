@@ -145,7 +145,7 @@ def test_leaky_cache_fix_stops_the_memory_growth():
     assert rss_at_end() - rss_at_end("--fixed") > 3.0
 
 
-def test_healthy_service_gets_no_invented_bottleneck_and_no_leak(run_probe):
+def test_healthy_service_gets_no_dominant_bottleneck_no_large_fix_and_no_leak(run_probe):
     r = run_probe(SAMPLES / "healthy_service.py", timeout=180)
     assert r.returncode == 0, r.stderr
     diagnosis = json.loads((r.run_dir / "diagnosis.json").read_text())
@@ -153,6 +153,11 @@ def test_healthy_service_gets_no_invented_bottleneck_and_no_leak(run_probe):
     # found from stack samples alone: one of the service's own functions, none dominant
     assert primary["stage"].split(" ")[0] in ("rank", "postprocess", "downstream_call")
     assert primary["share"] < 0.5 and "No dominant bottleneck" in primary["summary"]
-    assert diagnosis["recommendations"] == []
+    # no stage holds half the path, so no fix of one stage can double throughput
+    # (Amdahl); the only fixable time is postprocess's, which builds its response in
+    # Python (the sample's own measurement): rank is numpy, downstream_call a sleep
+    for rec in diagnosis["recommendations"]:
+        assert rec["ceiling"] < 2.0 and rec["estimated_speedup"] < 2.0, rec
+        assert (rec["id"], rec["stage"].split(" ")[0]) == ("vectorize_python", "postprocess")
     assert diagnosis["leak"]["detected"] is False
     assert diagnosis["run"]["source"] == "samples"

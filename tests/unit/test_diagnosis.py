@@ -164,6 +164,22 @@ def test_without_spans_the_breakdown_is_by_service_function(tmp_path):
     assert any("no spans recorded" in n for n in d.notes)
 
 
+def test_a_loop_caught_on_its_nanosecond_builtins_is_python_and_real_c_work_native(tmp_path):
+    # the sampler pauses a Python loop at the eval-breaker check after each call, so a
+    # loop calling ord() lands on that call; str.split of a page or np.dot is native
+    b = RunBuilder(duration_s=1.0)
+    on_ord = b.stack("main", "checksum", leaf_call="ord")
+    on_append = b.stack("main", "checksum", leaf_call="tokens.append")
+    on_split = b.stack("main", "parse", leaf_call="page.split")
+    on_np = b.stack("main", "parse", leaf_call="np.append")
+    for k in range(100):
+        b.sample(1, k * 10 + 10, [on_ord, on_append, on_split, on_np][k % 4])
+    d = diagnose(load(b.write(tmp_path / "builtins")))
+    stages = d.breakdown.stages
+    assert stages.loc["checksum (app.py)", "python_share"] == pytest.approx(1.0)
+    assert stages.loc["parse (app.py)", "native_share"] == pytest.approx(1.0)
+
+
 def test_sixty_four_threads_serving_at_once(tmp_path):
     b = RunBuilder(duration_s=1.0)
     wait = b.stack("worker", "fetch", leaf_call="sock.recv_into")
