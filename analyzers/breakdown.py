@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from probe.analyzers.attribution import attribute
+from probe.analyzers.constants import constant
 from probe.analyzers.path import critical_path
 from probe.analyzers.spantree import covered_ns, index_spans, innermost_span, request_mask
 from probe.analyzers.stacks import label_stacks
@@ -119,7 +120,7 @@ def _attributed_samples(run: Run) -> pd.DataFrame:
         run.meta.get("python", {}).get("library_paths", ()),
     )
     joined = att.merge(labels, on="stack_id", how="left")
-    for column in ("native", "tensor", "serving"):
+    for column in ("native", "tensor", "serving", "notify_wait"):
         joined[column] = joined[column].fillna(False).astype(bool)
     for column in ("user_function", "location", "leaf_call", "function", "idle_role"):
         joined[column] = joined[column].fillna(
@@ -146,10 +147,26 @@ def _idle_capacity(samples: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return samples[~idle], table.set_index("role").sort_values("idle_s", ascending=False)
 
 
-def idle_notes(idle: pd.DataFrame) -> list[str]:
-    """One line per idle role, as the verdict and the report say it."""
+@dataclass(frozen=True)
+class Headroom:
+    note_share: float = constant(
+        0.05,
+        "idle capacity worth a line: the TF profiler's 'moderate' 5% band, as for findings "
+        "(a pool's last worker parked for 0.5% of its time, as its batch ended, is not "
+        "spare capacity: tests/threads_corpus's tokenize_pool)",
+    )
+
+
+HEADROOM = Headroom()
+
+
+def idle_notes(idle: pd.DataFrame, settings: Headroom = HEADROOM) -> list[str]:
+    """One line per idle role idle for a meaningful share of its time, as the verdict
+    and the report say it."""
+    if idle.empty:
+        return []
     lines = []
-    for role, r in idle.iterrows():
+    for role, r in idle[idle["idle_share"] >= settings.note_share].iterrows():
         one = int(r.threads) == 1
         lines.append(
             f"{int(r.threads)} {role}{'' if one else 's'} idle {r.idle_share:.0%} of "
@@ -337,13 +354,13 @@ def _on_the_path(
     samples: pd.DataFrame, run: Run, hz: float
 ) -> tuple[pd.DataFrame, pd.Series | None]:
     """The samples as they count on a batch job's critical path (``analyzers.path``), and
-    per function the threads' time queued on a lock in it meanwhile (ns); else (no batch
+    per function the mean number of threads queued on a mutex in it while it ran; else (no batch
     path) the threads that ran the service's own code, summed, and None."""
     factors = critical_path(samples, _main_thread(run), round(1e9 / hz))
     if factors is None:
         users = samples.loc[samples["user_function"] != "<library>", "thread_id"].unique()
         return samples[samples["thread_id"].isin(users)], None
-    queued = factors["queued_ns"].groupby(samples["user_function"]).sum()
+    queued = factors["waiters"].groupby(samples["user_function"]).sum()
     scaled = samples.assign(
         cpu_ns=samples["cpu_ns"] * factors["cpu"], wait_ns=samples["wait_ns"] * factors["wait"]
     )
@@ -354,14 +371,14 @@ def _function_table(
     samples: pd.DataFrame, run: Run, queued: pd.Series | None = None
 ) -> pd.DataFrame:
     """Without spans: the service's own functions, each charged its callees' time (and,
-    on a batch path, the threads queued on a lock in each: ``queued``, ns)."""
+    on a batch path, the threads queued on a mutex in each: ``queued``)."""
     if samples.empty:
         return pd.DataFrame()
     split = _sample_split(samples, "user_function")
     _with_resources(run, samples, "user_function", split)
     if queued is not None:
-        # threads queued on a lock in the stage while it ran: mean waiters over its time
-        split["queued"] = (queued.reindex(split.index).fillna(0.0) / 1e9) / split["sampled_s"]
+        # threads queued on a mutex in the stage while it ran (mean: analyzers.path)
+        split["queued"] = queued.reindex(split.index).fillna(0.0)
     total = float(split["sampled_s"].sum())
     split["category"] = "function"
     split["count"] = np.nan

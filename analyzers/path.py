@@ -47,10 +47,11 @@ class PathSettings:
 PATH = PathSettings()
 
 
-def _pieces(
-    start: np.ndarray, end: np.ndarray, tick_ns: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each row's [start, end) cut at bin edges: (row index, bin, share of the row)."""
+def _pieces(samples: pd.DataFrame, tick_ns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's [start, end) cut at bin edges: (row index, bin from the first, share of
+    the row)."""
+    end = samples["ts_ns"].to_numpy(dtype="int64")
+    start = end - samples["wall_ns"].to_numpy(dtype="int64")
     b0 = start // tick_ns
     b1 = np.maximum(end - 1, start) // tick_ns
     n = (b1 - b0 + 1).astype("int64")
@@ -60,7 +61,7 @@ def _pieces(
     lo = np.maximum(start[rows], bins * tick_ns)
     hi = np.minimum(end[rows], (bins + 1) * tick_ns)
     span = np.maximum(end - start, 1)[rows]
-    return rows, bins, np.clip(hi - lo, 0, None) / span
+    return rows, bins - bins.min(), np.clip(hi - lo, 0, None) / span
 
 
 def _batch_main(
@@ -77,24 +78,53 @@ def _batch_main(
     return is_main
 
 
+def _waiters(
+    samples: pd.DataFrame,
+    pieces: tuple[np.ndarray, np.ndarray, np.ndarray],
+    time: np.ndarray,
+    lock: np.ndarray,
+    is_main: np.ndarray,
+    tick_ns: int,
+) -> np.ndarray:
+    """Per row, its share of the mean number of threads queued on a mutex in its function
+    while another thread works in that function: the row's mutex wait in the bins where
+    its function ran, over the time those bins cover (Little's law); the main thread's
+    waits are followed, not queued. Summed per function,
+    a convoy's queue length. A wait to be notified (``Condition.wait``: a consumer
+    starved on an empty queue) is no queue behind anyone: ingest_pipeline's four
+    consumers read as "67 threads serialised by a lock" when their waits were divided by
+    their little time on the path."""
+    rows, bins, share = pieces
+    functions, _ = pd.factorize(samples["user_function"].to_numpy())
+    nf = int(functions.max()) + 1
+    key = bins * nf + functions[rows]
+    worked = np.zeros((int(bins.max()) + 1) * nf, dtype=bool)
+    worked[key[~lock[rows]]] = True  # (bin, function): some thread ran in it
+    queued = ~is_main & lock & ~samples["notify_wait"].to_numpy(dtype=bool)
+    wait_ns = np.bincount(
+        rows, weights=time[rows] * share * (queued[rows] & worked[key]), minlength=len(time)
+    )
+    worked_ns = worked.reshape(-1, nf).sum(axis=0) * float(tick_ns)
+    return wait_ns / np.maximum(worked_ns[functions], 1.0)
+
+
 def critical_path(
     samples: pd.DataFrame, main_thread: int | None, tick_ns: int
 ) -> pd.DataFrame | None:
     """Per sample row, the factors its on-CPU time (``cpu``) and its wait (``wait``) count
-    for on the path (0: off it), and ``queued_ns``: its lock wait while another thread did
-    the work (off the path; a lock held across that work serialises the threads queued on
-    it). None when there is no main thread in the samples or it is a server's.
-    ``samples`` are attributed rows (``attribution.attribute``) with ``ts_ns`` and
-    ``serving`` (the stack is in a serving loop), idle capacity already removed;
+    for on the path (0: off it), and ``waiters``: its share of the threads queued on a
+    mutex in its function while another thread works there (``_waiters``; a lock held
+    across that work serialises them). None when there is no main thread in the samples
+    or it is a server's.
+    ``samples`` are attributed rows (``attribution.attribute``) with ``ts_ns``,
+    ``serving`` (the stack is in a serving loop) and ``notify_wait`` (``Condition.wait``:
+    ``analyzers.stacks``), idle capacity already removed;
     ``tick_ns``: the sampler's tick (1/hz), the bins' width."""
     time = (samples["cpu_ns"] + samples["wait_ns"]).to_numpy(dtype="float64")
     is_main = _batch_main(samples, main_thread, time)
     if is_main is None:
         return None
-    end = samples["ts_ns"].to_numpy(dtype="int64")
-    start = end - samples["wall_ns"].to_numpy(dtype="int64")
-    rows, bins, share = _pieces(start, end, tick_ns)
-    bins = bins - bins.min()
+    rows, bins, share = _pieces(samples, tick_ns)
     nbins = int(bins.max()) + 1
     lock = (samples["reason"] == "lock").to_numpy() & (samples["wait_ns"] > 0).to_numpy()
     waits = samples["wait_ns"].to_numpy(dtype="float64")
@@ -122,17 +152,11 @@ def critical_path(
     )
     other = other_ns / np.where(time > 0, time, 1.0)
     own_wait = np.where(lock, kept_ns / np.where(waits > 0, waits, 1.0), 1.0)
-    # other threads' lock waits while something else ran: queued behind the work
-    queued_ns = np.bincount(
-        rows,
-        weights=time[rows] * share * (~is_main[rows] & lock[rows] & (active[bins] > 0)),
-        minlength=len(time),
-    )
     return pd.DataFrame(
         {
             "cpu": np.where(is_main, 1.0, other),
             "wait": np.where(is_main, own_wait, other),
-            "queued_ns": queued_ns,
+            "waiters": _waiters(samples, (rows, bins, share), time, lock, is_main, tick_ns),
         },
         index=samples.index,
     )

@@ -11,8 +11,13 @@ from probe.analyzers.path import critical_path
 TICK = 10_000_000
 
 
-def rows(*specs: tuple[int, int, float, float, str], serving: bool = False) -> pd.DataFrame:
-    """(thread, tick, cpu share, wait share, reason) per row: one tick each."""
+def rows(
+    *specs: tuple[int, int, float, float, str],
+    serving: bool = False,
+    notified: frozenset[int] = frozenset(),
+) -> pd.DataFrame:
+    """(thread, tick, cpu share, wait share, reason) per row: one tick each; the threads in
+    ``notified`` wait in ``Condition.wait`` (to be notified, not for a mutex)."""
     return pd.DataFrame(
         {
             "thread_id": [s[0] for s in specs],
@@ -22,6 +27,8 @@ def rows(*specs: tuple[int, int, float, float, str], serving: bool = False) -> p
             "wait_ns": [s[3] * TICK for s in specs],
             "reason": [s[4] for s in specs],
             "serving": [serving] * len(specs),
+            "notify_wait": [s[0] in notified and s[4] == "lock" for s in specs],
+            "user_function": ["work (app.py)"] * len(specs),
         }
     )
 
@@ -93,6 +100,8 @@ def test_a_merged_row_spanning_many_ticks_is_shared_by_time():
                     "wait_ns": [10 * TICK],
                     "reason": ["network"],
                     "serving": [False],
+                    "notify_wait": [False],
+                    "user_function": ["work (app.py)"],
                 }
             ),  # fmt: skip
         ],
@@ -115,7 +124,33 @@ def test_threads_queued_on_a_lock_behind_the_work_are_counted_as_queued_not_as_p
         *[(w, t, 0.0, 1.0, "lock") for w in (3, 4, 5) for t in range(10)],  # queued
     )
     factors = critical_path(samples, 1, TICK)
-    queued = factors["queued_ns"].groupby(samples["thread_id"]).sum() / TICK
-    assert queued[[3, 4, 5]].tolist() == pytest.approx([10, 10, 10])
-    assert queued[[1, 2]].sum() == 0
+    waiters = factors["waiters"].groupby(samples["thread_id"]).sum()
+    assert waiters[[3, 4, 5]].tolist() == pytest.approx([1, 1, 1])  # each, every tick
+    assert waiters[[1, 2]].sum() == 0
     assert on_path(samples)[2] == pytest.approx(10)
+
+
+def test_consumers_waiting_to_be_notified_are_not_queued_behind_the_producer():
+    # four consumers in Condition.wait on an empty queue while the producer computes:
+    # starved, not a convoy on a lock (that read as "67 threads serialised by a lock")
+    samples = rows(
+        *[(1, t, 0.0, 1.0, "lock") for t in range(10)],  # main joins the producer
+        *[(2, t, 1.0, 0.0, "") for t in range(10)],  # the producer computes
+        *[(c, t, 0.0, 1.0, "lock") for c in (3, 4, 5, 6) for t in range(10)],
+        notified=frozenset({3, 4, 5, 6}),
+    )
+    factors = critical_path(samples, 1, TICK)
+    assert factors["waiters"].sum() == 0
+    assert on_path(samples)[2] == pytest.approx(10)
+
+
+def test_the_queue_behind_a_lock_is_counted_while_its_function_runs_not_over_the_run():
+    # two threads queue on a mutex in `store` for 2 of the 10 ticks in which a third
+    # works in it: 0.4 waiters on average, not 2 x 20 ms over the 20 ms on the path
+    samples = rows(
+        *[(1, t, 0.0, 1.0, "lock") for t in range(10)],
+        *[(2, t, 1.0, 0.0, "") for t in range(10)],
+        *[(w, t, 0.0, 1.0, "lock") for w in (3, 4) for t in range(2)],
+    )
+    waiters = critical_path(samples, 1, TICK)["waiters"]
+    assert waiters.sum() == pytest.approx(0.4)
