@@ -201,7 +201,8 @@ class Fix:
 
     id: str
     title: str  # ``{stage}`` is the stage it targets
-    how: str  # a template over the proposal's ``how`` figures and ``{stage}``
+    how: str  # a template over the proposal's ``how`` figures, ``{stage}`` and
+    # ``{function}`` (the stage as code calls it, in the code sketches)
     scope: Scope
     constants: tuple[str, ...] = ()
     finding_rule: FindingRule | None = None
@@ -227,11 +228,20 @@ class Fix:
             s=s,
             ceiling=ceiling(p) if proposal.ceiling is None else proposal.ceiling,
             title=self.title.format(stage=proposal.stage),
-            how=self.how.format(stage=proposal.stage, **proposal.how),
+            how=self.how.format(
+                stage=proposal.stage, function=function_of(proposal.stage), **proposal.how
+            ),
             evidence=proposal.evidence,
             model=proposal.model,
             scope=self.scope,
         )
+
+
+def function_of(stage: str) -> str:
+    """The stage as code calls it: a sampled stage's label carries its file
+    (``split_tokens (tokenize_pool.py)``), which is not code."""
+    name = stage.rsplit(" (", 1)[0] if stage.endswith(")") else stage
+    return name.split(".<locals>.")[-1]
 
 
 # -- per-request demands (the bottleneck law) --------------------------------------------
@@ -362,7 +372,9 @@ def _dynamic_batching(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal 
 
 
 def _multiprocess(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
-    if not (f.kind == "contention" and f.subkind == "gil"):
+    # contention/gil (threads wait for the GIL more than they run) or cpu/gil (they run
+    # more than they wait): either way Python on several threads shares one core
+    if f.subkind != "gil":
         return None
     threads = int(row["threads"])
     return Proposal(
@@ -567,7 +579,7 @@ FIXES: tuple[Fix, ...] = (
             "{stage} runs its tensor ops one request at a time; {py:.0%} of it is the "
             "interpreter between ops, paid again for every request. Group requests:\n"
             "    batch = collect(queue, max_size={batch}, max_wait_ms=5)\n"
-            "    outputs = {stage}(np.stack([r.input for r in batch]))\n"
+            "    outputs = {function}(np.stack([r.input for r in batch]))\n"
             "(Triton's dynamic batcher, TorchServe batch_size/max_batch_delay, Ray Serve "
             "@serve.batch do this for you)."
         ),
@@ -583,7 +595,7 @@ FIXES: tuple[Fix, ...] = (
             "time. Move it to processes:\n"
             "    from concurrent.futures import ProcessPoolExecutor\n"
             "    pool = ProcessPoolExecutor(max_workers={cores})\n"
-            "    result = pool.submit({stage}, payload).result()"
+            "    result = pool.submit({function}, payload).result()"
         ),
         scope="throughput",
         finding_rule=_multiprocess,
@@ -645,7 +657,7 @@ FIXES: tuple[Fix, ...] = (
             "The GPU idles while {stage} keeps the CPU busy. Run {stage} on its own "
             "thread or process, feeding the model through a bounded queue:\n"
             "    q = queue.Queue(maxsize=8)\n"
-            "    threading.Thread(target=lambda: [q.put({stage}(x)) for x in inputs]).start()\n"
+            "    threading.Thread(target=lambda: [q.put({function}(x)) for x in inputs]).start()\n"
             "    while (x := q.get()) is not None: model(x)\n"
             "(torch DataLoader(num_workers=N, pin_memory=True) for input pipelines)."
         ),

@@ -11,7 +11,7 @@ import pytest
 
 from probe.analyzers.constants import sources
 from probe.analyzers.diagnosis import diagnose
-from probe.analyzers.recommendations import FIXES, FUTURE, MODEL, Model
+from probe.analyzers.recommendations import FIXES, FUTURE, MODEL, Model, Proposal
 from probe.analyzers.rules import THRESHOLDS
 from probe.rundir import load
 from tests.synthetic import RunBuilder
@@ -129,3 +129,16 @@ def test_each_rule_fires_on_its_evidence(tmp_path, fix_id):
     assert rec.estimated_speedup >= MODEL.min_speedup and math.isfinite(rec.p)
     assert rec.stage in rec.how or rec.stage in rec.title
     assert rec.evidence["finding"]  # tied to the finding that triggered it
+
+
+def test_code_sketches_call_the_function_not_the_stage_s_label():
+    # a sampled stage is labelled with its file; `pool.submit(split_tokens (x.py), ...)`
+    # is not code a user can paste
+    fix = next(f for f in FIXES if f.id == "multiprocess")
+    proposal = Proposal(
+        stage="Tokenizer.<locals>.split_tokens (tokenize_pool.py)",
+        p=0.8, s=2.0, how={"threads": 4, "gil": 0.7, "cores": 2}, evidence={}, model="",
+    )  # fmt: skip
+    how = fix.recommendation(proposal).how
+    assert "pool.submit(split_tokens, payload)" in how
+    assert how.startswith("Tokenizer.<locals>.split_tokens (tokenize_pool.py) runs Python")
