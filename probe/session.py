@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from probe import spans
 from probe.errors import ProbeError
 from probe.rundir.writer import RunWriter
+from probe.samplers.gil import SwitchInterval
 from probe.samplers.heap import HeapSampler
 from probe.samplers.memory import MemorySampler
 from probe.samplers.stacks import StackSampler
@@ -55,8 +56,9 @@ class Settings:
     # interval it gets the GIL early at any GIL-releasing call (numpy, I/O) but waits 5 ms
     # while the target runs pure Python, so samples pile up at those calls: on
     # sample_services/tagging_cpu_bound.py its model stage is charged 2.9x its share at
-    # 5 ms, 1.5x at 1 ms, 0.6x at 0.2 ms (benchmarks/sampling_bias.py). 0 leaves the
-    # target's own setting.
+    # 5 ms, 1.5x at 1 ms, 0.6x at 0.2 ms (benchmarks/sampling_bias.py). In effect while
+    # the target's own threads do not contend for the GIL (probe.samplers.gil). 0 leaves
+    # the target's own setting throughout.
     switch_interval_s: float = 0.0001
 
 
@@ -96,7 +98,12 @@ class Session:
         )
         self.heap = heap_sampler or HeapSampler(clock=clock)
         self._known_threads: set[int] = set()  # thread ids (OS TIDs)
-        self._stack_ticker = Ticker("probe-stack-sampler", 1.0 / settings.hz, self.stacks.sample)
+        self.switch = (
+            SwitchInterval(settings.switch_interval_s, sys.getswitchinterval())
+            if settings.switch_interval_s > 0
+            else None
+        )
+        self._stack_ticker = Ticker("probe-stack-sampler", 1.0 / settings.hz, self._sample_stacks)
         collect_every = settings.flush_interval_s
         if self.tree is not None:
             collect_every = min(collect_every, 1.0 / settings.resource_hz)
@@ -119,8 +126,9 @@ class Session:
         if self.memory is not None:
             self.memory.start()
         self._saved_switch_interval = sys.getswitchinterval()
-        if self.settings.switch_interval_s > 0:
-            sys.setswitchinterval(self.settings.switch_interval_s)
+        if self.switch is not None:
+            self.switch.own_s = self._saved_switch_interval
+            self.switch.start()
         spans.activate(self.recorder)
         if self.settings.log_spans:
             spans.log_spans(True)
@@ -136,6 +144,11 @@ class Session:
             after_in_child=self._after_fork_child,
         )
         self._started = True
+
+    def _sample_stacks(self) -> None:
+        self.stacks.sample()
+        if self.switch is not None:
+            self.switch.tick(self.stacks.gil_waiters > 0)
 
     def stop(
         self, *, exit_status: int | None, ended_by: str, extra: dict[str, Any] | None = None
@@ -192,6 +205,8 @@ class Session:
                 "unavailable": self.stacks.kernel.unavailable,
             },
         }
+        if self.switch is not None:
+            figures["switch_interval"] = self.switch.figures()
         if self.tree is not None:
             figures.update(self.tree.stop())
         return figures

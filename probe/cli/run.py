@@ -98,7 +98,8 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -
     show_default=True,
     metavar="SECONDS",
     help="GIL switch interval while profiling: bounds how far a sample can drift toward a "
-    "GIL-releasing call. 0 keeps the target's own.",
+    "GIL-releasing call. While the target's own threads contend for the GIL, 1 ms "
+    "instead (at most the target's own). 0 keeps the target's own throughout.",
 )
 @click.option(
     "--log-spans", is_flag=True, help="Log one JSON line per span on the 'probe.spans' logger."

@@ -192,6 +192,7 @@ class StackSampler:
         self._new_stacks: list[tuple[Any, ...]] = [(OVERFLOW_STACK_ID, "", -1, "<overflow>")]
         self._new_threads: list[tuple[Any, ...]] = []
         self.ticks = 0
+        self.gil_waiters = 0  # threads of the last tick that waited for the GIL
 
     # -- interning ---------------------------------------------------------------------
     def _frame_id(self, code: CodeType) -> int:
@@ -312,6 +313,7 @@ class StackSampler:
             for ident in [i for i in self._tid if i not in frames]:
                 del self._tid[ident]
         self._kernel_budget = self._max_kernel_reads
+        self.gil_waiters = 0
         start = self.ticks % len(seen) if seen else 0  # who gets the budget rotates
         for tid, sid, wall, cpu_d in seen[start:] + seen[:start]:
             self._emit(now, tid, sid, wall, cpu_d, total_cpu - cpu_d)
@@ -357,6 +359,7 @@ class StackSampler:
                 # Runnable Python that did not run: the GIL if another thread of ours ran
                 # for at least half of the time this one waited, else the OS scheduler.
                 reason = "gil" if others_cpu * 2 >= wall - cpu else "unknown"
+                self.gil_waiters += reason == "gil"
         code = rows.reasons.code(reason)
         if parked and k is not None and rows.reason[k] == code:
             rows.extend_row(k, now, wall, cpu)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import probe
 from probe.rundir import SCHEMA_NAME, SCHEMA_VERSION, load
 from probe.rundir.writer import prepare_run_dir
@@ -49,3 +51,20 @@ def test_a_jittered_tick_is_still_due():
     interval = 0.5
     assert _due(now_ns=int(0.499e9), last_ns=0, interval_s=interval)  # tick came 1 ms early
     assert not _due(now_ns=int(0.25e9), last_ns=0, interval_s=interval)
+
+
+def test_the_target_s_switch_interval_comes_back_and_its_governing_is_recorded(tmp_path):
+    import sys
+
+    run_dir = prepare_run_dir(tmp_path / "run")
+    meta = {"schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "start_unix_ns": 0}
+    own = sys.getswitchinterval()
+    session = Session(run_dir, Settings(hz=200), meta=meta, tree_sampler=FakeTree())
+    session.start()
+    short = sys.getswitchinterval()
+    final = session.stop(exit_status=0, ended_by="completed")
+    assert short == pytest.approx(Settings().switch_interval_s)
+    assert sys.getswitchinterval() == own
+    figures = final["collector"]["switch_interval"]
+    assert figures["short_s"] == Settings().switch_interval_s
+    assert figures["contended_s"] == min(own, 0.001)
