@@ -346,6 +346,13 @@ class StackSampler:
             # A blocking call at the leaf is the thread's state at this instant (the
             # interval's CPU was spent before it blocked, elsewhere: see attribution).
             reason = self._stack_reason.get(sid) or ""
+            if reason == "network" and not parked:
+                # A socket call that returned at once and now waits for the GIL back
+                # (an event loop's non-blocking send, with pool threads holding the
+                # GIL): the kernel has it on a futex, not in a network call.
+                state = self._kernel_state(tid)
+                if state == "sys futex":
+                    reason = "gil"
             if not reason and sid in self._native_leaf:
                 # still parked where the kernel was last asked: in the same call, unasked
                 known = rows.state[k] if parked and k is not None else 0

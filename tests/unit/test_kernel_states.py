@@ -13,7 +13,7 @@ import pytest
 
 from probe.samplers.kernel import KernelStates, reason
 
-from .test_stack_sampler import Clock, make
+from .test_stack_sampler import Clock, frame_running_python, make
 
 
 def fake_proc(files: dict[str, str], links: dict[str, str] | None = None, *, error=None):
@@ -191,3 +191,45 @@ def test_a_native_call_on_a_cpu_while_another_thread_ran_is_the_scheduler_s_not_
     s.sample()
     rows = {r[1]: r for r in s.drain()["samples"]}
     assert [rows[t][5] for t in (1, 2)] == ["unknown", "unknown"]
+
+
+@pytest.fixture
+def frame_at_socket_recv():
+    """A live frame blocked in ``sock.recv`` (a call the wait rules name: network)."""
+    a, b = socket.socketpair()
+
+    def reader():
+        a.recv(1)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    frame = None
+    for _ in range(200):
+        frame = sys._current_frames()[t.ident]
+        if frame.f_code is reader.__code__ and frame.f_lineno == reader.__code__.co_firstlineno + 1:
+            break
+        time.sleep(0.005)
+    yield frame
+    b.send(b"x")
+    t.join()
+    a.close()
+    b.close()
+
+
+def test_a_socket_call_that_returned_and_waits_for_the_gil_is_a_gil_wait(frame_at_socket_recv):
+    # an event loop's non-blocking send while pool threads hold the GIL: on a futex
+    for state, expected in (("sys futex", "gil"), ("sys recvfrom socket", "network")):
+        clock = Clock()
+        cpu = {1: 0, 2: 0}
+        s = make(
+            {1: frame_at_socket_recv, 2: frame_running_python()},
+            cpu,
+            clock,
+            kernel_states=FixedStates(state),
+        )
+        s.sample()
+        clock.now = 10_000_000
+        cpu[1], cpu[2] = 3_000_000, 7_000_000
+        s.sample()
+        rows = {r[1]: r for r in s.drain()["samples"]}
+        assert rows[1][5] == expected, state
