@@ -50,6 +50,20 @@ IDLE_LOOPS: dict[tuple[str, str], IdleLoop] = {
             }
         ),  # fmt: skip
     ),
+    # asyncio's loop (uvicorn, hypercorn, aiohttp) in its selector's select with nothing
+    # ready: waiting for the next event, not on a request's network call
+    ("asyncio/base_events.py", "BaseEventLoop._run_once"): IdleLoop(
+        "event loop",
+        frozenset(
+            {
+                "select",
+                "_PollLikeSelector.select",
+                "EpollSelector.select",
+                "SelectSelector.select",
+                "KqueueSelector.select",
+            }
+        ),  # fmt: skip
+    ),
     # multiprocessing.Pool's three helper threads: the work runs in its child processes
     ("multiprocessing/pool.py", "Pool._handle_workers"): IdleLoop("process-pool helper", None),
     ("multiprocessing/pool.py", "Pool._handle_tasks"): IdleLoop("process-pool helper", None),

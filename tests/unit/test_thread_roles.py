@@ -102,3 +102,15 @@ def test_only_blocked_samples_of_an_idle_stack_leave_the_work():
     assert idle.loc["thread-pool worker", "idle_share"] == pytest.approx(0.9)
     (line,) = idle_notes(idle)
     assert line.startswith("1 thread-pool worker idle 90% of its sampled time")
+
+
+def test_an_event_loop_waiting_in_its_selector_is_idle_and_one_running_a_callback_is_not():
+    import asyncio.base_events
+    import selectors
+
+    loop = ("BaseEventLoop._run_once", asyncio.base_events.__file__)
+    waiting = [("BaseEventLoop.run_forever", asyncio.base_events.__file__), loop,
+               ("EpollSelector.select", selectors.__file__)]  # fmt: skip
+    running = [*waiting[:2], ("Handle._run", "/usr/lib/python3.11/asyncio/events.py")]
+    assert idle_role(waiting, "_selector.poll") == "event loop"
+    assert idle_role(running, "_sock.send") == ""
