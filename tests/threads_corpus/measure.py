@@ -8,6 +8,11 @@ installed, a second run under ``py-spy record`` (on-CPU samples only) gives the 
 holding most on-CPU samples as a cross-check.
 
     python tests/threads_corpus/measure.py NAME [ARG ...]
+    python tests/threads_corpus/measure.py --serve NAME   # NAME:app under uvicorn
+
+``--serve`` runs ``NAME:app`` under uvicorn on a free port, drives it with ``drive.py``'s
+8 clients for 6 s, then stops it with SIGINT (as Ctrl-C would); the figures are the
+server's.
 """
 
 from __future__ import annotations
@@ -45,9 +50,26 @@ def read_threads(pid: int) -> dict[int, tuple[str, str, int]]:
     return out
 
 
-def watch(argv: list[str]) -> dict[str, object]:
+def serve_and_drive(child: subprocess.Popen, port: int) -> None:
+    """Load the server on ``port`` once it listens, then stop it as Ctrl-C would."""
+    import signal
+    import threading
+
+    from drive import drive, wait_for_port
+
+    def load() -> None:
+        wait_for_port(port)
+        drive(port)
+        child.send_signal(signal.SIGINT)
+
+    threading.Thread(target=load, daemon=True).start()
+
+
+def watch(argv: list[str], port: int | None = None) -> dict[str, object]:
     started = time.monotonic()
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if port is not None:
+        serve_and_drive(child, port)
     states: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     last: dict[int, tuple[str, str, int]] = {}
     while child.poll() is None:
@@ -68,13 +90,17 @@ def watch(argv: list[str]) -> dict[str, object]:
     return {"wall_s": round(wall, 2), "cores_used": round(cpu / wall, 2), "threads": threads}
 
 
-def py_spy_top(argv: list[str]) -> str | None:
+def py_spy_top(argv: list[str], port: int | None = None) -> str | None:
     if shutil.which("py-spy") is None:
         return None
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "raw.txt"
-        subprocess.run(["py-spy", "record", "-r", "100", "-f", "raw", "-o", str(out), "--",
-                        *argv], capture_output=True, check=False)  # fmt: skip
+        spy = subprocess.Popen(["py-spy", "record", "-r", "100", "-f", "raw", "-o", str(out),
+                                "--", *argv], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+        if port is not None:
+            serve_and_drive(spy, port)  # py-spy passes the SIGINT on to the server
+        spy.wait()
         if not out.exists():
             return None
         leaf: collections.Counter[str] = collections.Counter()
@@ -85,12 +111,23 @@ def py_spy_top(argv: list[str]) -> str | None:
 
 
 def main() -> None:
-    name, args = sys.argv[1], sys.argv[2:]
+    serve = sys.argv[1] == "--serve"
+    name, args = sys.argv[1 + serve], sys.argv[2 + serve :]
+    port = None
     argv = [sys.executable, str(HERE / "services" / f"{name}.py"), *args]
-    truth = watch(argv)
-    truth["py_spy_top_on_cpu"] = py_spy_top(argv)
+    if serve:
+        from drive import free_port
+
+        port = free_port()
+        argv = [sys.executable, "-m", "uvicorn", f"{name}:app", "--app-dir",
+                str(HERE / "services"), "--port", str(port), "--log-level", "warning"]  # fmt: skip
+    truth = watch(argv, port)
+    if serve:
+        port = free_port()
+        argv[argv.index("--port") + 1] = str(port)
+    truth["py_spy_top_on_cpu"] = py_spy_top(argv, port)
     truth["measured"] = (
-        f"python tests/threads_corpus/measure.py {' '.join([name, *args])} "
+        f"python tests/threads_corpus/measure.py {' '.join([*sys.argv[1:]])} "
         f"({time.strftime('%Y-%m-%d')}, this machine kind: 2 cores)"
     )
     path = HERE / "services" / f"{name}.truth.json"
