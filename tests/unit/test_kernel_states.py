@@ -117,14 +117,9 @@ class FixedStates:
         return self.state
 
 
-@pytest.fixture
-def frame_at_unnamed_call():
-    """A live frame blocked in a call no wait rule names (``os.readv`` on a pipe)."""
-    r, w = os.pipe()
-
-    def reader():
-        os.readv(r, [bytearray(1)])
-
+def started_in_its_call(reader):
+    """Start ``reader`` (one call, on its first line) on a thread; its frame once blocked
+    in that call."""
     t = threading.Thread(target=reader)
     t.start()
     frame = None
@@ -133,6 +128,18 @@ def frame_at_unnamed_call():
         if frame.f_code is reader.__code__ and frame.f_lineno == reader.__code__.co_firstlineno + 1:
             break
         time.sleep(0.005)
+    return t, frame
+
+
+@pytest.fixture
+def frame_at_unnamed_call():
+    """A live frame blocked in a call no wait rule names (``os.readv`` on a pipe)."""
+    r, w = os.pipe()
+
+    def reader():
+        os.readv(r, [bytearray(1)])
+
+    t, frame = started_in_its_call(reader)
     yield frame
     os.write(w, b"x")
     t.join()
@@ -201,14 +208,7 @@ def frame_at_socket_recv():
     def reader():
         a.recv(1)
 
-    t = threading.Thread(target=reader)
-    t.start()
-    frame = None
-    for _ in range(200):
-        frame = sys._current_frames()[t.ident]
-        if frame.f_code is reader.__code__ and frame.f_lineno == reader.__code__.co_firstlineno + 1:
-            break
-        time.sleep(0.005)
+    t, frame = started_in_its_call(reader)
     yield frame
     b.send(b"x")
     t.join()
