@@ -5,12 +5,8 @@ from /proc, py-spy's hottest on-CPU function; written beside each service)."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 
 import pytest
-
-from tests.threads_corpus.drive import drive, free_port, wait_for_port
 
 from .conftest import REPO
 
@@ -194,39 +190,3 @@ def test_a_loop_of_fetch_then_score_is_cpu_in_the_scoring_with_the_fetch_runner_
     runner = d["findings"][1]
     assert (runner["kind"], runner["subkind"]) == ("io", "network"), runner
     assert runner["stage"].startswith("fetch_page")
-
-
-def test_a_fastapi_app_under_uvicorn_is_gil_bound_in_its_handler_with_idle_pool_and_loop(
-    run_probe, tmp_path
-):
-    # `probe run -m uvicorn app:app`, undecorated, 8 clients: it read "contention-bound in
-    # <library>, waiting on locks, 100%" (idle pool workers) and then "io/network in
-    # <library>" (the loop's sends, caught waiting for the GIL back)
-    truth = truth_of("predict_api")
-    loop, *workers = truth["threads"]
-    assert truth["cores_used"] < 1.1  # one core of two: the GIL
-    assert sum(w["cpu_s"] for w in workers) > loop["cpu_s"]  # the handlers, then the loop
-    port = free_port()
-    run_dir = tmp_path / "served"
-    proc = run_probe.spawn(
-        "-m", "uvicorn", "predict_api:app", "--app-dir", str(CORPUS), "--port", str(port),
-        "--log-level", "warning", out=run_dir,
-    )  # fmt: skip
-    wait_for_port(port)
-    assert drive(port, clients=8, seconds=6) > 100
-    os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C, as a user stops a server
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode in (0, 130), stderr  # uvicorn exits 0 on Ctrl-C
-    d = json.loads((run_dir / "diagnosis.json").read_text())
-    primary, runner = d["findings"][:2]
-    # the handlers hold ~58% of the CPU and the loop ~42% (truth): a near thing. Usually
-    # GIL in score_tokens; where the loop's sends caught waiting for the GIL back tip it
-    # (seen in CI), the loop as network -- wrong, and never at more than low confidence
-    handler = next(f for f in (primary, runner) if f["stage"].startswith("score_tokens"))
-    assert handler["subkind"] == "gil" and handler["kind"] in ("cpu", "contention"), handler
-    if primary is not handler:
-        assert primary["stage"] == "<library>" and primary["confidence"] <= 0.3, primary
-    assert not any((f["kind"], f["subkind"]) == ("contention", "lock") for f in d["findings"])
-    roles = {i["role"] for i in d["run"]["idle"]}
-    assert {"thread-pool worker", "event loop"} <= roles, d["run"]["idle"]
-    assert d["leak"]["detected"] is False
