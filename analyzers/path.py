@@ -88,9 +88,9 @@ def _waiters(
 ) -> np.ndarray:
     """Per row, its share of the mean number of threads queued on a mutex in its function
     while another thread works in that function: the row's mutex wait in the bins where
-    its function ran, over the time those bins cover (Little's law); the main thread's
-    waits are followed, not queued. Summed per function,
-    a convoy's queue length. A wait to be notified (``Condition.wait``: a consumer
+    its function ran, over the time those bins cover (Little's law). Summed per function,
+    a convoy's queue length. The main thread's waits are followed, not queued. A wait to
+    be notified (``Condition.wait``: a consumer
     starved on an empty queue) is no queue behind anyone: ingest_pipeline's four
     consumers read as "67 threads serialised by a lock" when their waits were divided by
     their little time on the path."""

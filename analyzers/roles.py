@@ -21,7 +21,15 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-__all__ = ["IDLE_LOOPS", "SERVING_LOOPS", "IdleLoop", "idle_role", "in_serving_loop"]
+__all__ = [
+    "IDLE_LOOPS",
+    "NOTIFY_WAITS",
+    "SERVING_LOOPS",
+    "IdleLoop",
+    "idle_role",
+    "in_serving_loop",
+    "waits_to_be_notified",
+]
 
 
 @dataclass(frozen=True)
@@ -31,6 +39,17 @@ class IdleLoop:
 
 
 _QUEUE_GET = frozenset({"get", "Queue.get", "SimpleQueue.get"})
+# a selector's select, by its C call's name or its selectors.py frame's
+_SELECT = frozenset(
+    {
+        "select",
+        "_PollLikeSelector.select",
+        "SelectSelector.select",
+        "EpollSelector.select",
+        "PollSelector.select",
+        "KqueueSelector.select",
+    }
+)  # fmt: skip
 
 IDLE_LOOPS: dict[tuple[str, str], IdleLoop] = {
     # ThreadPoolExecutor's worker: ``work_queue.get(block=True)`` between tasks
@@ -38,32 +57,10 @@ IDLE_LOOPS: dict[tuple[str, str], IdleLoop] = {
     # anyio's worker threads (Starlette/FastAPI's sync routes run on them): ``queue.get()``
     ("anyio/_backends/_asyncio.py", "WorkerThread.run"): IdleLoop("thread-pool worker", _QUEUE_GET),
     # socketserver (http.server, wsgiref, Werkzeug's dev server): select() for a connection
-    ("socketserver.py", "BaseServer.serve_forever"): IdleLoop(
-        "server loop",
-        frozenset(
-            {
-                "select",
-                "_PollLikeSelector.select",
-                "SelectSelector.select",
-                "EpollSelector.select",
-                "PollSelector.select",
-            }
-        ),  # fmt: skip
-    ),
+    ("socketserver.py", "BaseServer.serve_forever"): IdleLoop("server loop", _SELECT),
     # asyncio's loop (uvicorn, hypercorn, aiohttp) in its selector's select with nothing
     # ready: waiting for the next event, not on a request's network call
-    ("asyncio/base_events.py", "BaseEventLoop._run_once"): IdleLoop(
-        "event loop",
-        frozenset(
-            {
-                "select",
-                "_PollLikeSelector.select",
-                "EpollSelector.select",
-                "SelectSelector.select",
-                "KqueueSelector.select",
-            }
-        ),  # fmt: skip
-    ),
+    ("asyncio/base_events.py", "BaseEventLoop._run_once"): IdleLoop("event loop", _SELECT),
     # multiprocessing.Pool's three helper threads: the work runs in its child processes
     ("multiprocessing/pool.py", "Pool._handle_workers"): IdleLoop("process-pool helper", None),
     ("multiprocessing/pool.py", "Pool._handle_tasks"): IdleLoop("process-pool helper", None),
@@ -130,3 +127,14 @@ def _serves(function: str, filename: str) -> bool:
 def in_serving_loop(frames: list[tuple[str, str]]) -> bool:
     """The stack (frames as ``idle_role``'s) runs inside a serving loop."""
     return any(_serves(*f) for f in frames)
+
+
+# Where a thread waits to be notified (``threading.Condition.wait``'s ``waiter.acquire``:
+# a queue's ``get``, an ``Event``, a ``Future``'s result), not for a mutex someone holds
+NOTIFY_WAITS: frozenset[tuple[str, str]] = frozenset({("threading.py", "Condition.wait")})
+
+
+@functools.lru_cache(maxsize=4096)
+def waits_to_be_notified(function: str, filename: str) -> bool:
+    """The frame is a wait to be notified (``NOTIFY_WAITS``)."""
+    return _frame_key(function, filename, NOTIFY_WAITS) is not None

@@ -31,7 +31,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from probe.analyzers.roles import idle_role, in_serving_loop
+from probe.analyzers.roles import idle_role, in_serving_loop, waits_to_be_notified
 
 __all__ = ["is_library_file", "label_stacks"]
 
@@ -99,14 +99,6 @@ _COLUMNS = {
     "notify_wait": "bool",
 }
 
-# Where a thread waits for a notification (threading.Condition.wait's `waiter.acquire`)
-_NOTIFY_WAITS = (("threading.py", "Condition.wait"),)
-
-
-def _waits_for_notify(function: str, filename: str) -> bool:
-    name = filename.replace("\\", "/")
-    return any(function == f and name.endswith("/" + suffix) for suffix, f in _NOTIFY_WAITS)
-
 
 def _user_function(
     ids: list[int], by_id: dict[int, tuple[str, str]], library: dict[int, bool]
@@ -163,7 +155,7 @@ def label_stacks(
                 _user_function(ids, by_id, library),
                 idle_role(named := [by_id.get(f, ("", "")) for f in ids], call),
                 in_serving_loop(named),
-                _waits_for_notify(function, filename),
+                waits_to_be_notified(function, filename),
             )
         )
     return pd.DataFrame(rows, columns=list(_COLUMNS)).astype(

@@ -98,11 +98,7 @@ class Session:
         )
         self.heap = heap_sampler or HeapSampler(clock=clock)
         self._known_threads: set[int] = set()  # thread ids (OS TIDs)
-        self.switch = (
-            SwitchInterval(settings.switch_interval_s, sys.getswitchinterval())
-            if settings.switch_interval_s > 0
-            else None
-        )
+        self.switch: SwitchInterval | None = None  # set at start, from the target's own
         self._stack_ticker = Ticker("probe-stack-sampler", 1.0 / settings.hz, self._sample_stacks)
         collect_every = settings.flush_interval_s
         if self.tree is not None:
@@ -126,8 +122,10 @@ class Session:
         if self.memory is not None:
             self.memory.start()
         self._saved_switch_interval = sys.getswitchinterval()
-        if self.switch is not None:
-            self.switch.own_s = self._saved_switch_interval
+        if self.settings.switch_interval_s > 0:
+            self.switch = SwitchInterval(
+                self.settings.switch_interval_s, self._saved_switch_interval
+            )
             self.switch.start()
         spans.activate(self.recorder)
         if self.settings.log_spans:
