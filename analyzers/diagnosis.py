@@ -18,7 +18,6 @@ from probe.analyzers.breakdown import Breakdown, breakdown
 from probe.analyzers.leaks import (
     NO_LEAK,
     LeakVerdict,
-    against_the_python_heap,
     covering_the_run,
     growing_sites,
     growing_types,
@@ -208,15 +207,15 @@ def _leak(run: Run, bd: Breakdown) -> LeakVerdict:
         else None
     )
     t_s = root["ts_ns"].to_numpy() / 1e9
-    verdict = judge_recorded(
-        t_s, root["rss_bytes"].to_numpy(), request_end_s=ends, limit_bytes=limit
-    )
     heap = run.tables["heap"]
-    if len(heap) and "allocated_blocks" in heap:
-        heap = heap.sort_values("ts_ns")
-        verdict = against_the_python_heap(
-            verdict, t_s, heap["ts_ns"].to_numpy() / 1e9, heap["allocated_blocks"].to_numpy()
-        )
+    blocks = (
+        (heap["ts_ns"].to_numpy() / 1e9, heap["allocated_blocks"].to_numpy())
+        if len(heap) and "allocated_blocks" in heap
+        else None
+    )
+    verdict = judge_recorded(
+        t_s, root["rss_bytes"].to_numpy(), request_end_s=ends, limit_bytes=limit, heap=blocks
+    )
     verdict = covering_the_run(verdict, t_s, float(run.meta.get("duration_s") or 0.0))
     # what grows, whenever the floor rose: evidence for a leak and for an open question
     rose = verdict.state != NO_LEAK

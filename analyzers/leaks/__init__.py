@@ -22,7 +22,6 @@ from probe.analyzers.leaks.live import (
 )
 from probe.analyzers.leaks.recorded import (
     RecordedSettings,
-    against_the_python_heap,
     covering_the_run,
     judge_recorded,
 )
@@ -44,7 +43,6 @@ __all__ = [
     "final_verdict",
     "growing_sites",
     "growing_types",
-    "against_the_python_heap",
     "covering_the_run",
     "judge_recorded",
     "snapshot_growth",

@@ -51,7 +51,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from probe.analyzers.leaks.recorded import against_the_python_heap, judge_recorded
+from probe.analyzers.leaks.recorded import judge_recorded
 from probe.analyzers.leaks.trend import (
     Trend,
     estimate_onset,
@@ -427,10 +427,11 @@ def final_verdict(
     heap: list[tuple[float, float]] | None = None,
 ) -> LeakVerdict:
     """The last word when the process has ended: the live verdict, or -- for a process
-    watched for less than warm-up plus a window, which the live tests never judged -- the
-    recorded-run verdict on its readings (``early``: the first ones, (t_s, bytes)), against
-    the requests finished when ``work`` counts them ((t_s, requests done) on the same clock),
-    and checked against the live Python heap when ``heap`` gives it ((t_s, allocated blocks)).
+    watched for less than warm-up plus a window, which the live tests never judged, or one
+    they had no answer for yet when it ended -- the recorded-run verdict on its readings
+    (``early``: the first ones, (t_s, bytes)), against the requests finished when ``work``
+    counts them ((t_s, requests done) on the same clock), with the live Python heap as
+    its witness when ``heap`` gives it ((t_s, allocated blocks)).
 
     ``traced_start``: the process was traced from its start (its readings have
     tracemalloc's own memory taken out), and when that was stopped, if it was. The series
@@ -445,7 +446,12 @@ def final_verdict(
     """
     v = detector.verdict
     s = detector.settings
-    if v.detected or elapsed_s >= s.warmup_s + s.window_s or len(early) < 8:
+    briefly = elapsed_s < s.warmup_s + s.window_s
+    # the live tests still warming up or confirming at the end, and ``early`` holds the
+    # series to it: judged whole (a leak the end cut short of confirmation was missed)
+    ends = bool(early) and elapsed_s - early[-1][0] <= 2 * s.interval_s + 1.0
+    unanswered = v.state == UNDETERMINED and ends
+    if v.detected or len(early) < 8 or not (briefly or unanswered):
         return v
     readings, regime, slowed = _one_regime(early, traced_start)
     t, y = zip(*readings, strict=True) if readings else ((), ())
@@ -456,17 +462,19 @@ def final_verdict(
         requests_done=done,
         limit_bytes=detector.limit_bytes,
         slowed=slowed,
+        heap=(np.array([h[0] for h in heap]), np.array([h[1] for h in heap])) if heap else None,
     )
-    if heap:
-        run = against_the_python_heap(
-            run, np.array(t), np.array([h[0] for h in heap]), np.array([h[1] for h in heap])
-        )
     if slowed and run.state == UNDETERMINED:
         run = replace(run, settle=_OUTLIVE_THE_TRACING)
+    why = (
+        "less than warm-up plus a window"
+        if briefly
+        else "the live tests' answer was still open at the end"
+    )
     return replace(
         run,
         reason=f"{run.reason} (judged on the whole series{regime}: watched for "
-        f"{elapsed_s:.0f} s, less than warm-up plus a window)",
+        f"{elapsed_s:.0f} s, {why})",
     )
 
 

@@ -27,6 +27,12 @@ saw-tooth; a leak raises the floor). Then, in order, each shape gets its answer:
   short run a saw-tooth slower than the bins climbs as much);
 * else a **leak**: steady growth per request (or per second), well above the noise.
 
+Python's live heap (pymalloc's allocated blocks, read beside the series) is a second
+witness that moves in no allocator steps: when it fell while the floor rose, a leak is
+not Python objects being kept (undetermined); when the floor's shape was open (slowing,
+or within its swings) but the live heap grew steadily along the same axis, both halves
+at a steady pace, Python objects are kept per request: a **leak**.
+
 Steps are not plateaus: a staircase of allocator steps that keeps climbing has its
 floors on a line (both halves climb), so it is growth; one step is not.
 """
@@ -40,6 +46,7 @@ import numpy as np
 
 from probe.analyzers.constants import constant
 from probe.analyzers.leaks.trend import (
+    Trend,
     best_step,
     bin_floors,
     estimate_onset,
@@ -55,7 +62,7 @@ from probe.analyzers.leaks.verdict import (
     time_to_limit,
 )
 
-__all__ = ["RecordedSettings", "against_the_python_heap", "covering_the_run", "judge_recorded"]
+__all__ = ["RecordedSettings", "covering_the_run", "judge_recorded"]
 
 # What would settle an undetermined verdict, or check a small rise: a longer look.
 SETTLE = (
@@ -114,6 +121,9 @@ class RecordedSettings:
     min_heap_readings: int = constant(
         6, "Mann-Kendall at 1% needs six readings in a row to fall (p = 0.0014 at n = 6)"
     )
+    min_heap_rise: float = constant(
+        0.1, "a tenth of the live blocks, as min_heap_fall: what no cache refill hides"
+    )
 
 
 def judge_recorded(
@@ -125,16 +135,14 @@ def judge_recorded(
     limit_bytes: float | None = None,
     settings: RecordedSettings | None = None,
     slowed: str = "",
+    heap: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> LeakVerdict:
-    """Judge a recorded memory series; ``request_end_s`` (same clock), when given, makes
-    the work axis: the floor against the cumulative count of finished requests; or that
-    count itself, read at times of its own (``requests_done``: (t_s, done), same clock).
-
-    ``slowed``: why the service ran slower than it does unobserved while this series was
-    recorded (tracemalloc). Then neither answer about growth holds: a rise too small to
-    matter may be a slowed leak, and a steady rise a start-up stretched over the whole
-    series. Both are undetermined; no leak stays no leak (flat memory is flat, slowed or
-    not)."""
+    """Judge a recorded memory series against the work when ``request_end_s`` gives it
+    (the requests' end times) or ``requests_done`` ((t_s, done)); ``heap``: Python's live
+    heap read beside it ((t_s, allocated blocks)). All on the series' clock.
+    ``slowed``: why the service ran slower than unobserved (tracemalloc). Then a rise too
+    small to matter may be a slowed leak, and a steady rise a stretched start-up: both are
+    undetermined; no leak stays no leak (flat memory is flat, slowed or not)."""
     s = settings or RecordedSettings()
     t, y = _clean(t_s, bytes_)
     if len(t) < s.min_readings or t[-1] - t[0] <= 0:
@@ -146,9 +154,10 @@ def judge_recorded(
     fx, fy = bin_floors(x, y, s.bins)
     level = float(np.median(fy))
     if len(fy) < s.min_floors:
-        why = f"too few memory readings after warm-up ({len(fy)} floors)"
-        return _undetermined(why, len(fy), level)
-    state, reason, judged_from = _judge(x, y, fx, fy, s, slowed=slowed)
+        return _undetermined(f"too few readings after warm-up ({len(fy)} floors)", len(fy), level)
+    heap = None if heap is None else _clean(*heap)
+    kept = heap and _heap_kept_pace(heap, (t[0], t[-1]), request_end_s, requests_done, basis, s)
+    state, reason, judged_from = _judge(x, y, fx, fy, s, slowed=slowed, kept=kept or "")
     if slowed and state == LEAK:
         state, reason = UNDETERMINED, f"{reason}, but with the service slowed by {slowed}"
     part = x >= judged_from  # after a one-off step, the part after it was judged
@@ -156,7 +165,7 @@ def judge_recorded(
     tr = trend(fx, fy)
     # the rate in time too (what the report draws and the limit is reached by)
     in_time = trend(*bin_floors(t[part], y[part], s.bins)) if basis == "requests" else tr
-    return LeakVerdict(
+    verdict = LeakVerdict(
         state=state,
         reason=reason,
         settle=SETTLE if state != LEAK else "",
@@ -176,6 +185,7 @@ def judge_recorded(
         intercept_bytes=in_time.intercept,
         at_s=float(t[-1]),
     )
+    return verdict if heap is None else _against_the_python_heap(verdict, whole[0], *heap, s)
 
 
 def _judge(
@@ -187,9 +197,11 @@ def _judge(
     *,
     after_step: bool = False,
     slowed: str = "",
+    kept: str = "",
 ) -> tuple[State, str, float]:
     """The verdict, its reason, and from where on x the floors were judged (the order of
-    the module doc); ``slowed`` as ``judge_recorded``'s."""
+    the module doc); ``slowed`` as ``judge_recorded``'s; ``kept``: how Python's live heap
+    grew steadily over the same part, when it did (``_heap_kept_pace``)."""
     tr = trend(fx, fy)
     level = float(np.median(fy))
     growth = tr.slope * float(fx[-1] - fx[0])
@@ -200,6 +212,28 @@ def _judge(
         return (*_too_small(growth, slowed), whole)
     if step_fits_better(fx, fy, tr):
         return _one_step(x, y, fx, fy, s, after_step, slowed)
+    open_shape = _open_shape(x, y, fx, fy, tr, growth, s)
+    if open_shape is None:
+        steadily = f"memory floor rises steadily, {growth / 1e6:.1f} MB after warm-up"
+        return LEAK, f"{steadily} (p = {tr.p_up:.1e})", whole
+    state, reason = open_shape
+    if kept and state == UNDETERMINED:
+        rose = f"memory floor rose {growth / 1e6:.1f} MB after warm-up (p = {tr.p_up:.1e})"
+        return LEAK, f"{rose} and {kept} ({reason})", whole
+    return state, reason, whole
+
+
+def _open_shape(
+    x: np.ndarray,
+    y: np.ndarray,
+    fx: np.ndarray,
+    fy: np.ndarray,
+    tr: Trend,
+    growth: float,
+    s: RecordedSettings,
+) -> tuple[State, str] | None:
+    """A significant, material rise on a line whose shape still leaves it open: slowing
+    down (warm-up), or within its swings; None when it is steady and clear of them."""
     # each half's pace by Theil-Sen on the floors: one burst freed (or a teardown at the
     # end) does not move it, where a running minimum would take every floor down with it
     half = len(fy) // 2
@@ -207,37 +241,68 @@ def _judge(
     pace = newer.slope / max(older.slope, tr.slope)
     if pace < s.sustain:
         if not newer.significant(s.alpha):
-            return NO_LEAK, "warm-up: the floor rose, then levelled off", whole
+            return NO_LEAK, "warm-up: the floor rose, then levelled off"
         return (
             UNDETERMINED,
-            (
-                f"growth is slowing down (the newer half climbs at {pace:.2f} of the older): "
-                "warm-up, or a leak under a warm-up"
-            ),
-            whole,
+            f"growth is slowing down (the newer half climbs at {pace:.2f} of the older): "
+            "warm-up, or a leak under a warm-up",
         )
     if pace < s.steady_pace and older.low > newer.high:
         return (
             UNDETERMINED,
-            (
-                f"growth slowed to {pace:.2f} of its pace within the run, beyond chance: "
-                "a warm-up's tail, or a leak whose pace follows the load"
-            ),
-            whole,
+            f"growth slowed to {pace:.2f} of its pace within the run, beyond chance: "
+            "a warm-up's tail, or a leak whose pace follows the load",
         )
     residual = y - (tr.slope * x + tr.intercept)
     swing = float(np.percentile(residual, 90) - np.percentile(residual, 10))
     if growth < s.swing_factor * swing:
         return (
             UNDETERMINED,
-            (
-                f"a rise of {growth / 1e6:.1f} MB within swings of {swing / 1e6:.1f} MB: not yet "
-                "distinguishable from a saw-tooth"
-            ),
-            whole,
+            f"a rise of {growth / 1e6:.1f} MB within swings of {swing / 1e6:.1f} MB: not yet "
+            "distinguishable from a saw-tooth",
         )
-    steadily = f"memory floor rises steadily, {growth / 1e6:.1f} MB after warm-up"
-    return LEAK, f"{steadily} (p = {tr.p_up:.1e})", whole
+    return None
+
+
+def _heap_kept_pace(
+    heap: tuple[np.ndarray, np.ndarray],
+    judged_s: tuple[float, float],
+    request_end_s: np.ndarray | None,
+    requests_done: tuple[np.ndarray, np.ndarray] | None,
+    basis: str,
+    s: RecordedSettings,
+) -> str:
+    """How Python's live heap grew over the judged span (``judged_s``) along the same
+    axis as the floor (requests finished, or seconds), when it grew steadily: its floors
+    significantly up in both halves, the newer at ``steady_pace`` of the older or more, by
+    ``min_heap_rise`` of its level. "" when it did not, or was read too rarely to tell.
+    Live blocks count the objects kept, in no allocator steps: an RSS floor whose pace
+    the allocator's steps and reuse move is no evidence against a heap that keeps its own."""
+    inside = (heap[0] >= judged_s[0]) & (heap[0] <= judged_s[1])
+    t, blocks = heap[0][inside], heap[1][inside]
+    x = _finished_by(t, request_end_s, requests_done) if basis == "requests" else t
+    if x is None or len(x) < 2 or x[-1] <= x[0]:
+        return ""
+    fx, fy = bin_floors(x, blocks, s.bins)
+    half = len(fy) // 2
+    if half < s.min_heap_readings:
+        return ""
+    tr = trend(fx, fy)
+    older, newer = trend(fx[:half], fy[:half]), trend(fx[half:], fy[half:])
+    rose = tr.slope * float(fx[-1] - fx[0])
+    steady = (
+        older.significant(s.alpha)
+        and newer.significant(s.alpha)
+        and newer.slope >= s.steady_pace * older.slope
+        and rose >= s.min_heap_rise * float(np.median(fy))
+    )
+    if not steady:
+        return ""
+    unit = "a request" if basis == "requests" else "a second"
+    return (
+        f"Python's live heap grew steadily with it, {tr.slope:,.0f} blocks {unit} "
+        f"(the newer half at {newer.slope / older.slope:.2f} of the older's pace)"
+    )
 
 
 def _too_small(growth: float, slowed: str) -> tuple[State, str]:
@@ -362,12 +427,12 @@ def _undetermined(reason: str, points: int, level: float = 0.0) -> LeakVerdict:
     )
 
 
-def against_the_python_heap(
+def _against_the_python_heap(
     verdict: LeakVerdict,
     t_s: np.ndarray,
-    heap_t_s: np.ndarray | None,
-    allocated_blocks: np.ndarray | None,
-    settings: RecordedSettings | None = None,
+    heap_t_s: np.ndarray,
+    allocated_blocks: np.ndarray,
+    s: RecordedSettings,
 ) -> LeakVerdict:
     """A leak checked against Python's live heap (``sys.getallocatedblocks()``, read
     beside the memory series ``t_s``): kept Python objects add live blocks. When those
@@ -378,8 +443,7 @@ def against_the_python_heap(
     verdicts in 40 runs, one on a series cut short), or a leak outside Python's heap:
     undetermined. A heap that stays flat proves nothing (a leak of large buffers,
     ``staircase.py``'s 256 KB blocks, adds no small block)."""
-    s = settings or RecordedSettings()
-    if verdict.state != LEAK or heap_t_s is None or allocated_blocks is None or not len(t_s):
+    if verdict.state != LEAK or not len(t_s):
         return verdict
     ht = np.asarray(heap_t_s, dtype="float64")[:-1]  # the last: the census at the run's end
     blocks = np.asarray(allocated_blocks, dtype="float64")[:-1]

@@ -17,7 +17,7 @@ between its load and store); a count lost now and then would not bend an axis an
 
 The heap gauge is the same kind of file, set by the agent's thread every 0.2 s: kept
 Python objects add live blocks, so a floor that rises while they fall is not a leak of
-Python objects (``analyzers.leaks.against_the_python_heap``).
+Python objects (``analyzers.leaks.judge_recorded``'s heap).
 
 The counter is probe's span recorder in the process. If something else takes that place
 (``probe run`` in the same process), requests stop reaching it: the agent then marks the

@@ -37,6 +37,26 @@ def test_blocks_are_read_every_tick_and_types_counted_only_when_asked():
     assert s.counted == 3 and abs(s.count_cost_s - 0.003) < 1e-12
 
 
+def test_a_costly_blocks_read_is_spaced_to_stay_under_its_budget_and_stop_always_reads():
+    # a 10-ms read at 0.5% of the time: one read every 2 s, however often it is ticked
+    s, now = make(0.010, [1, 2])
+    for tick in range(50):  # 5 s at 10 Hz
+        now[0] = tick * 100_000_000
+        s.sample()
+    assert [ts for ts, _ in s.drain()["heap"]] == [0, 2_000_000_000, 4_000_000_000]
+    now[0] = 4_100_000_000
+    s.sample(force=True)  # the session's last reading, at stop
+    assert len(s.drain()["heap"]) == 1
+
+
+def test_a_cheap_blocks_read_is_taken_at_every_tick():
+    s, now = make(0.000_1, [1, 2])  # 0.1 ms: due again after 20 ms
+    for tick in range(10):
+        now[0] = tick * 100_000_000
+        s.sample()
+    assert len(s.drain()["heap"]) == 10
+
+
 def test_a_count_can_be_asked_for_and_drain_empties_the_rows():
     s, now = make(0.001, [1, 2])
     s.sample()  # a tick: blocks only

@@ -120,3 +120,46 @@ def test_a_fall_near_the_end_is_called_a_fall_never_a_rise_of_minus_so_many_mb()
     assert v.state == UNDETERMINED
     assert v.reason.startswith("the floor rose, then fell 39.9 MB in one step near the end")
     assert v.settle
+
+
+def paced_leak(
+    heap_hz: float = 10.0, heap_levels_off: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """6 s at 200 requests/s. RSS keeps ~10 KB a request, but its pace falls from 11 to
+    8.5 KB a request halfway through the judged part: allocator reuse and steps move it
+    (seen on the leaky sample in CI: the newer half at 0.77 of the older). The live heap
+    keeps 250 blocks a request throughout -- or, with ``heap_levels_off``, stops growing
+    after 600 requests (a warm-up)."""
+    t = np.arange(0.0, 6.0, 0.1)
+    done = 200 * t
+    rss = 80e6 + 11e3 * np.minimum(done, 750) + 8.5e3 * np.maximum(done - 750, 0)
+    rss += (np.arange(len(t)) % 3) * 1e4  # a small saw-tooth
+    ht = np.arange(0.0, 6.0, 1.0 / heap_hz)
+    kept = np.minimum(200 * ht, 600) if heap_levels_off else 200 * ht
+    return t, rss, np.arange(1, 1201) / 200, (ht, 200_000 + 250 * kept)
+
+
+def test_a_floor_whose_pace_the_allocator_moves_is_a_leak_when_the_live_heap_keeps_pace():
+    t, rss, ends, heap = paced_leak()
+    alone = judge_recorded(t, rss, request_end_s=ends)
+    assert alone.state == UNDETERMINED and "growth slowed to" in alone.reason
+    v = judge_recorded(t, rss, request_end_s=ends, heap=heap)
+    assert v.state == "leak", v.reason
+    assert "live heap grew steadily with it, 250 blocks a request" in v.reason
+    assert v.bytes_per_request is not None and 8e3 < v.bytes_per_request < 11e3
+
+
+def test_a_live_heap_that_levels_off_or_is_read_too_rarely_leaves_the_verdict_open():
+    t, rss, ends, warming = paced_leak(heap_levels_off=True)
+    assert judge_recorded(t, rss, request_end_s=ends, heap=warming).state == UNDETERMINED
+    t, rss, ends, rare = paced_leak(heap_hz=1.0)  # 5 readings in the judged part
+    assert judge_recorded(t, rss, request_end_s=ends, heap=rare).state == UNDETERMINED
+
+
+def test_a_steady_rise_while_the_live_heap_shrinks_is_not_called_a_leak_of_python_objects():
+    t = np.arange(0.0, 10.0, 0.1)
+    rss = 100e6 + 3e6 * t + (np.arange(len(t)) % 3) * 1e4
+    assert judge_recorded(t, rss).state == "leak"
+    shrinking = (t, 550_000 - 30_000 * t)  # freed objects the allocator keeps
+    v = judge_recorded(t, rss, heap=shrinking)
+    assert v.state == UNDETERMINED and "Python's live heap shrank meanwhile" in v.reason

@@ -23,7 +23,6 @@ from probe.analyzers.leaks import (
     DetectorSettings,
     LeakVerdict,
     LiveLeakDetector,
-    against_the_python_heap,
     final_verdict,
     judge_recorded,
 )
@@ -48,7 +47,7 @@ def heap_of(d: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
 def recorded(d: dict[str, Any]) -> LeakVerdict:
     t, y = np.array(d["rss"]["t_s"]), np.array(d["rss"]["bytes"])
     ends = np.array(d["requests"]) if d["requests"] else None
-    return against_the_python_heap(judge_recorded(t, y, request_end_s=ends), t, *heap_of(d))
+    return judge_recorded(t, y, request_end_s=ends, heap=heap_of(d))
 
 
 def live(d: dict[str, Any]) -> LeakVerdict:
