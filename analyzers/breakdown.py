@@ -51,6 +51,7 @@ from probe.analyzers.constants import constant
 from probe.analyzers.path import critical_path
 from probe.analyzers.spantree import covered_ns, index_spans, innermost_span, request_mask
 from probe.analyzers.stacks import label_stacks
+from probe.analyzers.tasks import with_task_waits
 from probe.rundir.reader import Run
 from probe.rundir.schema import BLOCKING_REASONS, WAIT_REASONS
 
@@ -120,6 +121,13 @@ def _attributed_samples(run: Run) -> pd.DataFrame:
         run.meta.get("python", {}).get("library_paths", ()),
     )
     joined = att.merge(labels, on="stack_id", how="left")
+    tasks = run.tables.get("task_samples", pd.DataFrame())
+    if not tasks.empty:
+        made = with_task_waits(joined, tasks)
+        if made is not joined:  # the rows made carry no labels yet
+            fresh = made["idle_role"].isna()
+            relabelled = made[fresh][list(att.columns)].merge(labels, on="stack_id", how="left")
+            joined = pd.concat([made[~fresh], relabelled], ignore_index=True)
     for column in ("native", "tensor", "serving", "notify_wait"):
         joined[column] = joined[column].fillna(False).astype(bool)
     for column in ("user_function", "location", "leaf_call", "function", "idle_role"):

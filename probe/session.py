@@ -2,8 +2,8 @@
 
 A ``Session`` owns the run directory writer, the span recorder and the samplers, and two
 daemon threads: the stack sampler (``hz``, default 100) and the collector (a flush of
-everything to the run directory at least every second, pymalloc's allocated blocks every
-tick and, with ``--memory``, tracemalloc snapshots and gc counts by type every
+everything to the run directory every second, pymalloc's allocated blocks at
+``resource_hz`` and, with ``--memory``, tracemalloc snapshots and gc counts by type every
 ``memory_interval_s``). The process tree and GPUs are sampled
 by ``probe run``'s sidecar process (``probe.samplers.tree``), outside the target; with
 ``sample_tree=True`` the session samples them itself at ``resource_hz`` (the fallback when
@@ -36,6 +36,7 @@ from probe.samplers.stacks import StackSampler
 from probe.samplers.ticker import Ticker
 
 if TYPE_CHECKING:
+    from probe.samplers.tasks import TaskSampler
     from probe.samplers.tree import TreeSampler
 
 __all__ = ["Session", "Settings"]
@@ -97,12 +98,13 @@ class Session:
             else None
         )
         self.heap = heap_sampler or HeapSampler(clock=clock)
+        self.tasks: TaskSampler | None = None  # once the target imports asyncio
         self._known_threads: set[int] = set()  # thread ids (OS TIDs)
         self.switch: SwitchInterval | None = None  # set at start, from the target's own
         self._stack_ticker = Ticker("probe-stack-sampler", 1.0 / settings.hz, self._sample_stacks)
-        collect_every = settings.flush_interval_s
-        if self.tree is not None:
-            collect_every = min(collect_every, 1.0 / settings.resource_hz)
+        # the live heap at the resource cadence: the leak verdict fits its trend in halves
+        # of a few-second run beside the RSS series, which the sidecar reads at that rate
+        collect_every = min(settings.flush_interval_s, 1.0 / settings.resource_hz)
         if self.memory is not None:
             collect_every = min(collect_every, settings.memory_interval_s)
         self._collector = Ticker("probe-collector", collect_every, self._collect)
@@ -147,6 +149,18 @@ class Session:
         self.stacks.sample()
         if self.switch is not None:
             self.switch.tick(self.stacks.gil_waiters > 0)
+        if self.tasks is None and "asyncio" in sys.modules:
+            # only once the target has imported asyncio: importing it for the target
+            # would change what it loads (and cost it ~10 ms)
+            from probe.samplers.tasks import TaskSampler
+
+            self.tasks = TaskSampler(
+                stack_of=self.stacks.await_stack_id,
+                thread_of=self.stacks.thread_id_of,
+                clock=self._clock,
+            )
+        if self.tasks is not None:
+            self.tasks.sample(self.stacks.last_ns)
 
     def stop(
         self, *, exit_status: int | None, ended_by: str, extra: dict[str, Any] | None = None
@@ -164,7 +178,7 @@ class Session:
             self.tree.sample()
         if self.memory is not None:
             self.memory.sample()  # the last snapshot: what was still held at the end
-        self.heap.sample(count_types=self._heap_count_at_end())
+        self.heap.sample(count_types=self._heap_count_at_end(), force=True)
         try:
             self._flush()
         except OSError as e:  # disk full, directory removed: still finish meta.json
@@ -252,6 +266,8 @@ class Session:
                 # The recorder's tuples as they are: one encode per thread and second.
                 self.writer.append("spans", records, prefix=(tid,))
             sources = [self.stacks.drain(), self.heap.drain()]
+            if self.tasks is not None:
+                sources.append(self.tasks.drain())
             if self.tree is not None:
                 sources.append(self.tree.drain())
             if self.memory is not None:

@@ -163,8 +163,21 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("size_bytes", "int64"),
         ("count", "int64"),
     ],
+    # What suspended asyncio tasks await (``probe.samplers.tasks``): per event-loop
+    # thread (thread_id), stack (the await chain, outermost coroutine first) and reason
+    # (network, sleep, subprocess; tasks: on other tasks of the loop; thread: on an
+    # executor; unknown) at each tick; tasks: how many tasks the row stands for (scaled
+    # from the chains walked), wall_ns: the tick's interval.
+    "task_samples": [
+        ("ts_ns", "int64"),
+        ("thread_id", "int64"),
+        ("stack_id", "int64"),
+        ("wait_reason", "string"),
+        ("tasks", "float64"),
+        ("wall_ns", "int64"),
+    ],
     # The Python heap (every run, ``probe.samplers.heap``): pymalloc's allocated blocks
-    # (every small object alive) about once a second.
+    # (every small object alive) 10 times a second.
     "heap": [
         ("ts_ns", "int64"),
         ("allocated_blocks", "int64"),

@@ -192,6 +192,7 @@ class StackSampler:
         self._new_stacks: list[tuple[Any, ...]] = [(OVERFLOW_STACK_ID, "", -1, "<overflow>")]
         self._new_threads: list[tuple[Any, ...]] = []
         self.ticks = 0
+        self.last_ns = 0  # the instant of the last tick
         self.gil_waiters = 0  # threads of the last tick that waited for the GIL
 
     # -- interning ---------------------------------------------------------------------
@@ -226,14 +227,9 @@ class StackSampler:
             ids.append(fid if fid is not None else self._frame_id(code))
             f = f.f_back
             depth += 1
-        key = (*ids, line, callee)
-        sid = self._stack_ids.get(key)
-        if sid is not None:
+        sid, new = self._intern((*ids, line, callee))
+        if not new:
             return sid
-        if len(self._stack_ids) >= self._max_stacks:
-            return OVERFLOW_STACK_ID
-        sid = len(self._stack_ids) + 1
-        self._stack_ids[key] = sid
         ids.reverse()  # root first
         if self._root_fids:
             # Drop the launcher's frames (probe CLI, runpy) above the target's module.
@@ -249,6 +245,35 @@ class StackSampler:
             self._native_leaf.add(sid)
         self._new_stacks.append((sid, ";".join(map(str, ids)), line, callee))
         return sid
+
+    def await_stack_id(self, chain: list[FrameType]) -> int:
+        """The stack id of a suspended coroutine chain (``probe.samplers.tasks``):
+        outermost coroutine first, the innermost one's await line as the leaf and
+        ``<await>`` as its call, so it never shares an id with a thread's stack."""
+        with self._lock:
+            ids = [self._frame_ids.get(id(f.f_code)) or self._frame_id(f.f_code) for f in chain]
+            line = chain[-1].f_lineno or 0
+            sid, new = self._intern((*reversed(ids), line, "<await>"))
+            if new:
+                self._stack_reason[sid] = None
+                self._new_stacks.append((sid, ";".join(map(str, ids)), line, "<await>"))
+            return sid
+
+    def _intern(self, key: tuple[Any, ...]) -> tuple[int, bool]:
+        """(the stack id of ``key``, whether it is new); past ``max_stacks`` every new
+        stack is the overflow stack."""
+        sid = self._stack_ids.get(key)
+        if sid is not None:
+            return sid, False
+        if len(self._stack_ids) >= self._max_stacks:
+            return OVERFLOW_STACK_ID, False
+        sid = len(self._stack_ids) + 1
+        self._stack_ids[key] = sid
+        return sid, True
+
+    def thread_id_of(self, ident: int) -> int | None:
+        """The thread id of a Python thread ident, once the sampler has seen it."""
+        return self._tid.get(ident)
 
     def _register_thread(self, ident: int, now: int) -> int:
         """The thread's key (OS TID when known) for a Python ident seen in the frames."""
@@ -267,7 +292,7 @@ class StackSampler:
             self._sample()
 
     def _sample(self) -> None:
-        now = self._clock()
+        now = self.last_ns = self._clock()
         frames = self._current_frames()
         # The dict holds our own running frame, whose locals hold the dict: returning
         # would leave a reference cycle keeping every sampled frame object -- and, once

@@ -190,3 +190,21 @@ def test_a_loop_of_fetch_then_score_is_cpu_in_the_scoring_with_the_fetch_runner_
     runner = d["findings"][1]
     assert (runner["kind"], runner["subkind"]) == ("io", "network"), runner
     assert runner["stage"].startswith("fetch_page")
+
+
+def test_an_asyncio_client_s_time_is_its_coroutine_awaiting_the_network_not_an_idle_loop(
+    run_probe,
+):
+    # the loop's thread sleeps in its selector (S 89% of /proc's readings, 0.11 cores):
+    # the time is in `lookup`, suspended on its stream while no thread's stack shows it
+    # (before the tasks were sampled: "no dominant bottleneck", `main` 35%, confidence 5%)
+    truth = truth_of("enrich_async")
+    (loop,) = truth["threads"]
+    assert truth["cores_used"] < 0.3 and loop["states"].get("S", 0) > 0.8
+    d = diagnosis_of(run_probe, "enrich_async")
+    primary = d["primary"]
+    assert (primary["kind"], primary["subkind"]) == ("io", "network"), primary
+    assert primary["stage"].startswith("lookup")
+    assert primary["share"] > 0.6
+    assert all(f["kind"] != "contention" for f in d["findings"]), d["findings"]
+    assert d["recommendations"][0]["id"] == "concurrent_io"

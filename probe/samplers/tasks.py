@@ -1,0 +1,228 @@
+"""The asyncio task sampler: what an event loop's suspended tasks are waiting for.
+
+An event-loop thread asleep in its selector shows only the loop (``_run_once`` in
+``select``); the time its requests take is in coroutines suspended at their awaits, which
+no thread's stack holds. So at each tick, for every thread running an event loop, the
+sampler reads the loop's pending tasks (asyncio's own registry of tasks, which
+``asyncio.all_tasks`` copies from any thread the same way) and follows each task's await
+chain -- the task's coroutine, what it awaits (``cr_await``), what that awaits, down to
+the innermost coroutine suspended at its ``await`` -- and records the chain's frames as a
+stack (outermost coroutine first, the await's line as the leaf), with what it waits on:
+
+* ``network``: an await inside asyncio's streams or socket calls (``open_connection``,
+  ``StreamReader.read``, ``sock_recv``), or an installed client library's I/O;
+* ``sleep``: ``asyncio.sleep``;
+* ``subprocess``: asyncio's child processes;
+* ``tasks``: the task waits on other tasks of the loop -- a ``gather``, an awaited task,
+  a lock, semaphore, event or queue of asyncio's -- whose own chains say what the work
+  waits on (like a thread's wait on another thread);
+* ``thread``: a future run in an executor (``run_in_executor``, ``to_thread``): the
+  thread doing it is sampled on its own;
+* ``unknown``: a future nothing here names; ``ready``: runnable, waiting for the loop.
+
+A task still waiting on the future it waited on at the last tick has not moved: its
+stack and reason are kept, not walked again. A tick walks at most ``max_tasks`` chains
+of tasks that moved: with hundreds pending (a semaphore queueing the rest) walking them
+all would cost a millisecond a tick. Each row counts the tasks it stands for (``tasks``,
+scaled up by pending over known when some could not be walked). A task with no future
+to wait on is ``ready``: runnable, waiting for its loop.
+
+Rows: ``task_samples`` (ts_ns, thread_id, stack_id, wait_reason, tasks, wall_ns), one per
+loop thread, stack and reason at each tick, where ``wall_ns`` is the tick's interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from types import FrameType
+from typing import Any
+
+from probe.samplers.waits import module_path
+
+__all__ = ["TaskSampler", "await_chain", "await_reason"]
+
+# What an await inside these modules waits on (module paths from the stdlib's or
+# site-packages' root, as ``waits``'s tables), innermost frame first.
+_AWAIT_MODULES = {
+    "asyncio/streams.py": "network",
+    "asyncio/selector_events.py": "network",
+    "asyncio/sslproto.py": "network",
+    "asyncio/subprocess.py": "subprocess",
+    "asyncio/base_subprocess.py": "subprocess",
+    "asyncio/locks.py": "tasks",
+    "asyncio/queues.py": "tasks",
+    "asyncio/taskgroups.py": "tasks",
+    "asyncio/threads.py": "thread",
+    # installed clients' transports
+    "httpcore/_async/connection.py": "network",
+    "httpcore/_async/http11.py": "network",
+    "httpcore/_backends/anyio.py": "network",
+    "aiohttp/streams.py": "network",
+    "aiohttp/client_proto.py": "network",
+    "aiohttp/connector.py": "network",
+}
+# (module path, function) pairs where the module alone does not decide
+_AWAIT_FUNCTIONS = {
+    ("asyncio/tasks.py", "sleep"): "sleep",
+    ("asyncio/tasks.py", "gather"): "tasks",
+    ("asyncio/tasks.py", "wait"): "tasks",
+    ("asyncio/tasks.py", "_wait"): "tasks",
+    ("asyncio/tasks.py", "wait_for"): "tasks",
+    ("asyncio/base_events.py", "create_connection"): "network",
+    ("asyncio/base_events.py", "_connect_sock"): "network",
+    ("asyncio/base_events.py", "getaddrinfo"): "network",
+    ("asyncio/base_events.py", "sock_sendall"): "network",
+    ("asyncio/base_events.py", "run_in_executor"): "thread",
+    # Starlette/FastAPI's sync routes: anyio runs them on its worker threads
+    ("anyio/_backends/_asyncio.py", "run_sync_in_worker_thread"): "thread",
+}
+
+
+def await_chain(coro: Any, max_depth: int = 64) -> tuple[list[FrameType], Any]:
+    """The frames of a suspended coroutine chain, outermost first, and the innermost
+    awaitable that is not a coroutine (a future's iterator, or None)."""
+    frames: list[FrameType] = []
+    while coro is not None and len(frames) < max_depth:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is None:
+            break
+        frames.append(frame)
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return frames, coro
+
+
+def await_reason(frames: Iterable[FrameType], waiter: Any) -> str:
+    """What a task suspended in ``frames`` (outermost first) waits on; ``waiter`` is the
+    future the task itself is waiting for (``Task._fut_waiter``)."""
+    for frame in reversed(list(frames)):
+        code = frame.f_code
+        path = module_path(code.co_filename)
+        reason = _AWAIT_FUNCTIONS.get((path, code.co_name)) or _AWAIT_MODULES.get(path)
+        if reason is not None:
+            return reason
+    if isinstance(waiter, asyncio.Future) and (
+        isinstance(waiter, asyncio.Task) or type(waiter).__name__ == "_GatheringFuture"
+    ):
+        return "tasks"
+    return "unknown"
+
+
+def _pending_tasks() -> list[asyncio.Task[Any]]:
+    """Every pending task of every loop: a copy of asyncio's registry, retried when
+    another thread changes it mid-copy (as ``asyncio.all_tasks`` does)."""
+    registry: Any = getattr(asyncio.tasks, "_all_tasks", None)
+    if registry is None:  # 3.12+: scheduled and eager tasks are kept apart
+        registry = list(getattr(asyncio.tasks, "_scheduled_tasks", ())) + list(
+            getattr(asyncio.tasks, "_eager_tasks", ())
+        )
+    for _ in range(100):
+        try:
+            tasks = list(registry)
+            break
+        except RuntimeError:  # the set changed size during the copy
+            continue
+    else:
+        return []
+    return [t for t in tasks if not t.done()]
+
+
+class TaskSampler:
+    """Samples the pending asyncio tasks of every event loop in the process."""
+
+    def __init__(
+        self,
+        *,
+        stack_of: Callable[[list[FrameType]], int],
+        thread_of: Callable[[int], int | None],
+        clock: Callable[[], int] = time.perf_counter_ns,
+        pending: Callable[[], list[Any]] = _pending_tasks,
+        max_tasks: int = 16,
+    ) -> None:
+        self._stack_of = stack_of  # interns a chain (outermost first) as a stack id
+        self._thread_of = thread_of  # Python ident -> thread id, when sampled
+        self._clock = clock
+        self._pending = pending
+        self._max_tasks = max_tasks
+        # task -> (the future it waited on, stack, reason) when last walked: a task still
+        # waiting on the same future has not moved, and is not walked again
+        self._known: dict[Any, tuple[Any, int, str]] = {}
+        self._last_ns: int | None = None
+        self._rows: list[tuple[int, int, int, str, float, int]] = []
+        self.tasks_seen = 0  # pending tasks at the last tick
+
+    def sample(self, now: int | None = None) -> None:
+        """One tick: the pending tasks of each loop, grouped by stack and reason; ``now``:
+        the stack sampler's instant for this tick, so a loop's row and its tasks' rows
+        share it."""
+        now = self._clock() if now is None else now
+        last, self._last_ns = self._last_ns, now
+        tasks = self._pending()
+        self.tasks_seen = len(tasks)
+        if last is None or not tasks:
+            return
+        running = _running_tasks()
+        threads: dict[Any, int | None] = {}  # loop -> its thread's id, while it runs
+        waiting: list[tuple[Any, int]] = []
+        for task in tasks:
+            loop = task.get_loop()
+            if task is running.get(loop):
+                continue  # its frames are on its thread's stack
+            if loop not in threads:
+                ident = getattr(loop, "_thread_id", None)  # None once the loop stops
+                threads[loop] = None if ident is None else self._thread_of(ident)
+            tid = threads[loop]
+            if tid is not None:
+                waiting.append((task, tid))
+        if not waiting:
+            return
+        groups: Counter[tuple[int, int, str]] = Counter()
+        known, self._known = self._known, {}
+        budget, unwalked = self._max_tasks, 0
+        for task, tid in waiting:
+            waiter = getattr(task, "_fut_waiter", None)
+            hit = known.get(task)
+            if hit is not None and waiter is not None and hit[0] is waiter:
+                _, sid, reason = hit  # still waiting on the same future: the same wait
+            elif budget > 0:
+                budget -= 1
+                walked, reason = self._walk(task, waiter)
+                if walked is None:
+                    continue
+                sid = walked
+            else:
+                unwalked += 1
+                continue
+            self._known[task] = (waiter, sid, reason)
+            groups[(tid, sid, reason)] += 1
+        if not groups:
+            return
+        scale = len(waiting) / (len(waiting) - unwalked)
+        self._rows.extend(
+            (now, tid, sid, reason, n * scale, now - last)
+            for (tid, sid, reason), n in groups.items()
+        )
+
+    def _walk(self, task: Any, waiter: Any) -> tuple[int | None, str]:
+        """The stack and reason of a task's await chain (None: nothing awaited yet)."""
+        frames, _ = await_chain(task.get_coro())
+        if not frames:
+            return None, ""  # created, not started: nothing awaited
+        # ready to run again, waiting for the loop (which is busy, or about to be)
+        reason = "ready" if waiter is None else await_reason(frames, waiter)
+        return self._stack_of(frames), reason
+
+    def drain(self) -> dict[str, list[Any]]:
+        rows, self._rows = self._rows, []
+        return {"task_samples": rows}
+
+
+def _running_tasks() -> dict[Any, Any]:
+    """loop -> the task running on it now (its frames are on its thread's stack)."""
+    current = getattr(asyncio.tasks, "_current_tasks", None)
+    try:
+        return dict(current) if current is not None else {}
+    except RuntimeError:  # changed during the copy
+        return {}

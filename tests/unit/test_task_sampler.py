@@ -1,0 +1,171 @@
+"""The asyncio task sampler and the loop's idle time given to the tasks awaiting I/O: real
+coroutines suspended on a real loop in a thread, and attributed rows built by hand."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pandas as pd
+import pytest
+
+from probe.analyzers.tasks import with_task_waits
+from probe.samplers.stacks import StackSampler
+from probe.samplers.tasks import TaskSampler, await_chain, await_reason
+
+
+async def read_reply(reader: asyncio.StreamReader) -> bytes:
+    return await reader.readline()  # the peer never answers: suspended in the stream
+
+
+async def ask(port: int) -> bytes:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"hello\n")
+    try:
+        return await read_reply(reader)
+    finally:
+        writer.close()
+
+
+async def nap() -> None:
+    await asyncio.sleep(30)
+
+
+async def parent(children: list[asyncio.Task[None]]) -> None:
+    await asyncio.gather(*children)
+
+
+@contextmanager
+def loop_with_tasks() -> Iterator[tuple[asyncio.AbstractEventLoop, list[asyncio.Task]]]:
+    """A loop in a thread with three asking tasks suspended in a socket read, two napping
+    and one gathering the nappers."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    made: list[asyncio.Task] = []
+
+    async def start() -> None:
+        naps = [asyncio.ensure_future(nap()) for _ in range(2)]
+        made.extend(asyncio.ensure_future(ask(port)) for _ in range(3))
+        made.extend([*naps, asyncio.ensure_future(parent(naps))])
+        await asyncio.sleep(0.2)  # every task reaches its await
+
+    asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=10)
+    try:
+        yield loop, made
+    finally:
+
+        async def cancel() -> None:
+            for task in made:
+                task.cancel()
+            await asyncio.gather(*made, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(cancel(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()
+        server.close()
+
+
+def test_a_suspended_task_s_chain_names_its_coroutines_and_what_it_awaits():
+    with loop_with_tasks() as (_, tasks):
+        asking, napping, gathering = tasks[0], tasks[3], tasks[5]
+        frames, _ = await_chain(asking.get_coro())
+        names = [f.f_code.co_name for f in frames]
+        assert names[:2] == ["ask", "read_reply"] and "readline" in names
+        assert await_reason(frames, asking._fut_waiter) == "network"
+        frames, _ = await_chain(napping.get_coro())
+        assert await_reason(frames, napping._fut_waiter) == "sleep"
+        frames, _ = await_chain(gathering.get_coro())
+        assert await_reason(frames, gathering._fut_waiter) == "tasks"
+
+
+def test_the_sampler_counts_tasks_per_stack_and_reason_on_the_loop_s_thread():
+    with loop_with_tasks() as (loop, _):
+        stacks = StackSampler()
+        stacks.sample()  # registers the loop's thread
+        now = [1_000]
+        sampler = TaskSampler(
+            stack_of=stacks.await_stack_id, thread_of=stacks.thread_id_of, clock=lambda: now[0]
+        )
+        sampler.sample()  # the first tick only starts the interval
+        now[0] = 11_000
+        sampler.sample()
+        rows = sampler.drain()["task_samples"]
+        tid = stacks.thread_id_of(loop._thread_id)  # type: ignore[attr-defined]
+        by_reason: dict[str, float] = {}
+        for ts, thread, _, reason, count, wall in rows:
+            assert (ts, thread, wall) == (11_000, tid, 10_000)
+            by_reason[reason] = by_reason.get(reason, 0.0) + count
+        assert by_reason == {"network": 3.0, "sleep": 2.0, "tasks": 1.0}
+        chains = [s for s in stacks.drain()["stacks"] if s[3] == "<await>"]
+        assert len(chains) == 3  # one stack per chain shape
+
+
+def test_a_tick_walks_at_most_max_tasks_chains_and_scales_the_counts():
+    with loop_with_tasks() as _:
+        stacks = StackSampler()
+        stacks.sample()
+        sampler = TaskSampler(
+            stack_of=stacks.await_stack_id, thread_of=stacks.thread_id_of, max_tasks=2
+        )
+        totals = []
+        for _ in range(4):
+            sampler.sample()
+            totals.append(sum(r[4] for r in sampler.drain()["task_samples"]))
+        assert totals[1:] == [6.0, 6.0, 6.0]  # 2 walked of 6, each row counts 3
+
+
+def attributed(rows: list[tuple]) -> pd.DataFrame:
+    columns = ["thread_id", "stack_id", "wall_ns", "cpu_ns", "wait_ns", "reason", "ts_ns"]
+    frame = pd.DataFrame([r[:7] for r in rows], columns=columns)
+    return frame.assign(idle_role=[r[7] for r in rows])
+
+
+def task_rows(rows: list[tuple]) -> pd.DataFrame:
+    columns = ["ts_ns", "thread_id", "stack_id", "wait_reason", "tasks", "wall_ns"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def test_an_idle_loop_interval_is_shared_among_the_tasks_awaiting_io_in_it():
+    samples = attributed(
+        [
+            (7, 1, 100, 100, 0, "", 100, ""),  # the loop running a coroutine
+            (7, 2, 300, 0, 300, "network", 400, "event loop"),  # idle in select 100..400
+            (8, 5, 400, 0, 400, "lock", 400, "thread-pool worker"),
+        ]
+    )
+    tasks = task_rows(
+        [
+            (200, 7, 10, "network", 3.0, 100),
+            (300, 7, 11, "sleep", 1.0, 100),
+            (300, 7, 12, "tasks", 1.0, 100),  # waits on the others: not the work
+            (400, 7, 10, "network", 3.0, 100),
+        ]
+    )
+    out = with_task_waits(samples, tasks)
+    made = out[out["idle_role"].isna()].set_index("stack_id")
+    assert set(made.index) == {10, 11}
+    assert (
+        made.loc[10, "wait_ns"] == pytest.approx(300 * 6 / 7)
+        and made.loc[10, "reason"] == "network"
+    )
+    assert (
+        made.loc[11, "wait_ns"] == pytest.approx(300 * 1 / 7) and made.loc[11, "reason"] == "sleep"
+    )
+    assert (made["thread_id"] == 7).all()
+    assert out["wait_ns"].sum() == pytest.approx(
+        samples["wait_ns"].sum()
+    )  # the loop's time, shared
+    assert 2 not in set(out["stack_id"])  # the idle row was replaced
+
+
+def test_a_loop_whose_tasks_wait_only_on_each_other_stays_idle():
+    samples = attributed([(7, 2, 300, 0, 300, "network", 400, "event loop")])
+    tasks = task_rows([(300, 7, 12, "tasks", 5.0, 100), (350, 7, 13, "thread", 1.0, 50)])
+    assert with_task_waits(samples, tasks) is samples
