@@ -91,7 +91,10 @@ def test_the_sampler_counts_tasks_per_stack_and_reason_on_the_loop_s_thread():
         stacks.sample()  # registers the loop's thread
         now = [1_000]
         sampler = TaskSampler(
-            stack_of=stacks.await_stack_id, thread_of=stacks.thread_id_of, clock=lambda: now[0]
+            stack_of=stacks.await_stack_id,
+            thread_of=stacks.thread_id_of,
+            clock=lambda: now[0],
+            timer=lambda: 0.0,  # ticks that cost nothing are never spaced out
         )
         sampler.sample()  # the first tick only starts the interval
         now[0] = 11_000
@@ -112,13 +115,39 @@ def test_a_tick_walks_at_most_max_tasks_chains_and_scales_the_counts():
         stacks = StackSampler()
         stacks.sample()
         sampler = TaskSampler(
-            stack_of=stacks.await_stack_id, thread_of=stacks.thread_id_of, max_tasks=2
+            stack_of=stacks.await_stack_id,
+            thread_of=stacks.thread_id_of,
+            max_tasks=2,
+            timer=lambda: 0.0,
         )
         totals = []
         for _ in range(4):
             sampler.sample()
             totals.append(sum(r[4] for r in sampler.drain()["task_samples"]))
         assert totals[1:] == [6.0, 6.0, 6.0]  # 2 walked of 6, each row counts 3
+
+
+def test_costly_ticks_are_spaced_to_stay_under_one_percent_of_the_time():
+    with loop_with_tasks() as _:
+        stacks = StackSampler()
+        stacks.sample()
+        now, spent = [0], iter([0.0, 0.002] * 100)  # each tick costs 2 ms
+        sampler = TaskSampler(
+            stack_of=stacks.await_stack_id,
+            thread_of=stacks.thread_id_of,
+            clock=lambda: now[0],
+            timer=lambda: next(spent),
+        )
+        ticked, walls = [], set()
+        for k in range(100):  # 1 s at 100 Hz
+            now[0] = k * 10_000_000
+            sampler.sample()
+            rows = sampler.drain()["task_samples"]
+            ticked += [now[0]] * bool(rows)
+            walls.update(r[5] for r in rows)
+        # one tick every 200 ms (2 ms at 1%); the first only starts the interval
+        assert ticked == [200_000_000, 400_000_000, 600_000_000, 800_000_000]
+        assert walls == {200_000_000}  # each row's interval: since the tick before
 
 
 def attributed(rows: list[tuple]) -> pd.DataFrame:
@@ -132,37 +161,38 @@ def task_rows(rows: list[tuple]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def test_an_idle_loop_interval_is_shared_among_the_tasks_awaiting_io_in_it():
+def test_an_idle_loop_interval_is_shared_among_the_tasks_awaiting_io_at_its_end():
     samples = attributed(
         [
             (7, 1, 100, 100, 0, "", 100, ""),  # the loop running a coroutine
             (7, 2, 300, 0, 300, "network", 400, "event loop"),  # idle in select 100..400
+            (7, 2, 300, 0, 300, "network", 700, "event loop"),  # 400..700: nothing on I/O
+            (7, 2, 10, 0, 10, "network", 710, "event loop"),  # between two task ticks
             (8, 5, 400, 0, 400, "lock", 400, "thread-pool worker"),
         ]
     )
     tasks = task_rows(
         [
-            (200, 7, 10, "network", 3.0, 100),
-            (300, 7, 11, "sleep", 1.0, 100),
-            (300, 7, 12, "tasks", 1.0, 100),  # waits on the others: not the work
-            (400, 7, 10, "network", 3.0, 100),
+            (400, 7, 10, "network", 3.0, 300),
+            (400, 7, 11, "sleep", 1.0, 300),
+            (400, 7, 12, "tasks", 1.0, 300),  # waits on the others: not the work
+            (700, 7, 12, "tasks", 5.0, 300),
+            (900, 7, 10, "network", 2.0, 200),  # a sparser tick: its interval holds 710
         ]
     )
     out = with_task_waits(samples, tasks)
-    made = out[out["idle_role"].isna()].set_index("stack_id")
-    assert set(made.index) == {10, 11}
-    assert (
-        made.loc[10, "wait_ns"] == pytest.approx(300 * 6 / 7)
-        and made.loc[10, "reason"] == "network"
-    )
-    assert (
-        made.loc[11, "wait_ns"] == pytest.approx(300 * 1 / 7) and made.loc[11, "reason"] == "sleep"
-    )
-    assert (made["thread_id"] == 7).all()
-    assert out["wait_ns"].sum() == pytest.approx(
-        samples["wait_ns"].sum()
-    )  # the loop's time, shared
-    assert 2 not in set(out["stack_id"])  # the idle row was replaced
+    made = out[out["idle_role"].isna()]
+    first = made[made["ts_ns"] == 400].set_index("stack_id")
+    assert first.loc[10, "wait_ns"] == pytest.approx(300 * 3 / 4)
+    assert first.loc[11, "wait_ns"] == pytest.approx(300 * 1 / 4)
+    assert (first.loc[10, "reason"], first.loc[11, "reason"]) == ("network", "sleep")
+    (late,) = made[made["ts_ns"] == 710].itertuples()
+    assert (late.stack_id, late.wait_ns, late.reason) == (10, 10, "network")
+    assert (made["thread_id"] == 7).all() and 12 not in set(made["stack_id"])
+    still_idle = out[out["idle_role"] == "event loop"]
+    assert list(still_idle["ts_ns"]) == [700]  # nothing awaited I/O then: idle capacity
+    # the loop's time, shared
+    assert out["wait_ns"].sum() == pytest.approx(samples["wait_ns"].sum())
 
 
 def test_a_loop_whose_tasks_wait_only_on_each_other_stays_idle():
