@@ -122,12 +122,9 @@ def _attributed_samples(run: Run) -> pd.DataFrame:
     )
     joined = att.merge(labels, on="stack_id", how="left")
     tasks = run.tables.get("task_samples", pd.DataFrame())
-    if not tasks.empty:
-        made = with_task_waits(joined, tasks)
-        if made is not joined:  # the rows made carry no labels yet
-            fresh = made["idle_role"].isna()
-            relabelled = made[fresh][list(att.columns)].merge(labels, on="stack_id", how="left")
-            joined = pd.concat([made[~fresh], relabelled], ignore_index=True)
+    kept, made = with_task_waits(joined, tasks)
+    if not made.empty:  # the rows made for the loop's tasks, labelled by their stacks
+        joined = pd.concat([kept, made.merge(labels, on="stack_id", how="left")], ignore_index=True)
     for column in ("native", "tensor", "serving", "notify_wait"):
         joined[column] = joined[column].fillna(False).astype(bool)
     for column in ("user_function", "location", "leaf_call", "function", "idle_role"):

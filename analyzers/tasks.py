@@ -28,62 +28,57 @@ __all__ = ["AWAITED_IO", "with_task_waits"]
 # Task wait reasons that are the work's own waits (the rest wait on other work)
 AWAITED_IO = ("network", "sleep", "subprocess")
 _LOOP_ROLE = "event loop"
+# the attributed columns the rows made carry
+_ATTRIBUTED = ["thread_id", "stack_id", "wall_ns", "cpu_ns", "wait_ns", "reason", "ts_ns"]
 
 
-def with_task_waits(samples: pd.DataFrame, tasks: pd.DataFrame) -> pd.DataFrame:
-    """``samples`` (attributed rows: thread_id, stack_id, wall_ns, cpu_ns, wait_ns,
-    reason, ts_ns, idle_role) with each idle event-loop row replaced, when tasks were
-    awaiting I/O at the task tick whose interval holds its end, by one row per task stack
-    and reason of that tick, sharing its time. The rows made carry only the attributed
-    columns; the caller labels them by stack."""
+def with_task_waits(
+    samples: pd.DataFrame, tasks: pd.DataFrame
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(``samples`` without the idle event-loop rows given to tasks, the rows made for
+    them). ``samples``: attributed rows (thread_id, stack_id, wall_ns, cpu_ns, wait_ns,
+    reason, ts_ns, idle_role). An idle loop row is replaced when tasks awaited I/O at the
+    task tick whose interval holds its end: by one row per task stack and reason of that
+    tick, sharing its time. The rows made carry the attributed columns only (the caller
+    labels them by stack); both frames are as given when nothing is replaced."""
+    none = pd.DataFrame(columns=_ATTRIBUTED)
     if tasks.empty or samples.empty or "idle_role" not in samples:
-        return samples
-    loop_idle = samples.index[(samples["idle_role"] == _LOOP_ROLE) & (samples["wait_ns"] > 0)]
-    if loop_idle.empty:
-        return samples
-    made: list[dict[str, object]] = []
-    replaced: list[object] = []
-    for tid, rows in samples.loc[loop_idle].groupby("thread_id"):
-        ticks = _io_ticks(tasks[tasks["thread_id"] == tid])
-        if not ticks:
+        return samples, none
+    idle = samples[(samples["idle_role"] == _LOOP_ROLE) & (samples["wait_ns"] > 0)]
+    ticks = _io_ticks(tasks)
+    if idle.empty or ticks.empty:
+        return samples, none
+    matched = []
+    for tid, rows in idle.groupby("thread_id"):
+        # the loop's task ticks: each holds the instants (begun_ns, ts_ns]
+        theirs = ticks[ticks["thread_id"] == tid].drop_duplicates("ts_ns")
+        if theirs.empty:
             continue
-        ends = np.fromiter(ticks, dtype="int64")
-        starts = np.array([ticks[t][0] for t in ticks], dtype="int64")
+        ends = theirs["ts_ns"].to_numpy(dtype="int64")
+        starts = theirs["begun_ns"].to_numpy(dtype="int64")
         row_ends = rows["ts_ns"].to_numpy(dtype="int64")
-        k = np.searchsorted(ends, row_ends, side="left")
-        inside = k < len(ends)
-        inside[inside] &= row_ends[inside] > starts[k[inside]]
-        for index, tick in zip(rows.index[inside], ends[k[inside]], strict=True):
-            loop = samples.loc[index]
-            for sid, reason, share in ticks[int(tick)][1]:
-                made.append(
-                    {
-                        "thread_id": tid,
-                        "stack_id": sid,
-                        "wall_ns": loop["wall_ns"] * share,
-                        "cpu_ns": loop["cpu_ns"] * share,
-                        "wait_ns": loop["wait_ns"] * share,
-                        "reason": reason,
-                        "ts_ns": loop["ts_ns"],
-                    }
-                )
-            replaced.append(index)
-    if not made:
-        return samples
-    return pd.concat([samples.drop(index=replaced), pd.DataFrame(made)], ignore_index=True)
+        k = np.minimum(np.searchsorted(ends, row_ends, side="left"), len(ends) - 1)
+        inside = (row_ends <= ends[k]) & (row_ends > starts[k])
+        matched.append(rows[inside].assign(tick_ns=ends[k[inside]]))
+    hits = pd.concat(matched) if matched else idle.iloc[:0]
+    if hits.empty:
+        return samples, none
+    made = hits[["thread_id", "wall_ns", "cpu_ns", "wait_ns", "ts_ns", "tick_ns"]].merge(
+        ticks.rename(columns={"ts_ns": "tick_ns"}), on=["thread_id", "tick_ns"]
+    )
+    for column in ("wall_ns", "cpu_ns", "wait_ns"):
+        made[column] = made[column] * made["share"]
+    made = made.rename(columns={"wait_reason": "reason"})[_ATTRIBUTED]
+    return samples.drop(index=hits.index), made.reset_index(drop=True)
 
 
-def _io_ticks(tasks: pd.DataFrame) -> dict[int, tuple[int, list[tuple[int, str, float]]]]:
-    """One loop's task ticks in time order, those where tasks awaited I/O: tick instant ->
-    (the instant its interval began, [(stack, reason, share of the tasks awaiting I/O)])."""
-    ticks: dict[int, tuple[int, list[tuple[int, str, float]]]] = {}
-    for ts, rows in tasks.sort_values("ts_ns").groupby("ts_ns", sort=True):
-        io = rows[rows["wait_reason"].isin(AWAITED_IO) & (rows["tasks"] > 0)]
-        if io.empty:
-            continue
-        weight = io["tasks"].to_numpy(dtype="float64")
-        shares = weight / weight.sum()
-        begun = int(ts) - int(rows["wall_ns"].max())
-        stacks, reasons = io["stack_id"].astype(int), io["wait_reason"].astype(str)
-        ticks[int(ts)] = (begun, list(zip(stacks, reasons, shares, strict=True)))
-    return ticks
+def _io_ticks(tasks: pd.DataFrame) -> pd.DataFrame:
+    """The task rows awaiting I/O, with their tick's start (``begun_ns``: its instant
+    less its interval) and their ``share`` of the tasks awaiting I/O at that tick, in time
+    order; ticks where no task awaited I/O are left out."""
+    begun = tasks["ts_ns"] - tasks.groupby(["thread_id", "ts_ns"])["wall_ns"].transform("max")
+    io = tasks.assign(begun_ns=begun)
+    io = io[io["wait_reason"].isin(AWAITED_IO) & (io["tasks"] > 0)]
+    total = io.groupby(["thread_id", "ts_ns"])["tasks"].transform("sum")
+    io = io.assign(share=io["tasks"] / total).sort_values("ts_ns", kind="stable")
+    return io[["thread_id", "ts_ns", "begun_ns", "stack_id", "wait_reason", "share"]]

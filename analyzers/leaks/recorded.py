@@ -156,8 +156,8 @@ def judge_recorded(
     if len(fy) < s.min_floors:
         return _undetermined(f"too few readings after warm-up ({len(fy)} floors)", len(fy), level)
     heap = None if heap is None else _clean(*heap)
-    kept = heap and _heap_kept_pace(heap, (t[0], t[-1]), request_end_s, requests_done, basis, s)
-    state, reason, judged_from = _judge(x, y, fx, fy, s, slowed=slowed, kept=kept or "")
+    kept = _heap_kept_pace(heap, (t[0], t[-1]), request_end_s, requests_done, basis, s)
+    state, reason, judged_from = _judge(x, y, fx, fy, s, slowed=slowed, kept=kept)
     if slowed and state == LEAK:
         state, reason = UNDETERMINED, f"{reason}, but with the service slowed by {slowed}"
     part = x >= judged_from  # after a one-off step, the part after it was judged
@@ -265,7 +265,7 @@ def _open_shape(
 
 
 def _heap_kept_pace(
-    heap: tuple[np.ndarray, np.ndarray],
+    heap: tuple[np.ndarray, np.ndarray] | None,
     judged_s: tuple[float, float],
     request_end_s: np.ndarray | None,
     requests_done: tuple[np.ndarray, np.ndarray] | None,
@@ -275,9 +275,12 @@ def _heap_kept_pace(
     """How Python's live heap grew over the judged span (``judged_s``) along the same
     axis as the floor (requests finished, or seconds), when it grew steadily: its floors
     significantly up in both halves, the newer at ``steady_pace`` of the older or more, by
-    ``min_heap_rise`` of its level. "" when it did not, or was read too rarely to tell.
+    ``min_heap_rise`` of its level. "" when it did not, was read too rarely to tell, or
+    was not read at all (``heap`` None).
     Live blocks count the objects kept, in no allocator steps: an RSS floor whose pace
     the allocator's steps and reuse move is no evidence against a heap that keeps its own."""
+    if heap is None:
+        return ""
     inside = (heap[0] >= judged_s[0]) & (heap[0] <= judged_s[1])
     t, blocks = heap[0][inside], heap[1][inside]
     x = _finished_by(t, request_end_s, requests_done) if basis == "requests" else t

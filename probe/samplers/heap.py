@@ -32,6 +32,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from probe.samplers.ticker import CostBudget
+
 __all__ = ["HeapSampler", "type_name"]
 
 
@@ -55,11 +57,9 @@ class HeapSampler:
         self._clock = clock
         # the blocks read walks every pymalloc pool holding the GIL (~1 ms on a 1-GB heap
         # of small objects): readings are spaced to keep it under this share of the time
-        # between them (0.5%: an eighth of the stack sampler's own CPU at 100 Hz, 0.25 s in a
-        # 6.25-s run of the leaky sample in CI)
-        self._budget_share = budget_share
-        self._next_ns = 0
-        self.read_cost_s = 0.0  # the last blocks read's
+        # (0.5%: an eighth of the stack sampler's own CPU at 100 Hz, 0.25 s in a 6.25-s run
+        # of the leaky sample in CI)
+        self._budget = CostBudget(budget_share, timer)
         self._top_types = top_types
         self._blocks = allocated_blocks
         self._gc_objects = gc_objects
@@ -74,11 +74,8 @@ class HeapSampler:
         """One reading of the allocated blocks when one is due (or ``force``: the last at
         stop); the type counts too when asked."""
         now = self._clock()
-        if force or count_types or now >= self._next_ns:
-            started = self._timer()
-            self._rows["heap"].append((now, self._blocks()))
-            self.read_cost_s = self._timer() - started
-            self._next_ns = now + int(self.read_cost_s / self._budget_share * 1e9)
+        if force or count_types or self._budget.due(now):
+            self._rows["heap"].append((now, self._budget.spend(now, self._blocks)))
         if count_types:
             self._count_types(now)
 

@@ -251,7 +251,7 @@ class StackSampler:
         outermost coroutine first, the innermost one's await line as the leaf and
         ``<await>`` as its call, so it never shares an id with a thread's stack."""
         with self._lock:
-            ids = [self._frame_ids.get(id(f.f_code)) or self._frame_id(f.f_code) for f in chain]
+            ids = [self._frame_id(f.f_code) for f in chain]
             line = chain[-1].f_lineno or 0
             sid, new = self._intern((*reversed(ids), line, "<await>"))
             if new:

@@ -1,4 +1,5 @@
-"""A daemon thread that calls one function at a fixed rate until stopped."""
+"""A daemon thread that calls one function at a fixed rate until stopped, and the budget
+that spaces a costly reading taken on such a thread."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from typing import TypeVar
 
-__all__ = ["Ticker"]
+__all__ = ["CostBudget", "Ticker"]
 
 _log = logging.getLogger("probe")
+_T = TypeVar("_T")
 
 
 class Ticker:
@@ -71,3 +74,24 @@ class Ticker:
             if due < now:
                 due = now + interval
         self.cpu_s = time.thread_time()
+
+
+class CostBudget:
+    """Spaces a reading whose cost grows with the target (a heap walk, a look at every
+    pending task) so that it takes at most ``share`` of the time: after a reading that
+    cost c seconds, the next is due c / share seconds later (at once while it is cheap)."""
+
+    def __init__(self, share: float, timer: Callable[[], float] = time.perf_counter) -> None:
+        self._share = share
+        self._timer = timer
+        self._next_ns = 0
+
+    def due(self, now_ns: int) -> bool:
+        return now_ns >= self._next_ns
+
+    def spend(self, now_ns: int, read: Callable[[], _T]) -> _T:
+        """``read()``, timed: the next reading is due when its cost is paid for."""
+        started = self._timer()
+        value = read()
+        self._next_ns = now_ns + int((self._timer() - started) / self._share * 1e9)
+        return value
