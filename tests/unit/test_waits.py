@@ -115,6 +115,33 @@ def test_stdlib_module_decides_for_ambiguous_calls():
     assert callee  # e.g. waiter.acquire
 
 
+def test_in_a_module_of_locks_only_the_calls_that_block_are_lock_waits():
+    # Condition.notify's `waiter.release()` and `waiters.remove(waiter)` return at once:
+    # a thread seen on them waits for the GIL; Condition.wait's `waiter.acquire()` blocks
+    def sites(fn) -> dict[str, str | None]:
+        c = WaitClassifier()
+        return {
+            c.classify(fn.__code__, i.offset)[0]: c.classify(fn.__code__, i.offset)[1]
+            for i in dis.get_instructions(fn)
+            if i.opname == "CALL"
+        }
+
+    notify = sites(threading.Condition.notify)
+    assert notify["waiter.release"] is None and notify["waiters.remove"] is None
+    assert sites(threading.Condition.wait)["waiter.acquire"] == "lock"
+    assert sites(queue.Queue.put)["not_full.wait"] == "lock"
+    # C calls named like blocking Python ones: SimpleQueue.put, str.join never block
+    from concurrent.futures import ThreadPoolExecutor
+
+    assert sites(ThreadPoolExecutor.submit)["_work_queue.put"] is None
+
+    def joins(parts, q):
+        q.get()
+        return ", ".join(parts)
+
+    assert reason_of(joins) == ["lock", None]
+
+
 def leaf_while_blocked(target) -> tuple[str, str | None, int]:
     """classify() of a thread's leaf frame while it runs ``target`` (blocked 0.3 s)."""
     seen = {}
