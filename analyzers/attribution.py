@@ -13,7 +13,11 @@ a 0.6 ms sleep per request, most of its CPU landed on the sleep). So:
   ones caught running, in proportion to their wall time;
 * what the running rows do not cover with CPU is runnable-but-not-running time: ``gil``
   or ``unknown`` as the sampler judged each interval (``""`` rows take the thread's
-  dominant one).
+  dominant one);
+* a row blocked entering a lock that its holder keeps for a few bytecodes only (a
+  standard-library primitive's: ``analyzers.roles.enters_a_brief_lock``) waits, like
+  any blocked row, but for what its holder waits for: the GIL or a CPU, the thread's
+  dominant runnable reason.
 
 Per thread, on-CPU time stays exact and the waits fill the rest of its wall time. When
 the samples caught the thread blocked more often than its CPU allows (the sampler takes
@@ -26,6 +30,8 @@ estimate of the share of time in it.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
+
 import numpy as np
 import pandas as pd
 
@@ -34,12 +40,13 @@ from probe.rundir.schema import BLOCKING_REASONS, RUNNABLE_REASONS
 __all__ = ["attribute"]
 
 
-def attribute(samples: pd.DataFrame) -> pd.DataFrame:
+def attribute(samples: pd.DataFrame, brief_lock_stacks: Collection[int] = ()) -> pd.DataFrame:
     """Sample rows -> ``thread_id, stack_id, wall_ns, cpu_ns, wait_ns, reason``.
 
     ``cpu_ns`` is the on-CPU time charged to the row's stack, ``wait_ns`` time waited for
     ``reason`` (both float ns: shares of a total are not whole nanoseconds). Per thread,
     ``cpu_ns`` sums to its measured CPU and ``cpu_ns + wait_ns`` to its sampled wall time.
+    ``brief_lock_stacks``: the stacks blocked entering a briefly held lock (see above).
     """
     columns = ["thread_id", "stack_id", "wall_ns", "cpu_ns", "wait_ns", "reason"]
     if samples.empty:
@@ -78,12 +85,8 @@ def attribute(samples: pd.DataFrame) -> pd.DataFrame:
     unused = np.clip(wall - cpu, 0.0, None)
     wait = np.where(caught_running & blocking, blocked_wait, unused)
 
-    runnable = np.where(np.isin(reason, list(RUNNABLE_REASONS)), reason, "")
-    gil_wall = per_thread(np.where(runnable == "gil", wall, 0.0))
-    unknown_wall = per_thread(np.where(runnable == "unknown", wall, 0.0))
-    dominant = np.where(gil_wall <= unknown_wall, "unknown", "gil")
-    out_reason = np.where(blocking, reason, np.where(runnable != "", runnable, dominant))
-
+    behind = samples["stack_id"].isin(list(brief_lock_stacks)).to_numpy() & blocking
+    out_reason = _reasons(reason, blocking, behind, wall, per_thread)
     return pd.DataFrame(
         {
             "thread_id": thread,
@@ -94,3 +97,21 @@ def attribute(samples: pd.DataFrame) -> pd.DataFrame:
             "reason": pd.array(out_reason, dtype="string"),
         }
     )
+
+
+def _reasons(
+    reason: np.ndarray,
+    blocking: np.ndarray,
+    behind: np.ndarray,
+    wall: np.ndarray,
+    per_thread: Callable[[np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """Each row's reason: a blocking row's own (a row ``behind`` a briefly held lock: its
+    thread's dominant runnable one), a runnable row's sampled one, ``""`` rows the
+    dominant."""
+    runnable = np.where(np.isin(reason, list(RUNNABLE_REASONS)), reason, "")
+    gil_wall = per_thread(np.where(runnable == "gil", wall, 0.0))
+    unknown_wall = per_thread(np.where(runnable == "unknown", wall, 0.0))
+    dominant = np.where(gil_wall <= unknown_wall, "unknown", "gil")
+    own = np.where(blocking & ~behind, reason, np.where(runnable != "", runnable, dominant))
+    return np.asarray(own)

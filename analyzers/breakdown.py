@@ -113,25 +113,41 @@ def _empty_requests() -> RequestFigures:
 def _attributed_samples(run: Run) -> pd.DataFrame:
     """Attributed sample rows with their timestamps and stack labels."""
     samples = run.tables["samples"]
-    att = attribute(samples)
-    att["ts_ns"] = samples["ts_ns"].to_numpy() if not samples.empty else []
     labels = label_stacks(
         run.tables["stacks"],
         run.tables["frames"],
         run.meta.get("python", {}).get("library_paths", ()),
     )
+    att = attribute(samples, labels.loc[labels["brief_lock"], "stack_id"])
+    att["ts_ns"] = samples["ts_ns"].to_numpy() if not samples.empty else []
     joined = att.merge(labels, on="stack_id", how="left")
     tasks = run.tables.get("task_samples", pd.DataFrame())
     kept, made = with_task_waits(joined, tasks)
     if not made.empty:  # the rows made for the loop's tasks, labelled by their stacks
         joined = pd.concat([kept, made.merge(labels, on="stack_id", how="left")], ignore_index=True)
-    for column in ("native", "tensor", "serving", "notify_wait"):
+    for column in ("native", "tensor", "serving", "notify_wait", "brief_lock", "between_tasks"):
         joined[column] = joined[column].fillna(False).astype(bool)
     for column in ("user_function", "location", "leaf_call", "function", "idle_role"):
         joined[column] = joined[column].fillna(
             "" if column in ("leaf_call", "idle_role") else "<unknown>"
         )
-    return joined
+    return _charged_to_their_tasks(joined)
+
+
+def _charged_to_their_tasks(samples: pd.DataFrame) -> pd.DataFrame:
+    """A pool worker's time outside its tasks, in the pool's own code (taking the next,
+    the bookkeeping after one, a convoy on the pool's semaphore), is what running the
+    tasks on the pool costs: charged to the task the worker last ran (the next one before
+    its first). Left as ``<library>``, a pool's convoy was a stage of its own, the
+    run's bottleneck half the time (tests/threads_corpus's tokenize_pool)."""
+    between = samples["between_tasks"].to_numpy()
+    if not between.any():
+        return samples
+    order = samples.sort_values(["thread_id", "ts_ns"], kind="stable").index
+    task = samples["user_function"].where(~samples["between_tasks"]).loc[order]
+    by_thread = task.groupby(samples["thread_id"].loc[order])
+    ran = by_thread.ffill().fillna(by_thread.bfill())
+    return samples.assign(user_function=ran.reindex(samples.index).fillna("<library>"))
 
 
 def _idle_capacity(samples: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

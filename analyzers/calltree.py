@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from probe.analyzers.attribution import attribute
+from probe.analyzers.stacks import label_stacks
 
 __all__ = ["CallTree", "call_tree"]
 
@@ -73,7 +74,9 @@ def call_tree(samples: pd.DataFrame, stacks: pd.DataFrame, frames: pd.DataFrame)
     """The call tree of a run's stack samples (empty tables give an empty tree)."""
     if samples.empty or stacks.empty:
         return CallTree([], [], [], np.zeros(0), np.zeros(0), 0.0)
-    per_stack = attribute(samples).groupby("stack_id")[["cpu_ns", "wait_ns"]].sum()
+    labels = label_stacks(stacks, frames)
+    brief = labels.loc[labels["brief_lock"], "stack_id"]
+    per_stack = attribute(samples, brief).groupby("stack_id")[["cpu_ns", "wait_ns"]].sum()
     frame_label = {
         int(fid): f"{fn} ({str(fname).rsplit('/', 1)[-1]})"
         for fid, fn, fname in zip(

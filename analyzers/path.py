@@ -100,12 +100,35 @@ def _waiters(
     key = bins * nf + functions[rows]
     worked = np.zeros((int(bins.max()) + 1) * nf, dtype=bool)
     worked[key[~lock[rows]]] = True  # (bin, function): some thread ran in it
+    # behind a briefly held lock is no queue behind the work either (its holder is not
+    # running the work: it waits for the GIL)
     queued = ~is_main & lock & ~samples["notify_wait"].to_numpy(dtype=bool)
+    queued &= ~samples["brief_lock"].to_numpy(dtype=bool)
     wait_ns = np.bincount(
         rows, weights=time[rows] * share * (queued[rows] & worked[key]), minlength=len(time)
     )
     worked_ns = worked.reshape(-1, nf).sum(axis=0) * float(tick_ns)
     return wait_ns / np.maximum(worked_ns[functions], 1.0)
+
+
+def _takers(
+    per_bin: list[np.ndarray], of_piece: list[np.ndarray], bins: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(per bin, the other threads' time that takes the main thread's wait; per piece,
+    whether it is part of it), from three classes of rows in order: doing something
+    (running, runnable, on I/O), waiting on a lock (a mutex, or behind a briefly held
+    lock's holder), waiting to be notified. The first class present in a bin takes it:
+    where nothing else ran, the waits on a lock are what there is, and a wait to be
+    notified only where there is none either (a consumer starved on an empty queue is not
+    the work even then: its producer, stalled behind a lock, is)."""
+    taker = np.full(len(per_bin[0]), len(per_bin))
+    for k in reversed(range(len(per_bin))):
+        taker = np.where(per_bin[k] > 0, k, taker)
+    others = np.choose(np.minimum(taker, len(per_bin) - 1), per_bin) * (taker < len(per_bin))
+    counted = np.zeros(len(bins))
+    for k, piece in enumerate(of_piece):
+        counted = np.where(piece & (taker[bins] == k), 1.0, counted)
+    return others, counted
 
 
 def critical_path(
@@ -117,7 +140,8 @@ def critical_path(
     across that work serialises them). None when there is no main thread in the samples
     or it is a server's.
     ``samples`` are attributed rows (``attribution.attribute``) with ``ts_ns``,
-    ``serving`` (the stack is in a serving loop) and ``notify_wait`` (``Condition.wait``:
+    ``serving`` (the stack is in a serving loop), ``brief_lock`` (behind a briefly held
+    lock: ``analyzers.roles``) and ``notify_wait`` (``Condition.wait``:
     ``analyzers.stacks``), idle capacity already removed;
     ``tick_ns``: the sampler's tick (1/hz), the bins' width."""
     time = (samples["cpu_ns"] + samples["wait_ns"]).to_numpy(dtype="float64")
@@ -126,7 +150,10 @@ def critical_path(
         return None
     rows, bins, share = _pieces(samples, tick_ns)
     nbins = int(bins.max()) + 1
-    lock = (samples["reason"] == "lock").to_numpy() & (samples["wait_ns"] > 0).to_numpy()
+    # waits on another thread: a lock's, or one behind a briefly held lock's holder (a
+    # GIL wait by reason, but on the holder as a lock wait is: ``analyzers.roles``)
+    on_another = (samples["reason"] == "lock").to_numpy() | samples["brief_lock"].to_numpy(bool)
+    lock = on_another & (samples["wait_ns"] > 0).to_numpy()
     waits = samples["wait_ns"].to_numpy(dtype="float64")
 
     def per_bin(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -134,15 +161,10 @@ def critical_path(
         return np.bincount(bins[keep], weights=values[rows][keep] * share[keep], minlength=nbins)
 
     given = per_bin(waits, is_main & lock)  # the main thread's waits on others, per bin
-    doing = ~is_main & ~lock
-    active = per_bin(time, doing)
-    waiting = per_bin(time, ~is_main & lock)
-    # in a bin where nothing else ran, the others' lock waits are what there is
-    others = np.where(active > 0, active, waiting)
+    notified = ~is_main & lock & samples["notify_wait"].to_numpy(dtype=bool)
+    classes = (~is_main & ~lock, ~is_main & lock & ~notified, notified)
+    others, counted = _takers([per_bin(time, c) for c in classes], [c[rows] for c in classes], bins)
     taken = np.where(others > 0, given / np.where(others > 0, others, 1.0), 0.0)
-    counted = np.where(
-        doing[rows], 1.0, np.where(~is_main[rows] & lock[rows], active[bins] == 0, 0.0)
-    )
     other_ns = np.bincount(
         rows, weights=time[rows] * share * taken[bins] * counted, minlength=len(time)
     )

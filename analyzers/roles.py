@@ -22,11 +22,14 @@ import functools
 from dataclasses import dataclass
 
 __all__ = [
+    "BRIEF_HOLDERS",
     "IDLE_LOOPS",
     "NOTIFY_WAITS",
     "SERVING_LOOPS",
     "IdleLoop",
+    "enters_a_brief_lock",
     "idle_role",
+    "in_pool_worker",
     "in_serving_loop",
     "waits_to_be_notified",
 ]
@@ -138,3 +141,66 @@ NOTIFY_WAITS: frozenset[tuple[str, str]] = frozenset({("threading.py", "Conditio
 def waits_to_be_notified(function: str, filename: str) -> bool:
     """The frame is a wait to be notified (``NOTIFY_WAITS``)."""
     return _frame_key(function, filename, NOTIFY_WAITS) is not None
+
+
+_POOL_WORKER = "thread-pool worker"
+
+
+def in_pool_worker(frames: list[tuple[str, str]]) -> bool:
+    """The stack (frames as ``idle_role``'s) runs in a thread-pool worker's loop."""
+    return any((loop := _loop_at(*f)) is not None and loop.role == _POOL_WORKER for f in frames)
+
+
+# The standard library's primitives whose internal lock (a Condition's, a queue's mutex)
+# is held only while a few bytecodes run: each wait inside them releases it
+# (``Condition.wait``). Barrier is left out (its action, user code, runs holding it); a
+# Queue subclass whose ``_put``/``_get`` blocks would be misread (none in the stdlib).
+BRIEF_HOLDERS: dict[str, tuple[str, ...]] = {
+    "threading.py": ("Semaphore.", "BoundedSemaphore.", "Event."),
+    "queue.py": ("Queue.",),
+    "concurrent/futures/_base.py": ("Future.",),
+}
+# threading.Condition's frames between such a primitive and its lock: entering it, or
+# taking it back after a wait (``_acquire_restore``: Python over a Lock, C over an RLock)
+_CONDITION_ENTRIES = frozenset(
+    {"Condition.__enter__", "Condition._acquire_restore", "Condition.wait", "Condition.wait_for"}
+)
+
+
+@functools.lru_cache(maxsize=4096)
+def _holds_briefly(function: str, filename: str) -> bool:
+    name = filename.replace("\\", "/")
+    return any(
+        name.endswith("/" + path) and function.startswith(prefixes)
+        for path, prefixes in BRIEF_HOLDERS.items()
+    )
+
+
+def _in_condition(function: str, filename: str) -> bool:
+    return function in _CONDITION_ENTRIES and filename.replace("\\", "/").endswith("/threading.py")
+
+
+def enters_a_brief_lock(frames: list[tuple[str, str]], leaf_call: str) -> bool:
+    """The stack (frames as ``idle_role``'s, blocked on the leaf's C call ``leaf_call``)
+    waits to enter the internal lock of a standard-library primitive (``BRIEF_HOLDERS``),
+    not to be notified.
+
+    That lock's holder waits on nothing: it was running a few bytecodes when it lost the
+    GIL (or its CPU), and this thread waits for that. Read as lock contention, a pool of
+    pure-Python workers convoyed on ``ThreadPoolExecutor``'s idle semaphore (released
+    after each task) was "contention-bound, waiting on locks" in one CI run in four
+    (tests/threads_corpus's tokenize_pool: 38-53% of the path; py-spy: the GIL).
+    """
+    if not frames:
+        return False
+    call = leaf_call.rpartition(".")[2]
+    function, filename = frames[-1]
+    if not _in_condition(function, filename):
+        # the primitive's own `with self.mutex:` over a C lock
+        return call == "__enter__" and _holds_briefly(function, filename)
+    if function == "Condition.wait" and call != "_acquire_restore":
+        return False  # waiting to be notified (waiter.acquire)
+    for caller in reversed(frames[:-1]):
+        if not _in_condition(*caller):
+            return _holds_briefly(*caller)
+    return False

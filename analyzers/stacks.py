@@ -31,7 +31,13 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from probe.analyzers.roles import idle_role, in_serving_loop, waits_to_be_notified
+from probe.analyzers.roles import (
+    enters_a_brief_lock,
+    idle_role,
+    in_pool_worker,
+    in_serving_loop,
+    waits_to_be_notified,
+)
 
 __all__ = ["is_library_file", "label_stacks"]
 
@@ -97,6 +103,8 @@ _COLUMNS = {
     "idle_role": "object",
     "serving": "bool",
     "notify_wait": "bool",
+    "brief_lock": "bool",  # waits for a stdlib primitive's briefly held lock (roles)
+    "between_tasks": "bool",  # a pool worker outside its tasks, no code of the service's
 }
 
 
@@ -143,6 +151,8 @@ def label_stacks(
         function, filename = by_id.get(ids[-1] if ids else -1, ("<unknown>", ""))
         line = int(leaf_line) if pd.notna(leaf_line) else 0
         call = str(leaf_call)
+        named = [by_id.get(f, ("", "")) for f in ids]
+        user = _user_function(ids, by_id, library)
         rows.append(
             (
                 int(sid),
@@ -152,12 +162,13 @@ def label_stacks(
                 call,
                 bool(call) and _runs_native(call),
                 _is_tensor_call(call) if call else any(p in filename for p in _TENSOR_PACKAGES),
-                _user_function(ids, by_id, library),
-                idle_role(named := [by_id.get(f, ("", "")) for f in ids], call),
+                user,
+                idle_role(named, call),
                 in_serving_loop(named),
                 waits_to_be_notified(function, filename),
+                enters_a_brief_lock(named, call),
+                user == "<library>" and in_pool_worker(named),
             )
         )
-    return pd.DataFrame(rows, columns=list(_COLUMNS)).astype(
-        {"native": bool, "tensor": bool, "serving": bool, "notify_wait": bool}
-    )
+    flags = [c for c, t in _COLUMNS.items() if t == "bool"]
+    return pd.DataFrame(rows, columns=list(_COLUMNS)).astype(dict.fromkeys(flags, bool))

@@ -71,3 +71,15 @@ def test_no_samples_gives_an_empty_frame_with_the_columns():
         "wait_ns",
         "reason",
     ]
+
+
+def test_a_wait_behind_a_briefly_held_lock_takes_no_cpu_and_waits_as_its_holder_does():
+    # a pool worker blocked entering its semaphore's lock (stack 3), whose holder lost the
+    # GIL: no CPU of its own, and a wait for the GIL (the thread's runnable reason)
+    rows = [(1, 3, 10 * MS, 2 * MS, "lock")] * 5 + [(1, 5, 10 * MS, 6 * MS, "gil")] * 5
+    out = attribute(samples(rows), brief_lock_stacks=[3])
+    behind = out[out["stack_id"] == 3]
+    assert (behind["cpu_ns"] == 0).all() and set(behind["reason"]) == {"gil"}
+    assert out["cpu_ns"].sum() == approx(40 * MS)
+    # without it, the same rows are lock waits
+    assert set(attribute(samples(rows)).query("stack_id == 3")["reason"]) == {"lock"}

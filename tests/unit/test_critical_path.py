@@ -15,9 +15,11 @@ def rows(
     *specs: tuple[int, int, float, float, str],
     serving: bool = False,
     notified: frozenset[int] = frozenset(),
+    behind_brief: frozenset[int] = frozenset(),
 ) -> pd.DataFrame:
     """(thread, tick, cpu share, wait share, reason) per row: one tick each; the threads in
-    ``notified`` wait in ``Condition.wait`` (to be notified, not for a mutex)."""
+    ``notified`` wait in ``Condition.wait`` (to be notified, not for a mutex), those in
+    ``behind_brief`` wait (reason ``gil``) behind a briefly held lock's holder."""
     return pd.DataFrame(
         {
             "thread_id": [s[0] for s in specs],
@@ -28,6 +30,7 @@ def rows(
             "reason": [s[4] for s in specs],
             "serving": [serving] * len(specs),
             "notify_wait": [s[0] in notified and s[4] == "lock" for s in specs],
+            "brief_lock": [s[0] in behind_brief and s[4] == "gil" for s in specs],
             "user_function": ["work (app.py)"] * len(specs),
         }
     )
@@ -72,6 +75,29 @@ def test_starved_consumers_are_not_the_work_their_producer_is():
     assert path.reindex([2, 3, 4, 5]).fillna(0).sum() == pytest.approx(0)
 
 
+@pytest.mark.parametrize(("stalled", "brief"), [("lock", frozenset()), ("gil", frozenset({6}))])
+def test_a_producer_stalled_behind_a_lock_takes_the_path_from_consumers_waiting_for_it(
+    stalled, brief
+):
+    # ticks 0-7 the producer computes; 8-9 it waits on a mutex, or on the queue's mutex
+    # whose holder lost the GIL, while the consumers wait to be notified: its wait is the
+    # path, not theirs
+    samples = rows(
+        *[(1, t, 0.0, 1.0, "lock") for t in range(10)],  # main joins them
+        *[(c, t, 0.0, 1.0, "lock") for c in (2, 3) for t in range(10)],  # empty queue
+        *[(6, t, 1.0, 0.0, "") for t in range(8)],
+        *[(6, t, 0.0, 1.0, stalled) for t in (8, 9)],
+        notified=frozenset({2, 3}),
+        behind_brief=brief,
+    )
+    path = on_path(samples)
+    assert path.get(6) == pytest.approx(10)
+    assert path.reindex([2, 3]).fillna(0).sum() == pytest.approx(0)
+    # with nothing but waits to be notified in a tick, those are what there is
+    alone = rows((1, 0, 0.0, 1.0, "lock"), (2, 0, 0.0, 1.0, "lock"), notified=frozenset({2}))
+    assert on_path(alone).get(2) == pytest.approx(1)
+
+
 def test_a_wait_with_nobody_else_running_stays_on_the_main_thread():
     samples = rows(*[(1, t, 0.0, 1.0, "lock") for t in range(10)])
     assert on_path(samples)[1] == pytest.approx(10)
@@ -101,6 +127,7 @@ def test_a_merged_row_spanning_many_ticks_is_shared_by_time():
                     "reason": ["network"],
                     "serving": [False],
                     "notify_wait": [False],
+                    "brief_lock": [False],
                     "user_function": ["work (app.py)"],
                 }
             ),  # fmt: skip
@@ -154,3 +181,21 @@ def test_the_queue_behind_a_lock_is_counted_while_its_function_runs_not_over_the
     )
     waiters = critical_path(samples, 1, TICK)["waiters"]
     assert waiters.sum() == pytest.approx(0.4)
+
+
+def test_waits_behind_a_briefly_held_lock_are_off_the_path_while_the_work_runs():
+    # a pool's workers convoyed on its semaphore's lock, whose holder lost the GIL, while
+    # another worker computes: waits for the GIL (by reason) on another thread, neither
+    # the work nor a queue behind a lock held across it
+    samples = rows(
+        *[(1, t, 0.0, 1.0, "lock") for t in range(10)],  # main waits for the results
+        *[(2, t, 1.0, 0.0, "") for t in range(10)],  # the worker computing
+        *[(w, t, 0.0, 1.0, "gil") for w in (3, 4) for t in range(10)],  # convoyed
+        behind_brief=frozenset({3, 4}),
+    )
+    path = on_path(samples)
+    assert path[2] == pytest.approx(10) and path.get(3, 0) == path.get(4, 0) == 0
+    assert critical_path(samples, 1, TICK)["waiters"].sum() == 0
+    # the same waits as plain GIL waits (runnable threads) share the path
+    plain = on_path(samples.assign(brief_lock=False))
+    assert plain[3] == pytest.approx(10 / 3)

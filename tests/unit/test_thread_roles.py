@@ -3,17 +3,18 @@ threads of this process, and on written-out stacks for the cases they cannot sho
 
 from __future__ import annotations
 
+import queue
 import socketserver
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pandas as pd
 import pytest
 
-from probe.analyzers.breakdown import _idle_capacity, idle_notes
-from probe.analyzers.roles import idle_role
+from probe.analyzers.breakdown import _charged_to_their_tasks, _idle_capacity, idle_notes
+from probe.analyzers.roles import enters_a_brief_lock, idle_role, in_pool_worker
 from probe.samplers.waits import callee_at
 
 
@@ -114,3 +115,94 @@ def test_an_event_loop_waiting_in_its_selector_is_idle_and_one_running_a_callbac
     running = [*waiting[:2], ("Handle._run", "/usr/lib/python3.11/asyncio/events.py")]
     assert idle_role(waiting, "_selector.poll") == "event loop"
     assert idle_role(running, "_sock.send") == ""
+
+
+def blocked_stack(target, held) -> tuple[list[tuple[str, str]], str]:
+    """The stack of a thread running ``target`` while this one holds ``held``, once the
+    thread is blocked in it."""
+    thread = threading.Thread(target=target, daemon=True)
+    with held:
+        thread.start()
+        time.sleep(0.1)
+        stack = stack_of(thread)
+    thread.join(5)
+    return stack
+
+
+def test_entering_a_stdlib_primitive_s_internal_lock_is_brief_and_a_user_s_lock_is_not():
+    sem, cond, q, fut = threading.Semaphore(0), threading.Condition(), queue.Queue(), Future()
+    # blocked entering the lock the primitive holds for a few bytecodes
+    assert enters_a_brief_lock(*blocked_stack(sem.release, sem._cond))
+    assert enters_a_brief_lock(*blocked_stack(q.qsize, q.mutex))
+    assert enters_a_brief_lock(*blocked_stack(lambda: q.put(1), q.mutex))
+    assert enters_a_brief_lock(*blocked_stack(fut.done, fut._condition))
+    # the service's own Condition, held as long as its code likes: a real lock wait
+
+    def with_cond() -> None:
+        with cond:
+            pass
+
+    assert not enters_a_brief_lock(*blocked_stack(with_cond, cond))
+
+
+def test_waiting_to_be_notified_is_not_a_brief_lock_but_taking_it_back_after_is():
+    q, fut = queue.Queue(), Future()
+    waiter = threading.Thread(target=q.get, daemon=True)
+    waiter.start()
+    time.sleep(0.1)
+    assert not enters_a_brief_lock(*stack_of(waiter))  # an empty queue's get
+    q.put(None)
+    waiter.join(5)
+    # a Future's result, notified while the test holds its condition's RLock: the
+    # waiter wakes and blocks taking the lock back (RLock's C _acquire_restore)
+    getter = threading.Thread(target=fut.result, daemon=True)
+    getter.start()
+    time.sleep(0.1)
+    with fut._condition:
+        fut._result, fut._state = 1, "FINISHED"
+        fut._condition.notify_all()
+        time.sleep(0.1)
+        frames, call = stack_of(getter)
+        assert frames[-1][0] == "Condition.wait" and call.endswith("_acquire_restore")
+        assert enters_a_brief_lock(frames, call)
+    getter.join(5)
+
+
+@pytest.mark.parametrize(
+    ("frames", "leaf_call", "brief"),
+    [
+        # a Barrier runs its action (the service's code) holding its lock
+        ([("Barrier.wait", "/usr/lib/python3.11/threading.py"),
+          ("Condition.__enter__", "/usr/lib/python3.11/threading.py")],
+         "self._lock.__enter__", False),
+        # a module of the service's own named threading.py is not the stdlib's
+        ([("Semaphore.release", "/srv/app/mythreading.py"),
+          ("Condition.__enter__", "/usr/lib/python3.11/threading.py")],
+         "self._lock.__enter__", False),
+        # a Semaphore's Lock-based condition taking its lock back after a wait
+        ([("Semaphore.acquire", "/usr/lib/python3.11/threading.py"),
+          ("Condition.wait", "/usr/lib/python3.11/threading.py"),
+          ("Condition._acquire_restore", "/usr/lib/python3.11/threading.py")],
+         "self._lock.acquire", True),
+    ],
+)  # fmt: skip
+def test_written_out_brief_lock_stacks(frames, leaf_call, brief):
+    assert enters_a_brief_lock(frames, leaf_call) is brief
+
+
+def test_a_pool_worker_s_time_between_tasks_is_charged_to_the_task_it_ran():
+    pool = ("_worker", "/usr/lib/python3.11/concurrent/futures/thread.py")
+    assert in_pool_worker([("Thread.run", "/usr/lib/python3.11/threading.py"), pool])
+    assert not in_pool_worker([("_worker", "/srv/jobs.py")])
+    samples = pd.DataFrame(
+        {
+            "thread_id": [7, 7, 7, 8, 8],
+            "ts_ns": [30, 10, 20, 10, 20],
+            "user_function": ["<library>", "<library>", "tokenize", "<library>", "<library>"],
+            "between_tasks": [True, True, False, True, False],
+        }
+    )
+    charged = _charged_to_their_tasks(samples)
+    # thread 7: before its first task, the next one; after it, the one it ran.
+    # thread 8 ran no code of the service's: its bookkeeping stays the library's
+    assert list(charged["user_function"]) == ["tokenize"] * 3 + ["<library>"] * 2
