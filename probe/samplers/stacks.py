@@ -378,6 +378,11 @@ class StackSampler:
                 state = self._kernel_state(tid)
                 if state == "sys futex":
                     reason = "gil"
+                elif state == "R":
+                    # on a CPU or runnable: a send to a local peer, or the loop's
+                    # self-pipe read, does not wait on the network (predict_api's loop:
+                    # 237 such rows of a 7-s run, a third of its time read as network)
+                    reason = "unknown"
             if not reason and sid in self._native_leaf:
                 # still parked where the kernel was last asked: in the same call, unasked
                 known = rows.state[k] if parked and k is not None else 0
