@@ -122,7 +122,8 @@ def _attributed_samples(run: Run) -> pd.DataFrame:
     att["ts_ns"] = samples["ts_ns"].to_numpy() if not samples.empty else []
     joined = att.merge(labels, on="stack_id", how="left")
     tasks = run.tables.get("task_samples", pd.DataFrame())
-    kept, made = with_task_waits(joined, tasks)
+    library = labels.loc[labels["user_function"] == "<library>", "stack_id"]
+    kept, made = with_task_waits(joined, tasks, library)
     if not made.empty:  # the rows made for the loop's tasks, labelled by their stacks
         joined = pd.concat([kept, made.merge(labels, on="stack_id", how="left")], ignore_index=True)
     for column in ("native", "tensor", "serving", "notify_wait", "brief_lock", "between_tasks"):

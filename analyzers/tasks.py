@@ -13,12 +13,16 @@ the stack's when many tasks are pending), in proportion to the tasks each row st
   semaphore, event or queue) is not the work: the tasks it waits on are (the batch path's
   rule for a thread's wait on another thread, ``analyzers.path``);
 * a task waiting on an executor is the executor thread's work, sampled on its own;
+* a library's own task asleep (uvicorn's main loop waking every 0.1 s, a keep-alive
+  timer: a task sleeping with no frame of the service's) is a timer, not the work;
 * an interval with no task waiting on I/O stays the loop's idle time.
 
 The rows made keep the loop's thread, so per-thread sums stay exact.
 """
 
 from __future__ import annotations
+
+from collections.abc import Collection
 
 import numpy as np
 import pandas as pd
@@ -33,19 +37,22 @@ _ATTRIBUTED = ["thread_id", "stack_id", "wall_ns", "cpu_ns", "wait_ns", "reason"
 
 
 def with_task_waits(
-    samples: pd.DataFrame, tasks: pd.DataFrame
+    samples: pd.DataFrame, tasks: pd.DataFrame, library_stacks: Collection[int] = ()
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(``samples`` without the idle event-loop rows given to tasks, the rows made for
     them). ``samples``: attributed rows (thread_id, stack_id, wall_ns, cpu_ns, wait_ns,
     reason, ts_ns, idle_role). An idle loop row is replaced when tasks awaited I/O at the
     task tick whose interval holds its end: by one row per task stack and reason of that
     tick, sharing its time. The rows made carry the attributed columns only (the caller
-    labels them by stack); both frames are as given when nothing is replaced."""
+    labels them by stack); both frames are as given when nothing is replaced.
+    ``library_stacks``: the task stacks with no frame of the service's (their sleeps are
+    timers)."""
     none = pd.DataFrame(columns=_ATTRIBUTED)
     if tasks.empty or samples.empty or "idle_role" not in samples:
         return samples, none
     idle = samples[(samples["idle_role"] == _LOOP_ROLE) & (samples["wait_ns"] > 0)]
-    ticks = _io_ticks(tasks)
+    timers = (tasks["wait_reason"] == "sleep") & tasks["stack_id"].isin(list(library_stacks))
+    ticks = _io_ticks(tasks[~timers])
     if idle.empty or ticks.empty:
         return samples, none
     matched = []

@@ -195,6 +195,18 @@ def test_an_idle_loop_interval_is_shared_among_the_tasks_awaiting_io_at_its_end(
     assert total == pytest.approx(samples["wait_ns"].sum())
 
 
+def test_a_library_task_asleep_is_a_timer_and_the_service_s_sleep_is_its_work():
+    # uvicorn's main loop wakes every 0.1 s (stack 20, no frame of the service's); a
+    # handler's rate-limiting sleep (stack 11) is the request's own wait
+    samples = attributed([(7, 2, 300, 0, 300, "network", 400, "event loop")])
+    timer_only = task_rows([(400, 7, 20, "sleep", 1.0, 300)])
+    kept, made = with_task_waits(samples, timer_only, library_stacks=[20])
+    assert kept is samples and made.empty  # the loop's time stays idle capacity
+    both = task_rows([(400, 7, 20, "sleep", 1.0, 300), (400, 7, 11, "sleep", 1.0, 300)])
+    _, made = with_task_waits(samples, both, library_stacks=[20])
+    assert list(made["stack_id"]) == [11] and made["wait_ns"].sum() == pytest.approx(300)
+
+
 def test_a_loop_whose_tasks_wait_only_on_each_other_stays_idle():
     samples = attributed([(7, 2, 300, 0, 300, "network", 400, "event loop")])
     tasks = task_rows([(300, 7, 12, "tasks", 5.0, 100), (350, 7, 13, "thread", 1.0, 50)])
