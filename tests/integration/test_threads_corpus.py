@@ -5,8 +5,11 @@ from /proc, py-spy's hottest on-CPU function; written beside each service)."""
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
+
+from tests.threads_corpus.drive import drive, free_port, wait_for_port
 
 from .conftest import REPO
 
@@ -208,3 +211,36 @@ def test_an_asyncio_client_s_time_is_its_coroutine_awaiting_the_network_not_an_i
     assert primary["share"] > 0.6
     assert all(f["kind"] != "contention" for f in d["findings"]), d["findings"]
     assert d["recommendations"][0]["id"] == "concurrent_io"
+
+
+def test_a_fastapi_app_under_uvicorn_is_gil_bound_in_its_handler_and_its_pool_is_headroom(
+    run_probe, tmp_path
+):
+    # undecorated, served, 8 clients: one core of two, the handlers' pure Python (58% of
+    # the CPU by /proc) ahead of the event loop's HTTP handling (42%); the pool's workers
+    # parked in their queue's get. It read "contention/lock in <library>, confidence
+    # 100%" (the idle workers), and later "io/network in <library>" (the loop's sends,
+    # caught runnable).
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    truth = truth_of("predict_api")
+    assert truth["cores_used"] < 1.2
+    port = free_port()
+    server = run_probe.spawn(
+        "-m", "uvicorn", "predict_api:app", "--app-dir", CORPUS, "--port", str(port),
+        "--log-level", "warning",
+    )  # fmt: skip
+    wait_for_port(port)
+    answered = drive(port, clients=8, seconds=6)
+    server.send_signal(signal.SIGINT)
+    _, stderr = server.communicate(timeout=120)
+    assert server.returncode == 0 and answered > 0, stderr
+    d = json.loads((tmp_path / "run" / "diagnosis.json").read_text())
+    primary = d["primary"]
+    assert primary["subkind"] == "gil" and primary["kind"] in ("cpu", "contention"), primary
+    assert primary["stage"].startswith(("score_tokens", "normalise", "predict")), primary
+    # the handlers lead the loop narrowly (58% to 42% of the CPU): not a certainty
+    assert primary["confidence"] < 0.9, primary
+    assert not any(f["subkind"] in ("lock", "network") for f in d["findings"]), d["findings"]
+    assert "thread-pool worker" in {r["role"] for r in d["run"]["idle"]}
+    assert not d["leak"]["detected"], d["leak"]

@@ -8,9 +8,9 @@ threads, with the event loop's HTTP handling beside it. The pool's idle workers 
 work in their queue's ``get``: headroom, not lock contention. No leak. Truth, measured
 from outside: ``predict_api.truth.json``
 (``python tests/threads_corpus/measure.py --serve predict_api``; needs fastapi and
-uvicorn). No test holds probe's verdict to it yet: sampled, the handlers (58% of the CPU)
-lead the event loop (42%) narrowly, and in clean-clone CI the verdict tipped to the loop
-as io/network (issue 12, open).
+uvicorn). Held by ``tests/integration/test_threads_corpus.py``: the handlers (58% of the
+CPU) lead the event loop (42%) narrowly, so the verdict names the GIL in the handler's
+code with a confidence well short of certain.
 
     python -m uvicorn predict_api:app --app-dir tests/threads_corpus/services --port 8000
 """
