@@ -9,10 +9,11 @@ holding most on-CPU samples as a cross-check.
 
     python tests/threads_corpus/measure.py NAME [ARG ...]
     python tests/threads_corpus/measure.py --serve NAME   # NAME:app under uvicorn
+    python tests/threads_corpus/measure.py --serve-script NAME   # NAME.py --port PORT
 
-``--serve`` runs ``NAME:app`` under uvicorn on a free port, drives it with ``drive.py``'s
-8 clients for 6 s, then stops it with SIGINT (as Ctrl-C would); the figures are the
-server's.
+``--serve`` runs ``NAME:app`` under uvicorn on a free port (``--serve-script``: the
+script itself, which serves on ``--port``), drives it with ``drive.py``'s 8 clients for
+6 s, then stops it with SIGINT (as Ctrl-C would); the figures are the server's.
 """
 
 from __future__ import annotations
@@ -50,6 +51,17 @@ def read_threads(pid: int) -> dict[int, tuple[str, str, int]]:
     return out
 
 
+def read_process_ticks(pid: int) -> int:
+    """The process's user+system CPU ticks, its exited threads' included (0 if gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            raw = f.read()
+    except OSError:
+        return 0
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return int(fields[11]) + int(fields[12])
+
+
 def serve_and_drive(child: subprocess.Popen, port: int) -> None:
     """Load the server on ``port`` once it listens, then stop it as Ctrl-C would."""
     import signal
@@ -72,7 +84,9 @@ def watch(argv: list[str], port: int | None = None) -> dict[str, object]:
         serve_and_drive(child, port)
     states: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     last: dict[int, tuple[str, str, int]] = {}
+    process_ticks = 0  # the process's own CPU counts threads that have exited
     while child.poll() is None:
+        process_ticks = max(process_ticks, read_process_ticks(child.pid))
         now = read_threads(child.pid)
         for tid, (name, state, ticks) in now.items():
             states[tid][state] += 1
@@ -86,7 +100,9 @@ def watch(argv: list[str], port: int | None = None) -> dict[str, object]:
             "tid_order": len(threads), "name": name, "cpu_s": ticks / TICK,
             "states": {s: round(n / seen, 3) for s, n in sorted(states[tid].items())},
         })  # fmt: skip
-    cpu = sum(t["cpu_s"] for t in threads)
+    # short-lived threads (a thread per request) end between readings: the process's
+    # figure holds them, the per-thread ones only what was seen
+    cpu = max(sum(t["cpu_s"] for t in threads), process_ticks / TICK)
     return {"wall_s": round(wall, 2), "cores_used": round(cpu / wall, 2), "threads": threads}
 
 
@@ -111,7 +127,7 @@ def py_spy_top(argv: list[str], port: int | None = None) -> str | None:
 
 
 def main() -> None:
-    serve = sys.argv[1] == "--serve"
+    serve = sys.argv[1] in ("--serve", "--serve-script")
     name, args = sys.argv[1 + serve], sys.argv[2 + serve :]
     port = None
     argv = [sys.executable, str(HERE / "services" / f"{name}.py"), *args]
@@ -119,8 +135,12 @@ def main() -> None:
         from drive import free_port
 
         port = free_port()
-        argv = [sys.executable, "-m", "uvicorn", f"{name}:app", "--app-dir",
-                str(HERE / "services"), "--port", str(port), "--log-level", "warning"]  # fmt: skip
+        if sys.argv[1] == "--serve-script":
+            argv += ["--port", str(port)]
+        else:
+            argv = [sys.executable, "-m", "uvicorn", f"{name}:app", "--app-dir",
+                    str(HERE / "services"), "--port", str(port),
+                    "--log-level", "warning"]  # fmt: skip
     truth = watch(argv, port)
     if serve:
         port = free_port()

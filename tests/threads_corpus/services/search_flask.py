@@ -1,0 +1,67 @@
+"""A Flask app on werkzeug's threaded server (a thread per request): ``POST /predict``
+counts the rows of a SQLite table whose text holds the request's first word
+(``count_matches``: a ``LIKE '%word%'`` scan of 20,000 rows, in SQLite's C code, which
+releases the GIL while it steps).
+
+Driven by 8 clients on 127.0.0.1 (``tests/threads_corpus/drive.py``), its one bottleneck
+is the CPU in native code: the scans run in parallel on both cores. Truth, measured from
+outside: ``search_flask.truth.json``
+(``python tests/threads_corpus/measure.py --serve-script search_flask``: 1.7 of 2 cores,
+py-spy's hottest on-CPU function ``count_matches``).
+
+No test holds probe to it yet: under ``probe run`` (100 Hz) this server dies of SIGSEGV in
+most runs on CPython 3.11.7 (not at ``--hz 1``, never without probe), the stack sampler
+once failing first with "'dict' object has no attribute 'f_code'" -- a frame from
+``sys._current_frames()`` whose ``f_back`` chain points at freed memory while a thread
+per request comes and goes. The same crash class is reported against other in-process
+samplers on 3.11 (sentry-python #2386 and #6119, dd-trace-py #13567). Open defect.
+
+    python search_flask.py --port 8000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import tempfile
+
+from flask import Flask, jsonify, request
+
+app = Flask(__name__)
+DATABASE = os.path.join(tempfile.mkdtemp(prefix="search_flask-"), "items.db")
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()
+
+
+def build(path: str, rows: int = 20_000) -> None:
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, body TEXT)")
+        db.executemany(
+            "INSERT INTO items (body) VALUES (?)",
+            ((" ".join(WORDS[i * k % 11] for k in range(1, 30)) + f" #{i}",) for i in range(rows)),
+        )
+
+
+def count_matches(db: sqlite3.Connection, word: str) -> int:
+    query = "SELECT count(*) FROM items WHERE body LIKE ?"
+    return int(db.execute(query, (f"%{word}%",)).fetchone()[0])
+
+
+@app.post("/predict")
+def predict():
+    text = str((request.get_json(silent=True) or {}).get("text", ""))
+    word = (text.split() or ["alpha"])[0].strip(",.!").lower()
+    with sqlite3.connect(DATABASE) as db:
+        return jsonify({"word": word, "matches": count_matches(db, word + "x")})
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args()
+    build(DATABASE)
+    app.run(host="127.0.0.1", port=args.port, threaded=True)
+
+
+if __name__ == "__main__":
+    main()
