@@ -46,7 +46,8 @@ class Analysis:
     @cached_property
     def call_tree(self) -> CallTree:
         t = self._run.tables
-        return call_tree(t["samples"], t["stacks"], t["frames"])
+        brief = self.diagnosis.breakdown.brief_lock_stacks
+        return call_tree(t["samples"], t["stacks"], t["frames"], brief)
 
     @cached_property
     def series(self) -> ResourceSeries:

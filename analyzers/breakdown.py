@@ -95,6 +95,9 @@ class Breakdown:
     # samples are in no stage: a pool with more workers than work is headroom, not a wait.
     idle: pd.DataFrame = field(default_factory=pd.DataFrame)
     sample_hz: float = DEFAULT_HZ  # the stack sampler's rate in this run (samples a second)
+    # The stacks blocked entering a briefly held lock (``analyzers.roles``), as the
+    # attribution here read them: for the call tree's, without labelling the stacks again.
+    brief_lock_stacks: frozenset[int] = frozenset()
 
 
 def _empty_requests() -> RequestFigures:
@@ -110,15 +113,17 @@ def _empty_requests() -> RequestFigures:
     )
 
 
-def _attributed_samples(run: Run) -> pd.DataFrame:
-    """Attributed sample rows with their timestamps and stack labels."""
+def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int]]:
+    """(attributed sample rows with their timestamps and stack labels, the stacks blocked
+    entering a briefly held lock)."""
     samples = run.tables["samples"]
     labels = label_stacks(
         run.tables["stacks"],
         run.tables["frames"],
         run.meta.get("python", {}).get("library_paths", ()),
     )
-    att = attribute(samples, labels.loc[labels["brief_lock"], "stack_id"])
+    brief = frozenset(int(sid) for sid in labels.loc[labels["brief_lock"], "stack_id"])
+    att = attribute(samples, brief)
     att["ts_ns"] = samples["ts_ns"].to_numpy() if not samples.empty else []
     joined = att.merge(labels, on="stack_id", how="left")
     tasks = run.tables.get("task_samples", pd.DataFrame())
@@ -132,7 +137,7 @@ def _attributed_samples(run: Run) -> pd.DataFrame:
         joined[column] = joined[column].fillna(
             "" if column in ("leaf_call", "idle_role") else "<unknown>"
         )
-    return _charged_to_their_tasks(joined)
+    return _charged_to_their_tasks(joined), brief
 
 
 def _charged_to_their_tasks(samples: pd.DataFrame) -> pd.DataFrame:
@@ -141,11 +146,11 @@ def _charged_to_their_tasks(samples: pd.DataFrame) -> pd.DataFrame:
     tasks on the pool costs: charged to the task the worker last ran (the next one before
     its first). Left as ``<library>``, a pool's convoy was a stage of its own, the
     run's bottleneck half the time (tests/threads_corpus's tokenize_pool)."""
-    between = samples["between_tasks"].to_numpy()
+    between = samples["between_tasks"]
     if not between.any():
         return samples
     order = samples.sort_values(["thread_id", "ts_ns"], kind="stable").index
-    task = samples["user_function"].where(~samples["between_tasks"]).loc[order]
+    task = samples["user_function"].where(~between).loc[order]
     by_thread = task.groupby(samples["thread_id"].loc[order])
     ran = by_thread.ffill().fillna(by_thread.bfill())
     return samples.assign(user_function=ran.reindex(samples.index).fillna("<library>"))
@@ -418,7 +423,8 @@ def _function_table(
 
 def breakdown(run: Run) -> Breakdown:
     """Per-stage (or per-function) breakdown of a loaded run (``probe.rundir.load``)."""
-    samples, idle = _idle_capacity(_attributed_samples(run))
+    attributed, brief = _attributed_samples(run)
+    samples, idle = _idle_capacity(attributed)
     hz = float((run.meta.get("settings") or {}).get("hz") or DEFAULT_HZ)
     spans = run.tables["spans"]
     wall_s = float(run.meta.get("duration_s") or 0.0)
@@ -466,6 +472,7 @@ def breakdown(run: Run) -> Breakdown:
         spans=indexed,
         idle=idle,
         sample_hz=hz,
+        brief_lock_stacks=brief,
     )
 
 

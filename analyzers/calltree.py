@@ -10,13 +10,13 @@ the totals stay exact when small paths are folded into their parents.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from probe.analyzers.attribution import attribute
-from probe.analyzers.stacks import label_stacks
 
 __all__ = ["CallTree", "call_tree"]
 
@@ -70,13 +70,18 @@ class CallTree:
         return np.clip(values - children, 0.0, None)
 
 
-def call_tree(samples: pd.DataFrame, stacks: pd.DataFrame, frames: pd.DataFrame) -> CallTree:
-    """The call tree of a run's stack samples (empty tables give an empty tree)."""
+def call_tree(
+    samples: pd.DataFrame,
+    stacks: pd.DataFrame,
+    frames: pd.DataFrame,
+    brief_lock_stacks: Collection[int] = (),
+) -> CallTree:
+    """The call tree of a run's stack samples (empty tables give an empty tree), their
+    time attributed as the breakdown's is (``brief_lock_stacks``: ``Breakdown``'s)."""
     if samples.empty or stacks.empty:
         return CallTree([], [], [], np.zeros(0), np.zeros(0), 0.0)
-    labels = label_stacks(stacks, frames)
-    brief = labels.loc[labels["brief_lock"], "stack_id"]
-    per_stack = attribute(samples, brief).groupby("stack_id")[["cpu_ns", "wait_ns"]].sum()
+    per_stack = attribute(samples, brief_lock_stacks)
+    per_stack = per_stack.groupby("stack_id")[["cpu_ns", "wait_ns"]].sum()
     frame_label = {
         int(fid): f"{fn} ({str(fname).rsplit('/', 1)[-1]})"
         for fid, fn, fname in zip(

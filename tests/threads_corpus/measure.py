@@ -32,34 +32,31 @@ HERE = Path(__file__).resolve().parent
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+def read_stat(path: str) -> tuple[str, str, int] | None:
+    """(name, state, user+system CPU ticks) of a /proc stat file; None if it is gone."""
+    try:
+        with open(path) as f:
+            raw = f.read()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return raw[raw.index("(") + 1 : raw.rindex(")")], fields[0], int(fields[11]) + int(fields[12])
+
+
 def read_threads(pid: int) -> dict[int, tuple[str, str, int]]:
     """tid -> (name, state, cpu ticks) now; threads that vanish mid-read are skipped."""
-    out = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                raw = f.read()
-        except OSError:
-            continue
-        name = raw[raw.index("(") + 1 : raw.rindex(")")]
-        fields = raw[raw.rindex(")") + 2 :].split()
-        out[int(tid)] = (name, fields[0], int(fields[11]) + int(fields[12]))
-    return out
+        return {}
+    read = {int(tid): read_stat(f"/proc/{pid}/task/{tid}/stat") for tid in tids}
+    return {tid: stat for tid, stat in read.items() if stat is not None}
 
 
 def read_process_ticks(pid: int) -> int:
     """The process's user+system CPU ticks, its exited threads' included (0 if gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            raw = f.read()
-    except OSError:
-        return 0
-    fields = raw[raw.rindex(")") + 2 :].split()
-    return int(fields[11]) + int(fields[12])
+    stat = read_stat(f"/proc/{pid}/stat")
+    return stat[2] if stat is not None else 0
 
 
 def serve_and_drive(child: subprocess.Popen, port: int) -> None:
