@@ -40,6 +40,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from probe.samplers import kernel
+from probe.samplers.collection import collector_held_off
 from probe.samplers.waits import WaitClassifier, enclosing_reason
 
 __all__ = ["OVERFLOW_STACK_ID", "StackSampler", "thread_cpu_ns"]
@@ -293,19 +294,27 @@ class StackSampler:
 
     def _sample(self) -> None:
         now = self.last_ns = self._clock()
-        frames = self._current_frames()
-        # The dict holds our own running frame, whose locals hold the dict: returning
-        # would leave a reference cycle keeping every sampled frame object -- and, once
-        # those frames exit, the target's locals (large arrays) -- alive until the cyclic
-        # GC runs. Measured: 2x page faults and +40% wall time on numpy FFT code.
-        frames.pop(threading.get_ident(), None)
-        self._sample_frames(now, frames)
+        # No collection while the frames are read and held (crashes on 3.11: see
+        # probe.samplers.collection); the frames are dropped inside the block.
+        with collector_held_off():
+            frames = self._current_frames()
+            # The dict holds our own running frame, whose locals hold the dict: returning
+            # would leave a reference cycle keeping every sampled frame object -- and,
+            # once those frames exit, the target's locals (large arrays) -- alive until
+            # the cyclic GC runs. Measured: 2x page faults and +40% wall time on numpy
+            # FFT code.
+            frames.pop(threading.get_ident(), None)
+            seen = self._read_frames(now, frames)
+            del frames
+        self._emit_all(now, seen)
 
-    def _sample_frames(self, now: int, frames: dict[int, FrameType]) -> None:
+    def _read_frames(
+        self, now: int, frames: dict[int, FrameType]
+    ) -> list[tuple[int, int, int, int]]:
+        """Each sampled thread's (tid, stack, wall, cpu) since its last sample."""
         exclude = self.exclude
         seen: list[tuple[int, int, int, int]] = []  # tid, stack, wall, cpu
         live: set[int] = set()
-        total_cpu = 0
         for ident, frame in frames.items():
             if ident in exclude:
                 continue
@@ -328,7 +337,6 @@ class StackSampler:
             if wall <= 0:
                 continue
             cpu_d = min(max(cpu - last[1], 0), wall)
-            total_cpu += cpu_d
             seen.append((tid, self._stack_id(frame), wall, cpu_d))
         self.ticks += 1
         if len(self._last) > len(live):
@@ -337,6 +345,10 @@ class StackSampler:
                 self._open.pop(tid, None)
             for ident in [i for i in self._tid if i not in frames]:
                 del self._tid[ident]
+        return seen
+
+    def _emit_all(self, now: int, seen: list[tuple[int, int, int, int]]) -> None:
+        total_cpu = sum(cpu_d for *_, cpu_d in seen)
         self._kernel_budget = self._max_kernel_reads
         self.gil_waiters = 0
         start = self.ticks % len(seen) if seen else 0  # who gets the budget rotates

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any
 
+from probe.samplers.collection import collector_held_off
 from probe.samplers.ticker import CostBudget
 from probe.samplers.waits import module_path
 
@@ -219,12 +220,17 @@ class TaskSampler:
 
     def _walk(self, task: Any, waiter: Any) -> tuple[int | None, str]:
         """The stack and reason of a task's await chain (None: nothing awaited yet)."""
-        frames = await_chain(task.get_coro())
-        if not frames:
-            return None, ""  # created, not started: nothing awaited
-        # ready to run again, waiting for the loop (which is busy, or about to be)
-        reason = "ready" if waiter is None else await_reason(frames, waiter)
-        return self._stack_of(frames), reason
+        # The task may have started running on its loop's thread since it was listed:
+        # its frames are then that thread's live frames (probe.samplers.collection).
+        with collector_held_off():
+            frames = await_chain(task.get_coro())
+            if not frames:
+                return None, ""  # created, not started: nothing awaited
+            # ready to run again, waiting for the loop (which is busy, or about to be)
+            reason = "ready" if waiter is None else await_reason(frames, waiter)
+            sid = self._stack_of(frames)
+            del frames
+        return sid, reason
 
     def drain(self) -> dict[str, list[Any]]:
         rows, self._rows = self._rows, []
