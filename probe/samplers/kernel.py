@@ -140,8 +140,10 @@ class KernelStates:
         base = f"{self._task_dir}/{tid}"
         try:
             fields = self._read_text(f"{base}/syscall").split()
-        except FileNotFoundError:
-            return ""  # the thread exited (or /proc has no such file: see below)
+        except (FileNotFoundError, ProcessLookupError):
+            # the thread exited, or is exiting (ESRCH) -- or /proc has no such file: see
+            # below, the next thread's read tells
+            return ""
         except OSError as e:  # EACCES/EPERM: no ptrace read access to ourselves
             self.unavailable = f"{base}/syscall: {e.strerror or e}"
             return ""
