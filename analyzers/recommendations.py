@@ -382,13 +382,20 @@ def _multiprocess(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | No
     if f.subkind != "gil":
         return None
     threads = int(row["threads"])
+    s = float(min(threads, ctx.cores))
+    used = ctx.facts.process_cores
+    if used > 0:
+        # bottleneck law: the process cannot use more than the cores other processes
+        # leave it, whatever its threads do
+        s = min(s, max(1.0, _free_cores(ctx) / used))
     return Proposal(
         stage=f.stage,
         p=f.share,
-        s=float(min(threads, ctx.cores)),
+        s=s,
         how={"threads": threads, "gil": float(row["wait_gil"]), "cores": ctx.cores},
         evidence=_evidence(f),
-        model="s = min(threads, cores): processes run in parallel without the GIL",
+        model="s = min(threads, cores, free cores / cores used): processes run in parallel "
+        "without the GIL, on the cores the process does not use yet",
     )
 
 
@@ -470,6 +477,12 @@ def _split_cpu_gpu_pipeline(ctx: RuleContext, f: Finding, row: pd.Series) -> Pro
     )
 
 
+def _free_cores(ctx: RuleContext) -> float:
+    """The cores this process could use: all but those other processes kept busy."""
+    others = max(0.0, ctx.facts.host_cores_busy - ctx.facts.process_cores)
+    return max(1.0, ctx.cores - others)
+
+
 def _multi_instance(ctx: RuleContext) -> Proposal | None:
     """A CPU-bound service on one core of several: one instance per core (throughput)."""
     facts, model = ctx.facts, ctx.model
@@ -478,8 +491,7 @@ def _multi_instance(ctx: RuleContext) -> Proposal | None:
     top = ctx.findings[0]
     if top.kind != "cpu" or top.share < THRESHOLDS.bottleneck_share:
         return None
-    others = max(0.0, facts.host_cores_busy - facts.process_cores)
-    free = max(1.0, ctx.cores - others)
+    free = _free_cores(ctx)
     # One instance per free core, each as fast as this one, until the cores run out;
     # co-running instances share caches and memory bandwidth (instance_efficiency).
     instances = float(round(free))

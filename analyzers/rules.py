@@ -229,7 +229,16 @@ def _stage_kind(
         and float(row["tensor_share"]) >= t.launch_tensor_share
     ):
         return "gpu", "launch_bound", "tensor_ops_gpu_underused", evidence
-    if comp["gil"] >= t.gil_share and int(row.get("threads", 1)) > 1:
+    # A runnable thread that does not run waits for the GIL or for a core. Only where the
+    # GIL holds it back at least as long as the cores do is the GIL the limit: threads
+    # in native code on saturated cores (search_flask: 8 request threads in SQLite's C
+    # scan on 2 cores, runnable 69% of their time, the GIL 10%) gain no core from
+    # processes.
+    if (
+        comp["gil"] >= t.gil_share
+        and comp["gil"] >= float(row["wait_unknown"])
+        and int(row.get("threads", 1)) > 1
+    ):
         return "cpu", "gil", "cpu_with_gil_waits", evidence
     native = float(row["native_share"]) >= t.native_majority
     return (

@@ -351,3 +351,41 @@ def test_leak_is_judged_over_the_serving_window_not_shutdown(tmp_path):
     d = diagnose(load(b.write(tmp_path / "shutdown")))
     assert d.leak.detected, d.leak.reason
     assert d.leak.slope_bytes_per_s == pytest.approx(2e6, rel=0.1)
+
+
+def threads_in_a_native_call(tmp_path, *, runnable_reason: str, cores: float):
+    """Four request threads in one C call (``db.execute``) for 2 s, each on a CPU 40% of
+    its samples, runnable 50% (waiting for ``runnable_reason``), 10% for the GIL."""
+    b = RunBuilder(duration_s=2.0)
+    scan = b.stack("main", "handler", "count_matches", leaf_call="db.execute")
+    for thread in range(1, 5):
+        for k in range(200):
+            ts = k * 10.0
+            if k % 10 < 4:
+                b.sample(thread, ts, scan)
+            elif k % 10 < 9:
+                b.sample(thread, ts, scan, cpu_ms=0.0, reason=runnable_reason)
+            else:
+                b.sample(thread, ts, scan, cpu_ms=0.0, reason="gil")
+    add_cpu(b, 2000, cores)
+    return diagnose(load(b.write(tmp_path / runnable_reason)))
+
+
+def test_threads_waiting_for_a_core_more_than_for_the_gil_are_cpu_native_not_gil(tmp_path):
+    # search_flask: eight threads in SQLite's scan on 2 cores, runnable 69%, the GIL 10%
+    d = threads_in_a_native_call(tmp_path, runnable_reason="unknown", cores=1.6)
+    assert (d.primary["kind"], d.primary["subkind"]) == ("cpu", "native"), d.primary
+    assert "multiprocess" not in {r.id for r in d.recommendations}
+
+
+def test_threads_held_back_by_the_gil_more_than_by_the_cores_are_gil_bound(tmp_path):
+    d = threads_in_a_native_call(tmp_path, runnable_reason="gil", cores=1.0)
+    assert d.primary["subkind"] == "gil", d.primary
+
+
+def test_processes_are_never_promised_more_than_the_cores_the_process_leaves_free(tmp_path):
+    # GIL-bound on paper, but the process already keeps 1.6 of 2 cores busy: processes
+    # can add 2/1.6, not the threads' 2x
+    d = threads_in_a_native_call(tmp_path, runnable_reason="gil", cores=1.6)
+    rec = next(r for r in d.recommendations if r.id == "multiprocess")
+    assert rec.s == pytest.approx(2.0 / 1.6, rel=0.05), rec
