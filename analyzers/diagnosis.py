@@ -213,8 +213,18 @@ def _leak(run: Run, bd: Breakdown) -> LeakVerdict:
         if len(heap) and "allocated_blocks" in heap
         else None
     )
+    in_use = (
+        heap["malloc_in_use_bytes"].to_numpy(dtype="float64", na_value=np.nan)
+        if blocks is not None and heap["malloc_in_use_bytes"].notna().any()
+        else None
+    )
     verdict = judge_recorded(
-        t_s, root["rss_bytes"].to_numpy(), request_end_s=ends, limit_bytes=limit, heap=blocks
+        t_s,
+        root["rss_bytes"].to_numpy(),
+        request_end_s=ends,
+        limit_bytes=limit,
+        heap=blocks,
+        malloc_in_use=in_use,
     )
     verdict = covering_the_run(verdict, t_s, float(run.meta.get("duration_s") or 0.0))
     # what grows, whenever the floor rose: evidence for a leak and for an open question

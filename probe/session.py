@@ -30,7 +30,7 @@ from probe import spans
 from probe.errors import ProbeError
 from probe.rundir.writer import RunWriter
 from probe.samplers.gil import SwitchInterval
-from probe.samplers.heap import HeapSampler
+from probe.samplers.heap import HeapSampler, malloc_in_use_reader
 from probe.samplers.memory import MemorySampler
 from probe.samplers.stacks import StackSampler
 from probe.samplers.ticker import Ticker
@@ -97,7 +97,7 @@ class Session:
             if settings.memory
             else None
         )
-        self.heap = heap_sampler or HeapSampler(clock=clock)
+        self.heap = heap_sampler or HeapSampler(clock=clock, malloc_in_use=malloc_in_use_reader())
         self.tasks: TaskSampler | None = None  # once the target imports asyncio
         self._known_threads: set[int] = set()  # thread ids (OS TIDs)
         self.switch: SwitchInterval | None = None  # set at start, from the target's own

@@ -177,10 +177,12 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("wall_ns", "int64"),
     ],
     # The Python heap (every run, ``probe.samplers.heap``): pymalloc's allocated blocks
-    # (every small object alive) 10 times a second.
+    # (every small object alive) 10 times a second, and beside them the bytes glibc's
+    # malloc has handed out and not got back (null without glibc's mallinfo2).
     "heap": [
         ("ts_ns", "int64"),
         ("allocated_blocks", "int64"),
+        ("malloc_in_use_bytes", "Int64"),
     ],
     "gc_types": [
         ("ts_ns", "int64"),

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from probe.samplers.heap import HeapSampler, type_name
+import pytest
+
+from probe.samplers.heap import HeapSampler, malloc_in_use_reader, type_name
 
 
 def make(cost_s: float, heap: list[object]) -> tuple[HeapSampler, list[int]]:
@@ -29,7 +31,7 @@ def test_blocks_are_read_every_tick_and_types_counted_only_when_asked():
         now[0] = t * 1_000_000_000
         s.sample(count_types=t in (0, 5, 10))
     rows = s.drain()
-    assert [b for _, b in rows["heap"]] == [40] * 12
+    assert [b for _, b, _ in rows["heap"]] == [40] * 12
     counted_at = sorted({ts for ts, *_ in rows["gc_types"]})
     assert counted_at == [0, 5_000_000_000, 10_000_000_000]
     first = {name: n for ts, snap, name, n in rows["gc_types"] if snap == 1}
@@ -43,7 +45,7 @@ def test_a_costly_blocks_read_is_spaced_to_stay_under_its_budget_and_stop_always
     for tick in range(50):  # 5 s at 10 Hz
         now[0] = tick * 100_000_000
         s.sample()
-    assert [ts for ts, _ in s.drain()["heap"]] == [0, 2_000_000_000, 4_000_000_000]
+    assert [ts for ts, *_ in s.drain()["heap"]] == [0, 2_000_000_000, 4_000_000_000]
     now[0] = 4_100_000_000
     s.sample(force=True)  # the session's last reading, at stop
     assert len(s.drain()["heap"]) == 1
@@ -64,6 +66,29 @@ def test_a_count_can_be_asked_for_and_drain_empties_the_rows():
     assert s.counted == 1
     assert len(s.drain()["heap"]) == 2
     assert s.drain() == {"heap": [], "gc_types": []}
+
+
+def test_the_bytes_malloc_holds_are_read_beside_the_blocks_and_null_without_a_reader():
+    in_use = iter(range(1000, 2000, 100))
+    s = HeapSampler(clock=lambda: 0, allocated_blocks=lambda: 7, malloc_in_use=lambda: next(in_use))
+    s.sample(force=True)
+    s.sample(force=True)
+    assert [row[1:] for row in s.drain()["heap"]] == [(7, 1000), (7, 1100)]
+    bare = HeapSampler(clock=lambda: 0, allocated_blocks=lambda: 7)
+    bare.sample(force=True)
+    assert [row[1:] for row in bare.drain()["heap"]] == [(7, None)]
+
+
+def test_the_malloc_reader_sees_a_buffer_allocated_and_freed():
+    read = malloc_in_use_reader()
+    if read is None:
+        pytest.skip("no glibc mallinfo2 here")
+    before = read()
+    buffer = bytearray(64 * 1024 * 1024)
+    held = read()
+    del buffer
+    assert held - before >= 64 * 1024 * 1024
+    assert read() < held - 32 * 1024 * 1024
 
 
 def test_type_names_are_bare_for_builtins_and_qualified_otherwise():

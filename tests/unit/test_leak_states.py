@@ -163,3 +163,45 @@ def test_a_steady_rise_while_the_live_heap_shrinks_is_not_called_a_leak_of_pytho
     shrinking = (t, 550_000 - 30_000 * t)  # freed objects the allocator keeps
     v = judge_recorded(t, rss, heap=shrinking)
     assert v.state == UNDETERMINED and "Python's live heap shrank meanwhile" in v.reason
+
+
+def arena_retention(swing: float = 40e6):
+    """RSS climbing 3 MB/s for 10 s (freed memory kept by the allocator), the bytes in use
+    going up and down by ``swing`` around 150 MB with the requests in flight, the live
+    blocks flat."""
+    t = np.arange(0.0, 10.0, 0.1)
+    rss = 200e6 + 3e6 * t + (np.arange(len(t)) % 3) * 1e4
+    rng = np.random.default_rng(7)
+    in_use = 150e6 + rng.uniform(-swing, swing, len(t))
+    blocks = 150_000 + rng.integers(-2_000, 2_000, len(t))
+    return t, rss, (t, blocks), in_use
+
+
+def test_a_rise_that_nothing_alive_follows_is_undetermined_as_memory_the_allocator_kept():
+    t, rss, heap, in_use = arena_retention()
+    assert judge_recorded(t, rss, heap=heap).state == "leak"  # RSS and blocks alone
+    v = judge_recorded(t, rss, heap=heap, malloc_in_use=in_use)
+    assert v.state == UNDETERMINED, v.reason
+    assert "what is alive did not rise with it" in v.reason
+    assert "MALLOC_ARENA_MAX" in v.settle
+
+
+def test_a_rise_the_bytes_in_use_follow_is_a_native_leak():
+    # (under swings of 80 MB a 22-MB climb over the judged 7.5 s is beyond telling: open)
+    t, rss, heap, in_use = arena_retention(swing=5e6)
+    v = judge_recorded(t, rss, heap=heap, malloc_in_use=in_use + 3e6 * t)
+    assert v.state == "leak", v.reason
+
+
+def test_a_rise_the_live_blocks_follow_by_a_tenth_is_a_leak_of_python_objects():
+    t, rss, (ht, blocks), in_use = arena_retention()
+    v = judge_recorded(t, rss, heap=(ht, blocks + 3_000 * ht), malloc_in_use=in_use)
+    assert v.state == "leak", v.reason
+
+
+def test_bytes_in_use_read_too_rarely_or_not_at_all_leave_the_verdict_to_the_floor():
+    t, rss, heap, in_use = arena_retention()
+    rare = np.where(np.arange(len(t)) % 20 == 0, in_use, np.nan)  # 4 in the judged part
+    assert judge_recorded(t, rss, heap=heap, malloc_in_use=rare).state == "leak"
+    unread = np.full(len(t), np.nan)
+    assert judge_recorded(t, rss, heap=heap, malloc_in_use=unread).state == "leak"
