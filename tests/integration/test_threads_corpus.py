@@ -244,3 +244,33 @@ def test_a_fastapi_app_under_uvicorn_is_gil_bound_in_its_handler_and_its_pool_is
     assert not any(f["subkind"] in ("lock", "network") for f in d["findings"]), d["findings"]
     assert "thread-pool worker" in {r["role"] for r in d["run"]["idle"]}
     assert not d["leak"]["detected"], d["leak"]
+
+
+def test_a_thread_per_request_flask_server_survives_sampling_and_is_native_cpu_bound(
+    run_probe, tmp_path
+):
+    # werkzeug's threaded server starts a thread per request, each scanning SQLite in C
+    # with the GIL released: 1.7 of 2 cores. Under probe it died of SIGSEGV in most runs
+    # (the frames read while threads came and went, with a collection under way); then
+    # it read "cpu/gil" (the kernel reader turned off by a thread caught exiting, so the
+    # threads' waits for a core were taken for the GIL) and told to use processes, on
+    # cores already busy. Its memory is held to no verdict here: see the note below.
+    pytest.importorskip("flask")
+    truth = truth_of("search_flask")
+    assert truth["cores_used"] > 1.5 and truth["py_spy_top_on_cpu"] == "count_matches"
+    port = free_port()
+    server = run_probe.spawn(CORPUS / "search_flask.py", "--port", str(port))
+    wait_for_port(port)
+    answered = drive(port, clients=8, seconds=6)
+    server.send_signal(signal.SIGINT)
+    _, stderr = server.communicate(timeout=120)
+    assert server.returncode == 0 and answered > 0, stderr[-3000:]
+    d = json.loads((tmp_path / "run" / "diagnosis.json").read_text())
+    primary = d["primary"]
+    assert (primary["kind"], primary["subkind"]) == ("cpu", "native"), primary
+    assert primary["stage"].startswith("count_matches"), primary
+    assert not any(r["id"] == "multiprocess" for r in d["recommendations"])
+    # Not asserted: the leak verdict. RSS climbs for tens of seconds (connections in
+    # reference cycles, freed at full collections; glibc's arenas), and in about one 6-s
+    # run in eight the bytes malloc holds climb with it: "leak" at 100%, an open defect
+    # (search_flask.py's docstring has the measurements).
