@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-__all__ = ["REDACTED", "redact_argv"]
+__all__ = ["REDACTED", "redact_argv", "redact_url"]
 
 REDACTED = "***"
 
@@ -30,7 +30,8 @@ def _is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name.strip("-")))
 
 
-def _redact_url(url: str) -> str:
+def redact_url(url: str) -> str:
+    """``url`` without its credentials and secret-looking query values."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -51,7 +52,7 @@ def _redact_url(url: str) -> str:
 
 
 def _redact_word(word: str) -> str:
-    word = _URL.sub(lambda m: _redact_url(m.group(0)), word)
+    word = _URL.sub(lambda m: redact_url(m.group(0)), word)
     if word.startswith("-") and "=" in word:
         flag, _, _value = word.partition("=")
         return f"{flag}={REDACTED}" if _is_secret_name(flag) else word

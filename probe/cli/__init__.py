@@ -18,6 +18,7 @@ from probe.cli.report import report_command
 from probe.cli.run import run_command
 from probe.cli.watch import watch_command
 from probe.errors import ProbeError
+from probe.reports.terminal import printable
 
 __all__ = ["cli", "main"]
 
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="probe", standalone_mode=False)
     except ProbeError as e:
-        click.echo(f"probe: error: {e}", err=True)
+        click.echo(printable(f"probe: error: {e}"), err=True)  # paths, names: escaped
         sys.exit(e.exit_code)
     except click.exceptions.Abort:
         click.echo("Aborted!", err=True)

@@ -182,11 +182,17 @@ def main(argv: list[str]) -> int:
 
         finish_run(run_dir, report=bool(message.get("report")))
     except Exception as e:
-        print(f"probe: could not finish {run_dir}: {e}", file=sys.stderr)
+        from probe.reports.terminal import printable
+
+        print(printable(f"probe: could not finish {run_dir}: {e}"), file=sys.stderr)
         return 1
     if not message:
+        from probe.reports.terminal import printable
+
         print(
-            f"probe: profiled process ended abruptly; data up to its last flush is in {run_dir}",
+            printable(
+                f"probe: profiled process ended abruptly; data up to its last flush is in {run_dir}"
+            ),
             file=sys.stderr,
         )
     return 0

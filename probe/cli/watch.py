@@ -15,10 +15,13 @@ from typing import Any
 import click
 
 from probe.errors import ProbeError
+from probe.reports.terminal import printable
 from probe.watchdog.config import EXIT_LEAK, WatchConfig
 from probe.watchdog.limits import parse_duration, parse_size
 
 __all__ = ["watch_command"]
+
+_MAX_SECONDS = 365 * 24 * 3600.0
 
 
 def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
@@ -30,6 +33,8 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         raise click.BadParameter(str(e)) from e
     if seconds <= 0 and param.name != "warmup":
         raise click.BadParameter("must be greater than 0")
+    if seconds > _MAX_SECONDS:  # a timer that long overflows (OverflowError in a wait)
+        raise click.BadParameter(f"{value!r} is longer than a year")
     return seconds
 
 
@@ -87,6 +92,14 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
     help="RSS, or USS (memory only this process holds; costlier to read).",
 )
 @click.option("--alert-webhook", metavar="URL", help="POST each alert here as JSON.")
+@click.option(
+    "--allow-webhook-host",
+    "webhook_hosts_allowed",
+    multiple=True,
+    metavar="HOST",
+    help="Let the webhook post to HOST although it is link-local or a cloud-metadata "
+    "address (refused otherwise: those hand out the machine's credentials). Repeatable.",
+)
 @click.option(
     "--metrics-port",
     type=click.IntRange(0, 65535),
@@ -148,6 +161,7 @@ def watch_command(
     limit: int | None,
     metric: str,
     alert_webhook: str | None,
+    webhook_hosts_allowed: tuple[str, ...],
     metrics_port: int | None,
     metrics_host: str,
     fail_on_leak: bool,
@@ -183,6 +197,7 @@ def watch_command(
         limit=limit,
         metric=metric,
         alert_webhook=alert_webhook,
+        webhook_hosts_allowed=webhook_hosts_allowed,
         metrics_port=metrics_port,
         metrics_host=metrics_host,
         attribution=attribution,
@@ -196,7 +211,8 @@ def watch_command(
         check_writable(config.out)
 
     def say(msg: str) -> None:
-        click.echo(f"probe watch: {msg}", err=True)
+        # messages carry the watched command's strings: control characters escaped
+        click.echo(printable(f"probe watch: {msg}"), err=True)
 
     status = (lambda msg: None) if quiet else say
     sys.exit(_watch(config, pid, list(command), say, status))

@@ -10,6 +10,7 @@ replaced atomically (``probe.atomicfile``).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -34,7 +35,7 @@ def prepare_run_dir(path: Path) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe_file = path / ".write-test"
-        probe_file.write_bytes(b"")
+        os.close(os.open(probe_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW))
         probe_file.unlink()
     except OSError as e:
         raise ProbeError(f"--out {path}: cannot write there ({e.strerror or e})") from None
@@ -55,7 +56,14 @@ class RunWriter:
         if f is None:
             if table not in COLUMNS:
                 raise KeyError(f"unknown table {table!r}")
-            f = open(self.path / f"{table}.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+            # never through a symlink planted under the journal's name (the directory
+            # may be shared): O_NOFOLLOW refuses it (ELOOP) instead of appending there
+            fd = os.open(
+                self.path / f"{table}.jsonl",
+                os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o666,
+            )
+            f = os.fdopen(fd, "a", encoding="utf-8")
             self._files[table] = f
         return f
 

@@ -90,6 +90,7 @@ def start(
     warmup: float | str = "10m",
     limit: float | str | None = None,
     alert_webhook: str | None = None,
+    webhook_hosts_allowed: tuple[str, ...] = (),
     metrics_port: int | None = None,
     metrics_host: str = "127.0.0.1",
     attribution: str = "auto",
@@ -101,7 +102,8 @@ def start(
     ``interval``/``window``/``warmup``: seconds or "30m"-style durations. ``limit``:
     bytes or "2GiB" (default: the cgroup's memory limit, if any). ``attribution``:
     "auto" (tracemalloc traces from a leak's alert),
-    "always", or "off".
+    "always", or "off". ``webhook_hosts_allowed``: hosts the webhook may post to although
+    link-local or cloud-metadata addresses (refused otherwise).
     ``out``: a directory for the leak report (JSON and HTML), written by ``stop()``.
     """
     global _current
@@ -120,6 +122,7 @@ def start(
         warmup=warmup,
         limit=limit,
         alert_webhook=alert_webhook,
+        webhook_hosts_allowed=webhook_hosts_allowed,
         metrics_port=metrics_port,
         metrics_host=metrics_host,
         attribution=attribution,

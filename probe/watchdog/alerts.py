@@ -5,6 +5,13 @@ daemon thread through a bounded queue (the newest alert wins when it is full), w
 timeout and bounded retries, and every failure becomes a log line. The metrics
 endpoint is prometheus-client's own server on a private registry, bound to 127.0.0.1
 unless told otherwise.
+
+A webhook URL is http(s) to a host that is not link-local nor a cloud's instance-metadata
+service (169.254.169.254 and the rest of 169.254/16, fe80::/10, AWS's fd00:ec2::254,
+Alibaba's 100.100.100.200): those hand out the machine's credentials to whoever can
+make it send a request, and an alert's POST is one. A host named with
+``--allow-webhook-host`` is let through. Names are resolved and checked at start and
+again before every post (a name can be pointed elsewhere in between).
 """
 
 from __future__ import annotations
@@ -13,16 +20,69 @@ import json
 import logging
 import math
 import queue
+import socket
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from ipaddress import ip_address, ip_network
 from typing import Any
+from urllib.parse import urlsplit
 
 from probe.errors import ProbeError
+from probe.redact import redact_url
 
-__all__ = ["LogAlert", "Metrics", "WebhookAlert", "alert_payload"]
+__all__ = ["LogAlert", "Metrics", "WebhookAlert", "alert_payload", "check_webhook_url"]
+
+_LINK_LOCAL = (ip_network("169.254.0.0/16"), ip_network("fe80::/10"))
+_METADATA = {ip_address("fd00:ec2::254"), ip_address("100.100.100.200")}
+
+Resolve = Callable[[str], list[str]]
+
+
+def _addresses(host: str) -> list[str]:
+    """The addresses ``host`` resolves to (none when it does not: the post fails later,
+    and says so)."""
+    try:
+        return [str(info[4][0]) for info in socket.getaddrinfo(host, None)]
+    except (OSError, UnicodeError):
+        return []
+
+
+def _refused(address: str) -> bool:
+    try:
+        ip = ip_address(address.split("%", 1)[0])  # fe80::1%eth0: the zone is no part
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:169.254.169.254
+    ip = mapped or ip
+    return ip in _METADATA or any(ip in net for net in _LINK_LOCAL if ip.version == net.version)
+
+
+def check_webhook_url(
+    url: str, allowed_hosts: Iterable[str] = (), resolve: Resolve = _addresses
+) -> str:
+    """``url`` when a webhook may post to it; else ``ProbeError`` saying why."""
+    shown = redact_url(url)
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        raise ProbeError(f"--alert-webhook {shown!r} is not a URL") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise ProbeError(f"--alert-webhook must be an http(s) URL with a host, not {shown!r}")
+    if host.lower() in {h.lower().strip("[]") for h in allowed_hosts}:
+        return url
+    literal = _refused(host) or any(map(_refused, resolve(host)))
+    if literal:
+        raise ProbeError(
+            f"--alert-webhook {shown}: {host} is a link-local or cloud-metadata address "
+            f"(it hands out the machine's credentials); --allow-webhook-host {host} lets it "
+            "through if that is really meant"
+        )
+    return url
+
 
 log = logging.getLogger("probe.watch")
 
@@ -79,10 +139,13 @@ class WebhookAlert:
         backoff_s: float = 1.0,
         sleep: Callable[[float], None] = time.sleep,
         logger: logging.Logger = log,
+        allowed_hosts: Iterable[str] = (),
+        resolve: Resolve = _addresses,
     ) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ProbeError(f"--alert-webhook must be an http(s) URL, not {url!r}")
-        self.url = url
+        self._allowed = tuple(allowed_hosts)
+        self._resolve = resolve
+        self.url = check_webhook_url(url, self._allowed, resolve)
+        self.shown_url = redact_url(url)  # what log lines say: no credentials
         self._timeout = timeout_s
         self._retries = retries
         self._backoff = backoff_s
@@ -113,9 +176,15 @@ class WebhookAlert:
             try:
                 self._post(payload)
             except Exception as e:  # never let the thread die: the next alert must go out
-                self._log.warning("probe: webhook %s: unexpected %r", self.url, e)
+                self._log.warning("probe: webhook %s: unexpected %r", self.shown_url, e)
 
     def _post(self, payload: dict[str, Any]) -> None:
+        try:
+            check_webhook_url(self.url, self._allowed, self._resolve)
+        except ProbeError as e:  # its name now points at a refused address
+            self._log.warning("probe: webhook not posted: %s", e)
+            self.failed += 1
+            return
         body = json.dumps(payload, default=str).encode()
         for attempt in range(1, self._retries + 1):
             request = urllib.request.Request(
@@ -133,7 +202,7 @@ class WebhookAlert:
                 reason = getattr(e, "reason", e)
                 self._log.warning(
                     "probe: webhook %s failed (attempt %d of %d): %s",
-                    self.url,
+                    self.shown_url,
                     attempt,
                     self._retries,
                     reason,

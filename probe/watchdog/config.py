@@ -67,6 +67,7 @@ class WatchConfig:
     limit_bytes: int | None = None
     metric: Metric = "rss"
     alert_webhook: str | None = None
+    webhook_hosts_allowed: tuple[str, ...] = ()
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     attribution: Attribution = "auto"
@@ -86,6 +87,7 @@ class WatchConfig:
         limit: float | str | None = None,
         metric: str = "rss",
         alert_webhook: str | None = None,
+        webhook_hosts_allowed: tuple[str, ...] = (),
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
         attribution: str = "auto",
@@ -119,6 +121,7 @@ class WatchConfig:
             limit_bytes=_bytes(limit, "limit"),
             metric=cast(Metric, metric),
             alert_webhook=alert_webhook,
+            webhook_hosts_allowed=tuple(webhook_hosts_allowed),
             metrics_port=metrics_port,
             metrics_host=metrics_host,
             attribution=cast(Attribution, attribution),

@@ -13,7 +13,9 @@ stops), the verdict at the end, and the exit status:
 
 from __future__ import annotations
 
+import os
 import signal
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +38,7 @@ def alert_sinks(config: WatchConfig, *, log_alerts: bool = True) -> list[Any]:
 
     sinks: list[Any] = [LogAlert()] if log_alerts else []
     if config.alert_webhook:
-        sinks.append(WebhookAlert(config.alert_webhook))
+        sinks.append(WebhookAlert(config.alert_webhook, allowed_hosts=config.webhook_hosts_allowed))
     return sinks
 
 
@@ -78,9 +80,11 @@ def check_writable(out: Path) -> None:
     """Fail at the start, not at the first alert, when the report cannot be written."""
     try:
         out.mkdir(parents=True, exist_ok=True)
-        probe_file = out / ".probe-write-test"
-        probe_file.write_text("")
-        probe_file.unlink()
+        # a fresh name, created exclusively: a file or symlink planted under a fixed
+        # name in a shared folder is never written through
+        fd, probe_file = tempfile.mkstemp(dir=out, prefix=".probe-write-test.")
+        os.close(fd)
+        os.unlink(probe_file)
     except OSError as e:
         raise ProbeError(f"cannot write the leak report to {out}: {e.strerror or e}") from e
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from probe.errors import ProbeError
+from probe.redact import redact_argv
 from probe.watchdog.attribution import AgentLink
 from probe.watchdog.config import WatchConfig
 
@@ -39,7 +40,7 @@ class WatchedProcess:
 
     pid: int
     name: str
-    cmdline: list[str]
+    cmdline: list[str]  # redacted (probe.redact): it reaches reports, alerts and webhooks
     read_memory: Callable[[], float | None]
     child: subprocess.Popen[bytes] | None = None
     link: AgentLink | None = None
@@ -134,7 +135,7 @@ def open_process(pid: int, metric: str) -> Any:
 
 def _cmdline(proc: Any) -> list[str]:
     try:
-        return list(proc.cmdline())
+        return redact_argv(list(proc.cmdline()))
     except Exception:  # noqa: BLE001 -- a name is enough
         return []
 
@@ -176,7 +177,13 @@ def launch(argv: list[str], config: WatchConfig) -> WatchedProcess:
             shutil.rmtree(agent_dir, ignore_errors=True)
         raise ProbeError(f"cannot run {argv[0]!r}: {e.strerror or e}") from e
     watched = WatchedProcess(
-        child.pid, os.path.basename(argv[0]), argv, lambda: None, child, link, agent_dir
+        child.pid,
+        os.path.basename(argv[0]),
+        redact_argv(argv),
+        lambda: None,
+        child,
+        link,
+        agent_dir,
     )
     if link is not None:
         link.pid = child.pid

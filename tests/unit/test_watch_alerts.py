@@ -13,7 +13,7 @@ import pytest
 
 from probe.analyzers.leaks import DetectorSettings
 from probe.errors import ProbeError
-from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert, alert_payload
+from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert, alert_payload, check_webhook_url
 from probe.watchdog.limits import cgroup_memory_limit, parse_duration, parse_size
 from probe.watchdog.monitor import Monitor
 
@@ -331,6 +331,39 @@ def test_an_unreachable_webhook_is_logged_retried_and_never_raised(caplog):
 def test_a_non_http_webhook_is_refused_up_front():
     with pytest.raises(ProbeError, match="http"):
         WebhookAlert("ftp://example/hook")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[fe80::1]/hook",
+        "http://[fd00:ec2::254]/hook",
+        "http://100.100.100.200/hook",
+        "http://[::ffff:169.254.169.254]/hook",
+        "http://metadata.example/hook",  # a name that resolves there
+    ],
+)
+def test_link_local_and_metadata_webhooks_are_refused_unless_named(url):
+    resolve = {"metadata.example": ["169.254.169.254"]}.get
+    with pytest.raises(ProbeError, match="link-local or cloud-metadata"):
+        check_webhook_url(url, resolve=lambda host: resolve(host) or [])
+    host = url.split("//", 1)[1].split("/", 1)[0].strip("[]")
+    assert check_webhook_url(url, [host], resolve=lambda host: resolve(host) or []) == url
+
+
+def test_a_name_pointed_at_the_metadata_service_after_start_is_not_posted_to(caplog):
+    answers = {"hooks.example": ["10.0.0.7"]}
+    hook = WebhookAlert(
+        "http://user:hunter2@hooks.example/hook", resolve=lambda h: answers.get(h, [])
+    )
+    answers["hooks.example"] = ["169.254.169.254"]  # the name now points there
+    with caplog.at_level(logging.WARNING, logger="probe.watch"):
+        hook.send({"event": "probe.leak"})
+        hook.close(timeout=10)
+    assert hook.failed == 1 and hook.delivered == 0
+    assert any("not posted" in r.getMessage() for r in caplog.records)
+    assert not any("hunter2" in r.getMessage() for r in caplog.records)
 
 
 def scrape(port: int) -> str:

@@ -212,3 +212,33 @@ def test_the_report_is_written_on_the_alert_and_at_the_end(tmp_path):
     code, said, _ = watch(config, FakeCommand(clock, ends_at=15.0), leaking(), clock)
     assert (tmp_path / "leak.json").exists() and (tmp_path / "leak.html").exists()
     assert said[-1] == f"report {tmp_path / 'leak.html'}"
+
+
+def test_a_watched_command_s_secrets_never_reach_what_the_watch_writes_or_sends():
+    # the process record goes into leak.json, leak.html, the alert line and the webhook
+    # body: one redacted copy of the command line feeds them all
+    import sys
+
+    from probe.watchdog.alerts import alert_payload
+    from probe.watchdog.target import launch
+
+    secrets = ["hunter2", "sk-live-abc123", "pw123"]
+    argv = [
+        sys.executable, "-c", "import time; time.sleep(30)",
+        "--password", "hunter2", "--token=sk-live-abc123", "https://user:pw123@db.example/x",
+    ]  # fmt: skip
+    watched = launch(argv, WatchConfig.build(attribution="off"))
+    try:
+        verdict = {
+            "detected": True, "slope_bytes_per_s": 1e6, "slope_interval_bytes_per_s": [1, 2],
+            "confidence": 1.0, "level_bytes": 1e8, "onset_s": 0.0, "seconds_to_limit": None,
+            "limit_bytes": None, "test": "live", "reason": "", "top_sites": [],
+            "growing_types": [],
+        }  # fmt: skip
+        written = repr(watched.describe("rss")) + repr(
+            alert_payload(verdict, watched.describe("rss"))
+        )
+    finally:
+        watched.stop(grace_s=1.0)
+    assert not [s for s in secrets if s in written], written
+    assert "--password" in written and "db.example" in written

@@ -1,0 +1,40 @@
+"""Option types shared by the verbs: numbers refused before anything starts.
+
+``float`` alone takes ``nan`` and ``inf``: ``--hz inf`` crashed with a traceback and left
+a run directory without ``meta.json``, ``--hz nan`` ran and changed the verdict,
+``--duration nan`` stopped the target at once. A bounded, finite number or one clear
+line and exit status 2 (click's usage error).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import click
+
+__all__ = ["FiniteFloat"]
+
+
+class FiniteFloat(click.ParamType):
+    """A finite number within ``low`` (excluded when ``low_open``) and ``high``."""
+
+    name = "number"
+
+    def __init__(self, low: float, high: float, *, low_open: bool = True) -> None:
+        self.low, self.high, self.low_open = low, high, low_open
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        below = number <= self.low if self.low_open else number < self.low
+        if below or number > self.high:
+            bound = ">" if self.low_open else ">="
+            self.fail(f"{number:g} is not {bound} {self.low:g} and <= {self.high:g}", param, ctx)
+        return number
