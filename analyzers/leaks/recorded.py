@@ -157,48 +157,60 @@ def judge_recorded(
     level = float(np.median(fy))
     if len(fy) < s.min_floors:
         return _undetermined(f"too few readings after warm-up ({len(fy)} floors)", len(fy), level)
+    in_use = None if heap is None or malloc_in_use is None else _clean(heap[0], malloc_in_use)
     heap = None if heap is None else _clean(*heap)
     kept = _heap_kept_pace(heap, (t[0], t[-1]), request_end_s, requests_done, basis, s)
     state, reason, judged_from = _judge(x, y, fx, fy, s, slowed=slowed, kept=kept)
     if slowed and state == LEAK:
         state, reason = UNDETERMINED, f"{reason}, but with the service slowed by {slowed}"
+    verdict = _rated(state, reason, (x, t, y), judged_from, basis, whole, level, limit_bytes, s)
+    if heap is None:
+        return verdict
+    verdict = _against_the_python_heap(verdict, whole[0], *heap, s)
+    return verdict if in_use is None else _against_malloc(verdict, whole[0], heap, in_use, s)
+
+
+def _rated(
+    state: State,
+    reason: str,
+    judged: tuple[np.ndarray, np.ndarray, np.ndarray],
+    judged_from: float,
+    basis: str,
+    whole: tuple[np.ndarray, np.ndarray],
+    level: float,
+    limit_bytes: float | None,
+    s: RecordedSettings,
+) -> LeakVerdict:
+    """The verdict with its rates: the floors' trend over the part judged (``judged``:
+    its work axis, times and readings; after a one-off step, from ``judged_from`` on),
+    per request and per second, and what it means for the limit."""
+    x, t, y = judged
+    fx, fy = bin_floors(x, y, s.bins)
     part = x >= judged_from  # after a one-off step, the part after it was judged
     fx, fy = fx[fx >= judged_from], fy[fx >= judged_from]
     tr = trend(fx, fy)
     # the rate in time too (what the report draws and the limit is reached by)
     in_time = trend(*bin_floors(t[part], y[part], s.bins)) if basis == "requests" else tr
-    verdict = LeakVerdict(
+    leak = state == LEAK
+    return LeakVerdict(
         state=state,
         reason=reason,
-        settle=SETTLE if state != LEAK else "",
+        settle=SETTLE if not leak else "",
         slope_bytes_per_s=in_time.slope,
         slope_low=in_time.low,
         slope_high=in_time.high,
         bytes_per_request=tr.slope if basis == "requests" else None,
         basis=basis,
         confidence=1.0 - tr.p_up,
-        onset_s=estimate_onset(*bin_floors(*whole, s.bins)) if state == LEAK else None,
+        onset_s=estimate_onset(*bin_floors(*whole, s.bins)) if leak else None,
         level_bytes=level,
         points=len(fy),
         seconds_to_limit=(
-            time_to_limit(limit_bytes, float(y[-1]), in_time.slope) if state == LEAK else None
+            time_to_limit(limit_bytes, float(y[-1]), in_time.slope) if leak else None
         ),
         limit_bytes=limit_bytes,
         intercept_bytes=in_time.intercept,
         at_s=float(t[-1]),
-    )
-    if heap is None:
-        return verdict
-    verdict = _against_the_python_heap(verdict, whole[0], *heap, s)
-    if malloc_in_use is None:
-        return verdict
-    return _against_malloc(
-        verdict,
-        whole[0],
-        heap_t_s=heap[0],
-        allocated_blocks=heap[1],
-        malloc_in_use=malloc_in_use,
-        s=s,
     )
 
 
@@ -488,10 +500,8 @@ def _against_the_python_heap(
 def _against_malloc(
     verdict: LeakVerdict,
     t_s: np.ndarray,
-    *,
-    heap_t_s: np.ndarray,
-    allocated_blocks: np.ndarray,
-    malloc_in_use: np.ndarray,
+    heap: tuple[np.ndarray, np.ndarray],
+    in_use: tuple[np.ndarray, np.ndarray],
     s: RecordedSettings,
 ) -> LeakVerdict:
     """A leak checked against what is alive: the bytes malloc has handed out (every native
@@ -499,26 +509,25 @@ def _against_malloc(
     smaller one), read together. Kept memory raises one or the other. When neither rose
     significantly and by a growth that matters (the floor's standard for the bytes,
     ``min_heap_rise`` for the blocks) over the judged part while the floor did, the rise
-    is memory freed and
-    kept by the allocator: glibc gives each thread an arena (up to eight per core) and
-    returns little of it (``search_flask.py``, a thread per request: RSS up 60 MB in a
-    6-s run while the bytes in use rose and fell around 150 MB; it levels off within
-    minutes). That is bounded, but one short run cannot tell it from a leak slower than
-    the noise: undetermined, with what would settle it."""
+    is memory freed and kept by the allocator: glibc gives each thread an arena (up to
+    eight per core) and returns little of it (``search_flask.py``, a thread per request:
+    RSS up 60 MB in a 6-s run while the bytes in use rose and fell around 150 MB; it
+    levels off within minutes). That is bounded, but one short run cannot tell it from a
+    leak slower than the noise: undetermined, with what would settle it. ``heap`` and
+    ``in_use``: (times, allocated blocks) and (times, bytes in use), cleaned, in time
+    order."""
     if verdict.state != LEAK or not len(t_s):
         return verdict
-    # the last reading: the census at the run's end (as _against_the_python_heap)
-    ht = np.asarray(heap_t_s, dtype="float64")[:-1]
-    in_use = np.asarray(malloc_in_use, dtype="float64")[:-1]
-    blocks = np.asarray(allocated_blocks, dtype="float64")[:-1]
     t = np.sort(np.asarray(t_s, dtype="float64"))
-    window = (ht >= t[0] + s.warmup_share * (t[-1] - t[0])) & (ht <= t[-1])
-    native_part, python_part = window & np.isfinite(in_use), window & np.isfinite(blocks)
+    start, end = t[0] + s.warmup_share * (t[-1] - t[0]), t[-1]
+    # the last reading of each: the census at the run's end (as _against_the_python_heap)
+    (nt, native), (ht, blocks) = ((a[:-1], b[:-1]) for a, b in (in_use, heap))
+    native_part, python_part = (nt >= start) & (nt <= end), (ht >= start) & (ht <= end)
     if min(native_part.sum(), python_part.sum()) < s.min_heap_readings:
         return verdict
     if _rose(
-        ht[native_part],
-        in_use[native_part],
+        nt[native_part],
+        native[native_part],
         s,
         floors=True,
         matters=max(s.min_growth_bytes, s.min_growth_share * verdict.level_bytes),
@@ -527,15 +536,15 @@ def _against_malloc(
     blocks_matter = s.min_heap_rise * float(np.median(blocks[python_part]))
     if _rose(ht[python_part], blocks[python_part], s, floors=False, matters=blocks_matter):
         return verdict
-    low, high = np.percentile(in_use[native_part], [10, 90]) / 1e6
+    low, high = np.percentile(native[native_part], [10, 90]) / 1e6
     return replace(
         verdict,
         state=UNDETERMINED,
         reason=(
             f"{verdict.reason}, but what is alive did not rise with it (the bytes malloc "
             f"has handed out stayed within {low:.0f}-{high:.0f} MB, Python's live blocks "
-            "did not grow by a tenth): memory freed and kept by the allocator (glibc's arenas, one "
-            "per thread), or a leak slower than the noise"
+            "did not grow by a tenth): memory freed and kept by the allocator (glibc's "
+            "arenas, one per thread), or a leak slower than the noise"
         ),
         settle=(
             f"{SETTLE}; freed memory kept by glibc levels off (MALLOC_ARENA_MAX=2 in the "
