@@ -21,6 +21,7 @@ import sysconfig
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -38,6 +39,7 @@ __all__ = ["Outcome", "Target", "default_run_dir", "resolve_target", "run"]
 # Conventional shell statuses for death by signal: 128 + signal number.
 _STATUS_SIGINT = 128 + signal.SIGINT
 _STATUS_SIGTERM = 128 + signal.SIGTERM
+_STATUS_KILLED = 128 + signal.SIGKILL  # --duration had to end the process itself
 
 
 @dataclass(frozen=True)
@@ -54,9 +56,14 @@ class Target:
 @dataclass
 class Outcome:
     status: int
-    ended_by: str  # completed, sys.exit, exception, SIGINT, SIGTERM, duration
+    # completed, sys.exit, exception, SIGINT, SIGTERM; duration (the deadline's SIGINT
+    # stopped it), duration-sigterm (SIGTERM had to), duration-kill (the process ended)
+    ended_by: str
     meta: dict[str, Any] = field(default_factory=dict)
     forked_child: bool = False  # True in a child the target forked: it owns no run
+    # non-daemon threads of the target still running past --duration's grace: the
+    # process must be ended (os._exit) once the run is finished, or they keep it alive
+    threads_cut_short: tuple[str, ...] = ()
 
 
 def resolve_target(script: str | None, module: str | None, args: tuple[str, ...]) -> Target:
@@ -207,6 +214,16 @@ def _wait_for_target_threads() -> None:
                 t.join(0.2)
 
 
+def _threads_outliving(grace_s: float) -> list[str]:
+    """Names of the target's non-daemon threads still alive after ``grace_s``."""
+    deadline = time.monotonic() + grace_s
+    me, main = threading.current_thread(), threading.main_thread()
+    waiting = [t for t in threading.enumerate() if t not in (me, main) and not t.daemon]
+    for t in waiting:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return [t.name for t in waiting if t.is_alive()]
+
+
 class _Trace:
     """A viztracer trace of the first ``seconds`` of the run (``--trace``)."""
 
@@ -236,20 +253,65 @@ class _Trace:
             self._tracer.save(str(self.path))
 
 
+class _DurationStop:
+    """``--duration``: at the deadline, Ctrl-C (SIGINT to the main thread, as a user
+    would); a target still running ``grace_s`` later gets SIGTERM (our handler raises in
+    its main thread, so its ``finally`` blocks run); one still running after another
+    ``grace_s`` -- SIGINT and SIGTERM both ignored or swallowed -- has its run closed from
+    here and the process ended (``kill``: the caller's, it never returns).
+
+    The run that ends its own way first sets ``done``, and nothing more is sent."""
+
+    def __init__(
+        self,
+        seconds: float,
+        grace_s: float,
+        main_ident: int,
+        kill: Callable[[], None],
+    ) -> None:
+        self.hit = threading.Event()  # the deadline came
+        self.done = threading.Event()  # the run ended its own way (or is being closed)
+        self.escalation = ""  # "", "SIGTERM", "kill": how far the stop had to go
+        self._seconds, self._grace, self._main, self._kill = seconds, grace_s, main_ident, kill
+        self._thread = threading.Thread(target=self._stop, name="probe-duration", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _stop(self) -> None:
+        if self.done.wait(self._seconds):
+            return
+        self.hit.set()
+        signal.pthread_kill(self._main, signal.SIGINT)
+        if self.done.wait(self._grace):
+            return
+        self.escalation = "SIGTERM"
+        signal.pthread_kill(self._main, signal.SIGTERM)
+        if self.done.wait(self._grace):
+            return
+        self.escalation = "kill"
+        self._kill()
+
+
 def run(
     target: Target,
     run_dir: Path,
     settings: Settings,
     *,
     duration_s: float | None = None,
+    stop_grace_s: float = 5.0,
+    on_kill: Callable[[Outcome], None] | None = None,
     trace_s: float | None = None,
     argv: list[str] | None = None,
     sample_tree: bool = True,
 ) -> Outcome:
     """Run ``target`` under collection, writing ``run_dir``; never raises for the target.
 
-    ``sample_tree``: sample the process tree and GPUs in this process (False when a
-    sidecar samples them from outside, as ``probe run`` does).
+    ``duration_s``: stop the target then (``_DurationStop``: SIGINT, SIGTERM after
+    ``stop_grace_s``, then the run closed and ``on_kill`` called with its outcome; it
+    must end the process: the target is still running). ``sample_tree``: sample the
+    process tree and GPUs in this process (False when a sidecar samples them from
+    outside, as ``probe run`` does).
     """
     meta = build_meta(target, settings, argv if argv is not None else sys.argv)
     meta["duration_limit_s"] = duration_s
@@ -272,17 +334,23 @@ def run(
 
     global _target_sigterm
     previous_term = _target_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
-    duration_hit = threading.Event()
-    main_ident = threading.get_ident()
+    stop_lock = threading.Lock()  # one closing of the run: the main thread's, or a kill's
 
-    def stop_for_duration() -> None:
-        duration_hit.set()
-        signal.pthread_kill(main_ident, signal.SIGINT)
+    def kill() -> None:
+        with stop_lock:
+            if session.stopped:
+                return  # the main thread got there first
+            closed = session.stop(exit_status=_STATUS_KILLED, ended_by="duration-kill")
+        outcome = Outcome(status=_STATUS_KILLED, ended_by="duration-kill", meta=closed)
+        if on_kill is not None:
+            on_kill(outcome)
+        os._exit(_STATUS_KILLED)  # the target still runs: nothing else would end it
 
-    timer = None
-    if duration_s is not None:
-        timer = threading.Timer(duration_s, stop_for_duration)
-        timer.daemon = True
+    stopper = (
+        _DurationStop(duration_s, stop_grace_s, threading.get_ident(), kill)
+        if duration_s is not None
+        else None
+    )
     trace = _Trace(run_dir / "trace.json", trace_s) if trace_s else None
 
     status, ended_by = 0, "completed"
@@ -291,8 +359,8 @@ def run(
     try:
         if trace is not None:
             trace.start()
-        if timer is not None:
-            timer.start()
+        if stopper is not None:
+            stopper.start()
         try:
             if target.kind == "script":
                 runpy.run_path(target.name, run_name="__main__")
@@ -301,10 +369,12 @@ def run(
             _wait_for_target_threads()
         except _Terminated:
             status, ended_by = _STATUS_SIGTERM, "SIGTERM"
+            if stopper is not None and stopper.escalation:
+                ended_by = "duration-sigterm"  # the deadline's SIGINT did not stop it
         except SystemExit as e:
             status, ended_by = _exit_status(e.code), "sys.exit"
         except KeyboardInterrupt as e:
-            if duration_hit.is_set():
+            if stopper is not None and stopper.hit.is_set():
                 status, ended_by = 0, "duration"
             else:
                 status, ended_by = _STATUS_SIGINT, "SIGINT"
@@ -318,10 +388,11 @@ def run(
         # os._exit), the run belongs to the parent: touch nothing of it.
         forked_child = os.getpid() != profiled_pid
         if not forked_child:
-            if duration_hit.is_set() and ended_by in ("completed", "sys.exit"):
-                ended_by = "duration"  # the target handled the Ctrl-C and ended by itself
-            if timer is not None:
-                timer.cancel()
+            if stopper is not None:
+                stopper.done.set()
+                if stopper.hit.is_set() and ended_by in ("completed", "sys.exit"):
+                    # the target handled the stop and ended by itself
+                    ended_by = "duration-sigterm" if stopper.escalation else "duration"
             if trace is not None:
                 try:
                     trace.finish()
@@ -333,9 +404,27 @@ def run(
             # A second Ctrl-C or SIGTERM must not tear the run directory half-written.
             previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            cut: list[str] = []
+            if stopper is not None and stopper.hit.is_set():
+                # threads of the target that would keep the process alive past the
+                # deadline: still sampled while they get a grace to end
+                cut = _threads_outliving(stop_grace_s)
+                if cut:
+                    status, ended_by = _STATUS_KILLED, "duration-kill"
             try:
-                meta = session.stop(exit_status=status, ended_by=ended_by)
+                with stop_lock:
+                    meta = session.stop(
+                        exit_status=status,
+                        ended_by=ended_by,
+                        extra={"threads_cut_short": cut} if cut else None,
+                    )
             finally:
                 signal.signal(signal.SIGINT, previous_int)
                 signal.signal(signal.SIGTERM, previous_term)
-    return Outcome(status=status, ended_by=ended_by, meta=meta, forked_child=forked_child)
+    return Outcome(
+        status=status,
+        ended_by=ended_by,
+        meta=meta,
+        forked_child=forked_child,
+        threads_cut_short=tuple(cut) if not forked_child else (),
+    )

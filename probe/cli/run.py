@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -42,7 +43,18 @@ _MAX_HZ = 1000.0
     "--duration",
     type=FiniteFloat(0, _MAX_SECONDS),
     metavar="SECONDS",
-    help="Stop the target after this long, as Ctrl-C would.",
+    help="Stop the target after this long, as Ctrl-C would (then SIGTERM, then the "
+    "process ended: see --stop-grace). meta.json's ended_by says which it took.",
+)
+@click.option(
+    "--stop-grace",
+    type=FiniteFloat(0, 3600),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --duration: a target still running this long after the deadline's Ctrl-C "
+    "gets SIGTERM; this long after that, its run is closed and the process ended. Its "
+    "non-daemon threads get as long to finish before they are cut short.",
 )
 @click.option(
     "--hz",
@@ -111,6 +123,7 @@ def run_command(
     module: str | None,
     out: Path | None,
     duration: float | None,
+    stop_grace: float,
     hz: float,
     resource_hz: float,
     memory: bool,
@@ -168,12 +181,22 @@ def run_command(
         run_dir,
         settings,
         duration_s=duration,
+        stop_grace_s=stop_grace,
+        # the target ignored SIGINT and SIGTERM: its run is closed, then the launcher
+        # ends the process
+        on_kill=lambda killed: sidecar.finish(report=not no_report),
         trace_s=trace_s,
         argv=["probe", *sys.argv[1:]],
         sample_tree=not sidecar.running,
     )
     if not outcome.forked_child:
         sidecar.finish(report=not no_report)
+    if outcome.threads_cut_short:
+        # the target's non-daemon threads outlived --duration: the interpreter would wait
+        # for them for ever (the run directory and the verdict are complete)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(outcome.status)
     sys.exit(outcome.status)
 
 

@@ -62,7 +62,13 @@ class ResourceSampler:
         self._slow_every = max(1, slow_every)
         self._children_every = max(1, children_every)
         self.root_pid = pid if pid is not None else os.getpid()
-        self._procs: dict[int, Any] = {self.root_pid: process(self.root_pid)}
+        self._procs: dict[int, Any] = {}
+        try:
+            self._procs[self.root_pid] = process(self.root_pid)
+        except _GONE:
+            # gone before the first reading (the sidecar started after a kill): nothing
+            # to sample, and the run must still be finished
+            pass
         # Sampling from outside (the sidecar is the target's child): never count ourselves.
         self._own_pid = os.getpid() if self.root_pid != os.getpid() else -1
         self._tick = 0

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -210,6 +211,20 @@ def test_sigkill_mid_run_leaves_a_loadable_run_dir(tmp_path, run_probe):
     wait_until(lambda: not list((tmp_path / "run").glob("*.jsonl")))
     done = load(tmp_path / "run")
     assert len(done.spans) >= len(run.spans)
+
+
+def test_a_kill_in_the_first_second_still_leaves_samples(tmp_path, run_probe):
+    # the first flush comes 0.1-0.2 s after the start, not at 1 s: a process killed in
+    # its first second (the OOM killer at start-up) kept nothing before
+    proc = run_probe.spawn(write_script(tmp_path, SPANNED_LOOP))
+    wait_for_line(proc.stdout, "ready")
+    time.sleep(0.4)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    wait_until(lambda: not list((tmp_path / "run").glob("*.jsonl")))
+    run = load(tmp_path / "run")
+    assert run.meta["exit"]["ended_by"] == "killed"
+    assert len(run.samples) > 0
 
 
 def test_threads_and_asyncio_tasks_record_their_own_spans(tmp_path, run_probe):

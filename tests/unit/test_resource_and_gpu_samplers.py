@@ -107,6 +107,19 @@ def test_process_tree_rows_include_children_and_skip_vanished_ones():
     assert s.tree_pids() == [10]
 
 
+def test_a_process_gone_before_the_first_reading_leaves_an_empty_tree_not_an_error():
+    # the sidecar can start after `probe run` was killed: it must still finish the run
+    import psutil
+
+    def gone(pid):
+        raise psutil.NoSuchProcess(pid)
+
+    sampler = ResourceSampler(999_999, process=gone, sockets=lambda pid: None)
+    sampler.sample()
+    rows = sampler.drain()
+    assert rows["resources"] == [] and sampler.tree_pids() == []
+
+
 def test_no_nvml_is_recorded_as_absent_and_sampling_is_inert():
     class Missing:
         def nvmlInit(self):
