@@ -87,6 +87,10 @@ class Sidecar:
                     "1" if gpu else "0",
                 ],
                 stdin=subprocess.PIPE,
+                # its own process group: a Ctrl-C at the terminal goes to the target's
+                # group only. The sidecar also ignores SIGINT, but only once its
+                # interpreter is up: a Ctrl-C in the first ~0.1 s killed it.
+                process_group=0,
             )
         except OSError:
             proc = None  # the session samples the tree and finishes in this process

@@ -91,6 +91,16 @@ def run_probe(tmp_path):
         except ProcessLookupError:
             pass
         proc.communicate()  # reaps it and closes its pipes
+    # the sidecar runs in a process group of its own (a terminal's Ctrl-C is not for it):
+    # one still finishing a run of this test's is ended with it
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if "probe.cli.sidecar" in cmd and any(str(tmp_path) in c for c in cmd):
+            try:
+                p.kill()
+                p.wait(10)
+            except psutil.Error:
+                pass
 
 
 def wait_for_line(stream, text: str, timeout: float = 30) -> None:
