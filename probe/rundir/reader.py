@@ -24,16 +24,9 @@ import pyarrow.parquet as pq
 from probe.atomicfile import atomic_output
 from probe.errors import ProbeError
 from probe.rundir.schema import COLUMNS, SCHEMA_NAME, SCHEMA_VERSION, TABLES
+from probe.rundir.validate import ARROW_TYPES, check_meta, check_table
 
 __all__ = ["Run", "compact", "compact_and_load", "load", "read_meta"]
-
-_ARROW_TYPES = {
-    "int64": pa.int64(),
-    "Int64": pa.int64(),
-    "float64": pa.float64(),
-    "string": pa.string(),
-    "bool": pa.bool_(),
-}
 
 
 @dataclass(frozen=True)
@@ -62,7 +55,10 @@ def read_meta(path: Path) -> dict[str, Any]:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise ProbeError(f"{meta_path}: unreadable ({e})") from None
-    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA_NAME:
+    except RecursionError:
+        raise ProbeError(f"{meta_path}: unreadable (nested too deeply)") from None
+    meta = check_meta(meta, meta_path)
+    if meta.get("schema") != SCHEMA_NAME:
         raise ProbeError(f"{meta_path}: not a probe run (schema {meta.get('schema')!r})")
     version = meta.get("schema_version")
     if not isinstance(version, int):
@@ -76,7 +72,7 @@ def read_meta(path: Path) -> dict[str, Any]:
 
 
 def _schema(table: str) -> pa.Schema:
-    return pa.schema([(c, _ARROW_TYPES[t]) for c, t in COLUMNS[table]])
+    return pa.schema([(c, ARROW_TYPES[t]) for c, t in COLUMNS[table]])
 
 
 def _arrow_from_rows(table: str, rows: list[Any]) -> pa.Table:
@@ -95,8 +91,10 @@ def _arrow_from_rows(table: str, rows: list[Any]) -> pa.Table:
     )
 
 
-def _frame(table: str, arrow: pa.Table) -> pd.DataFrame:
-    """The one Arrow -> pandas conversion, so live and compacted runs give equal frames."""
+def _frame(table: str, arrow: pa.Table, where: Path) -> pd.DataFrame:
+    """The one Arrow -> pandas conversion, so live and compacted runs give equal frames;
+    what the schema does not allow is a ``ProbeError`` naming ``where`` (validate.py)."""
+    arrow = check_table(table, arrow, COLUMNS[table], where)
     df = arrow.to_pandas(types_mapper={pa.string(): pd.StringDtype()}.get)
     for name, dtype in COLUMNS[table]:
         if name not in df.columns:
@@ -107,7 +105,7 @@ def _frame(table: str, arrow: pa.Table) -> pd.DataFrame:
 
 
 def _empty_frame(table: str) -> pd.DataFrame:
-    return _frame(table, _schema(table).empty_table())
+    return _frame(table, _schema(table).empty_table(), Path(table))
 
 
 def _expand(table: str, batches: list[Any]) -> list[Any]:
@@ -141,17 +139,17 @@ def _read_jsonl(path: Path, table: str) -> tuple[pa.Table, list[str]]:
         # One C-level parse of the whole journal: each line is a JSON array and json never
         # writes a raw newline inside a value, so newline -> comma makes a valid list.
         batches = json.loads("[" + text.replace("\n", ",") + "]")
-    except ValueError:
+    except (ValueError, RecursionError):
         batches, bad = [], 0
         for line in text.split("\n"):
             try:
                 batches.append(json.loads(line))
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested too deeply
                 bad += 1
         notes.append(f"{table}: dropped {bad} corrupt batch(es)")
     try:
         return _arrow_from_rows(table, _expand(table, batches)), notes
-    except (TypeError, ValueError, pa.ArrowException):
+    except (TypeError, ValueError, OverflowError, pa.ArrowException):
         return _schema(table).empty_table(), [*notes, f"{table}: unreadable journal dropped"]
 
 
@@ -160,14 +158,16 @@ def _read_table(path: Path, table: str) -> tuple[pd.DataFrame, list[str]]:
     for _attempt in range(2):
         if parquet.is_file():
             try:
-                return _frame(table, pq.read_table(parquet)), []
+                arrow = pq.read_table(parquet)
             except (OSError, pa.ArrowException) as e:
                 if not jsonl.is_file():
                     return _empty_frame(table), [f"{table}: unreadable Parquet dropped ({e})"]
+            else:
+                return _frame(table, arrow, parquet), []
         if jsonl.is_file():
             try:
                 arrow, notes = _read_jsonl(jsonl, table)
-                return _frame(table, arrow), notes
+                return _frame(table, arrow, jsonl), notes
             except FileNotFoundError:
                 continue  # compacted under our feet: read the Parquet on the next pass
         break
@@ -202,7 +202,7 @@ def _compact(root: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
         with atomic_output(root / f"{table}.parquet") as f:
             pq.write_table(arrow, f, compression="zstd")
         jsonl.unlink()
-        frames[table] = _frame(table, arrow)
+        frames[table] = _frame(table, arrow, root / f"{table}.parquet")
     return frames, notes
 
 
