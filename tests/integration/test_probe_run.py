@@ -147,15 +147,20 @@ def test_dash_m_runs_a_module_as_main_with_cwd_on_path(tmp_path, run_probe):
     assert load(r.run_dir).meta["target"]["kind"] == "module"
 
 
-def test_argv_secrets_are_redacted_in_meta(tmp_path, run_probe):
+def test_argv_secrets_reach_no_output_of_the_run(tmp_path, run_probe):
+    # meta.json, diagnosis.json, report.html, every table, the terminal
     script = write_script(tmp_path, "pass\n")
     r = run_probe(
         script, "--token=s3cr3t", "--password", "hunter2", "https://user:pw@example.com/v1"
     )
     meta_text = (r.run_dir / "meta.json").read_text()
-    assert "s3cr3t" not in meta_text and "hunter2" not in meta_text and ":pw@" not in meta_text
     argv = json.loads(meta_text)["target"]["argv"]
     assert argv[1:] == ["--token=***", "--password", "***", "https://user:***@example.com/v1"]
+    outputs = {p.name: p.read_bytes() for p in r.run_dir.iterdir() if p.is_file()}
+    assert {"meta.json", "diagnosis.json", "report.html"} <= set(outputs)
+    outputs["terminal"] = (r.stdout + r.stderr).encode()
+    for secret in (b"s3cr3t", b"hunter2", b":pw@"):
+        assert not [name for name, data in outputs.items() if secret in data], secret
 
 
 def test_no_gpu_is_recorded_once_as_absent(tmp_path, run_probe):

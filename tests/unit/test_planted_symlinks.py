@@ -78,3 +78,24 @@ def test_the_watch_s_write_check_never_writes_through_a_planted_name(tmp_path, v
     plant(out, ".probe-write-test", victim)
     check_writable(out)
     assert victim.read_text() == "precious"
+
+
+@pytest.mark.parametrize("name", ["leak.json", "leak.html"])
+def test_the_watch_s_leak_report_replaces_a_planted_symlink(tmp_path, victim, name):
+    import numpy as np
+
+    from probe.analyzers.leaks import judge_recorded
+    from probe.reports.leak import write_leak_report
+
+    t = np.arange(0.0, 30.0, 0.5)
+    y = 1e8 + 1e6 * t
+    report = {
+        "verdict": judge_recorded(t, y).to_dict(),
+        "series": {"t_s": list(t), "min": list(y), "median": list(y), "max": list(y)},
+    }
+    out = tmp_path / "reports"
+    out.mkdir()
+    plant(out, name, victim)
+    write_leak_report(out, report)
+    assert victim.read_text() == "precious"
+    assert (out / name).is_file() and not (out / name).is_symlink()
