@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
 
 import pytest
 
@@ -260,10 +261,23 @@ def test_a_thread_per_request_flask_server_survives_sampling_and_is_native_cpu_b
     assert truth["cores_used"] > 1.5 and truth["py_spy_top_on_cpu"] == "count_matches"
     port = free_port()
     server = run_probe.spawn(CORPUS / "search_flask.py", "--port", str(port))
+    # werkzeug logs a line per request to stderr: read it while the clients drive, or
+    # the pipe fills (~900 requests), the logging thread blocks on it, and every request
+    # thread after it on the handler's lock (seen in CI: 93% "lock" in logging)
+    output: list[str] = []
+    drains = [
+        threading.Thread(target=output.extend, args=(stream,), daemon=True)
+        for stream in (server.stdout, server.stderr)
+    ]
+    for drain in drains:
+        drain.start()
     wait_for_port(port)
     answered = drive(port, clients=8, seconds=6)
     server.send_signal(signal.SIGINT)
-    _, stderr = server.communicate(timeout=120)
+    server.wait(timeout=120)
+    for drain in drains:
+        drain.join(30)
+    stderr = "".join(output)
     assert server.returncode == 0 and answered > 0, stderr[-3000:]
     d = json.loads((tmp_path / "run" / "diagnosis.json").read_text())
     primary = d["primary"]
