@@ -51,9 +51,10 @@ class Settings:
     # tracemalloc traceback depth: on W1, 1 frame costs ~5x, 5 frames ~18x.
     memory_frames: int = 1
     flush_interval_s: float = 1.0
-    # The first flush, this soon after the start: with the first at 1 s, a process killed
-    # (SIGKILL, the OOM killer) in its first second kept nothing (7 of 30 kills before
-    # 1.07 s left no spans).
+    # Flushes this often in the first second, then every flush_interval_s: with the
+    # first at 1 s, a process killed (SIGKILL, the OOM killer) in its first second kept
+    # nothing (7 of 30 kills before 1.07 s left no spans); with one at 0.2 s and the next
+    # at 1.2 s, 6 kills in 98 still kept no span (benchmarks/kill_salvage.py).
     first_flush_s: float = 0.2
     gpu: bool = True
     log_spans: bool = False
@@ -113,6 +114,7 @@ class Session:
             collect_every = min(collect_every, settings.memory_interval_s)
         self._collector = Ticker("probe-collector", collect_every, self._collect)
         self._last_flush = 0
+        self._started_ns = 0
         self._last_memory = 0
         self._started = False
         self._stopped = False
@@ -136,10 +138,7 @@ class Session:
         spans.activate(self.recorder)
         if self.settings.log_spans:
             spans.log_spans(True)
-        self._last_flush = self._last_memory = self._clock()
-        # due first after first_flush_s, then every flush_interval_s
-        early_ns = (self.settings.flush_interval_s - self.settings.first_flush_s) * 1e9
-        self._last_flush -= int(max(0.0, early_ns))
+        self._last_flush = self._last_memory = self._started_ns = self._clock()
         self._collector.start()
         self._stack_ticker.start()
         self.stacks.exclude.update(
@@ -260,7 +259,9 @@ class Session:
         if snapshot_due and self.memory is not None:
             self._last_memory = now
             self.memory.sample()
-        if _due(now, self._last_flush, self.settings.flush_interval_s):
+        early = now - self._started_ns < 1e9
+        interval = self.settings.first_flush_s if early else self.settings.flush_interval_s
+        if _due(now, self._last_flush, min(interval, self.settings.flush_interval_s)):
             self._last_flush = now
             self._flush()
 

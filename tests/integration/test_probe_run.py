@@ -219,8 +219,8 @@ def test_sigkill_mid_run_leaves_a_loadable_run_dir(tmp_path, run_probe):
 
 
 def test_a_kill_in_the_first_second_still_leaves_samples(tmp_path, run_probe):
-    # the first flush comes 0.1-0.2 s after the start, not at 1 s: a process killed in
-    # its first second (the OOM killer at start-up) kept nothing before
+    # journals are flushed every 0.2 s in the first second, not first at 1 s: a process
+    # killed in its first second (the OOM killer at start-up) kept nothing before
     proc = run_probe.spawn(write_script(tmp_path, SPANNED_LOOP))
     wait_for_line(proc.stdout, "ready")
     time.sleep(0.4)
