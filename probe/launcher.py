@@ -204,23 +204,19 @@ def _exit_status(code: object) -> int:
     return 1
 
 
-def _wait_for_target_threads() -> None:
-    # The interpreter waits for non-daemon threads before exiting; so do we, before we
-    # stop collecting (they are still the target's work).
-    main = threading.main_thread()
-    for t in threading.enumerate():
-        if t is not main and not t.daemon and t is not threading.current_thread():
-            while t.is_alive():
-                t.join(0.2)
-
-
-def _threads_outliving(grace_s: float) -> list[str]:
-    """Names of the target's non-daemon threads still alive after ``grace_s``."""
-    deadline = time.monotonic() + grace_s
+def _target_threads_after(grace_s: float | None = None) -> list[str]:
+    """Wait for the target's non-daemon threads, as the interpreter does before it exits
+    (they are still the target's work, sampled meanwhile): as long as they run, or at
+    most ``grace_s``. Returns the names of those still running."""
+    deadline = None if grace_s is None else time.monotonic() + grace_s
     me, main = threading.current_thread(), threading.main_thread()
     waiting = [t for t in threading.enumerate() if t not in (me, main) and not t.daemon]
     for t in waiting:
-        t.join(max(0.0, deadline - time.monotonic()))
+        while t.is_alive():  # in short joins: a signal to the main thread gets through
+            left = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
+            if left <= 0:
+                break
+            t.join(left)
     return [t.name for t in waiting if t.is_alive()]
 
 
@@ -366,7 +362,7 @@ def run(
                 runpy.run_path(target.name, run_name="__main__")
             else:
                 runpy.run_module(target.name, run_name="__main__", alter_sys=True)
-            _wait_for_target_threads()
+            _target_threads_after()
         except _Terminated:
             status, ended_by = _STATUS_SIGTERM, "SIGTERM"
             if stopper is not None and stopper.escalation:
@@ -408,7 +404,7 @@ def run(
             if stopper is not None and stopper.hit.is_set():
                 # threads of the target that would keep the process alive past the
                 # deadline: still sampled while they get a grace to end
-                cut = _threads_outliving(stop_grace_s)
+                cut = _target_threads_after(stop_grace_s)
                 if cut:
                     status, ended_by = _STATUS_KILLED, "duration-kill"
             try:

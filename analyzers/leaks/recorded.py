@@ -476,8 +476,7 @@ def _against_the_python_heap(
         return verdict
     ht = np.asarray(heap_t_s, dtype="float64")[:-1]  # the last: the census at the run's end
     blocks = np.asarray(allocated_blocks, dtype="float64")[:-1]
-    t = np.sort(np.asarray(t_s, dtype="float64"))
-    judged = (ht >= t[0] + s.warmup_share * (t[-1] - t[0])) & (ht <= t[-1]) & np.isfinite(blocks)
+    judged = _in_judged_part(ht, t_s, s) & np.isfinite(blocks)
     if judged.sum() < s.min_heap_readings:
         return verdict
     falling = trend(ht[judged], -blocks[judged])
@@ -518,11 +517,9 @@ def _against_malloc(
     order."""
     if verdict.state != LEAK or not len(t_s):
         return verdict
-    t = np.sort(np.asarray(t_s, dtype="float64"))
-    start, end = t[0] + s.warmup_share * (t[-1] - t[0]), t[-1]
     # the last reading of each: the census at the run's end (as _against_the_python_heap)
     (nt, native), (ht, blocks) = ((a[:-1], b[:-1]) for a, b in (in_use, heap))
-    native_part, python_part = (nt >= start) & (nt <= end), (ht >= start) & (ht <= end)
+    native_part, python_part = _in_judged_part(nt, t_s, s), _in_judged_part(ht, t_s, s)
     if min(native_part.sum(), python_part.sum()) < s.min_heap_readings:
         return verdict
     if _rose(
@@ -551,6 +548,14 @@ def _against_malloc(
             "service's environment bounds it), a leak does not"
         ),
     )
+
+
+def _in_judged_part(times: np.ndarray, t_s: np.ndarray, s: RecordedSettings) -> np.ndarray:
+    """Which of ``times`` fall in the part of the memory series ``t_s`` that is judged:
+    after its first ``warmup_share``, up to its last reading."""
+    t = np.asarray(t_s, dtype="float64")
+    first, last = float(np.min(t)), float(np.max(t))
+    return (times >= first + s.warmup_share * (last - first)) & (times <= last)
 
 
 def _rose(

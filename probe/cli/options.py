@@ -13,7 +13,11 @@ from typing import Any
 
 import click
 
-__all__ = ["FiniteFloat"]
+__all__ = ["MAX_SECONDS", "FiniteFloat"]
+
+# The longest duration an option takes: a year. Threading's timers accept far more (a
+# wait past ~9e12 s overflows), but no profile or watch is meant to run longer.
+MAX_SECONDS = 365 * 24 * 3600.0
 
 
 class FiniteFloat(click.ParamType):

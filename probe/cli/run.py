@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from probe.cli.options import FiniteFloat
+from probe.cli.options import MAX_SECONDS, FiniteFloat
 from probe.launcher import default_run_dir, resolve_target, run
 from probe.rundir.writer import prepare_run_dir
 from probe.session import Settings
@@ -17,8 +17,6 @@ __all__ = ["run_command"]
 
 
 # Bounds of the numeric options (refused before anything starts: probe.cli.options).
-# A year: threading's timers accept far more, but no profile is meant to run longer.
-_MAX_SECONDS = 365 * 24 * 3600.0
 # A tick of the stack sampler cost ~0.6 ms of CPU with a dozen threads (search_flask's
 # run: 0.39 s for 522 ticks): at 1,000 Hz that is most of a core.
 _MAX_HZ = 1000.0
@@ -41,7 +39,7 @@ _MAX_HZ = 1000.0
 )
 @click.option(
     "--duration",
-    type=FiniteFloat(0, _MAX_SECONDS),
+    type=FiniteFloat(0, MAX_SECONDS),
     metavar="SECONDS",
     help="Stop the target after this long, as Ctrl-C would (then SIGTERM, then the "
     "process ended: see --stop-grace). meta.json's ended_by says which it took.",
@@ -78,7 +76,7 @@ _MAX_HZ = 1000.0
 )
 @click.option(
     "--memory-interval",
-    type=FiniteFloat(0, _MAX_SECONDS),
+    type=FiniteFloat(0, MAX_SECONDS),
     default=5.0,
     show_default=True,
     metavar="SECONDS",
@@ -96,7 +94,7 @@ _MAX_HZ = 1000.0
 @click.option(
     "--trace",
     "trace_s",
-    type=FiniteFloat(0, _MAX_SECONDS),
+    type=FiniteFloat(0, MAX_SECONDS),
     metavar="SECONDS",
     help="Also record a full viztracer trace of the first SECONDS (trace.json, "
     "opens in Perfetto). Costly: keep it short.",

@@ -180,19 +180,17 @@ def main(argv: list[str]) -> int:
     except OSError:
         pass
     run_dir, pid, hz, gpu = Path(argv[0]), int(argv[1]), float(argv[2]), argv[3] == "1"
+    from probe.reports.terminal import printable  # what it says names paths: escaped
+
     try:
         message = _sample_until_told(run_dir, pid, hz, gpu)
         from probe.reports.pipeline import finish_run
 
         finish_run(run_dir, report=bool(message.get("report")))
     except Exception as e:
-        from probe.reports.terminal import printable
-
         print(printable(f"probe: could not finish {run_dir}: {e}"), file=sys.stderr)
         return 1
     if not message:
-        from probe.reports.terminal import printable
-
         print(
             printable(
                 f"probe: profiled process ended abruptly; data up to its last flush is in {run_dir}"

@@ -14,14 +14,13 @@ from typing import Any
 
 import click
 
+from probe.cli.options import MAX_SECONDS
 from probe.errors import ProbeError
 from probe.reports.terminal import printable
 from probe.watchdog.config import EXIT_LEAK, WatchConfig
 from probe.watchdog.limits import parse_duration, parse_size
 
 __all__ = ["watch_command"]
-
-_MAX_SECONDS = 365 * 24 * 3600.0
 
 
 def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
@@ -33,7 +32,7 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str | None) -> 
         raise click.BadParameter(str(e)) from e
     if seconds <= 0 and param.name != "warmup":
         raise click.BadParameter("must be greater than 0")
-    if seconds > _MAX_SECONDS:  # a timer that long overflows (OverflowError in a wait)
+    if seconds > MAX_SECONDS:
         raise click.BadParameter(f"{value!r} is longer than a year")
     return seconds
 

@@ -74,8 +74,7 @@ def check_webhook_url(
         raise ProbeError(f"--alert-webhook must be an http(s) URL with a host, not {shown!r}")
     if host.lower() in {h.lower().strip("[]") for h in allowed_hosts}:
         return url
-    literal = _refused(host) or any(map(_refused, resolve(host)))
-    if literal:
+    if _refused(host) or any(map(_refused, resolve(host))):
         raise ProbeError(
             f"--alert-webhook {shown}: {host} is a link-local or cloud-metadata address "
             f"(it hands out the machine's credentials); --allow-webhook-host {host} lets it "
