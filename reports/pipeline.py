@@ -54,7 +54,7 @@ def verdict_text(
 
 
 def _warn(message: str) -> None:
-    print(f"probe: {message}", file=sys.stderr)
+    print(printable(f"probe: {message}"), file=sys.stderr)
 
 
 def _diagnosed(run: Run, run_dir: Path, *, write_json: bool) -> Analysis:

@@ -30,10 +30,12 @@ def analyze_command(run_dir: Path, as_json: bool, no_write: bool) -> None:
     """
     from probe.reports.json import DiagnosisJson
     from probe.reports.pipeline import load_analysis, verdict_text
+    from probe.reports.terminal import printable_json
 
     analysis = load_analysis(run_dir, write_json=not no_write)
     if as_json:
-        click.echo(DiagnosisJson.from_analysis(analysis).render(), nl=False)
+        # names from the service: no escape sequence or bidi override reaches the terminal
+        click.echo(printable_json(DiagnosisJson.from_analysis(analysis).render()), nl=False)
     else:
         written = () if no_write else ("diagnosis.json",)
         click.echo(verdict_text(analysis, run_dir=run_dir, written=written))

@@ -46,18 +46,22 @@ def report_command(run_dir: Path, out: Path | None, fmt: str, open_it: bool) -> 
     """
     from probe.reports import output
     from probe.reports.pipeline import load_analysis, write_output
+    from probe.reports.terminal import printable, printable_json
 
     analysis = load_analysis(run_dir)
     if fmt == "html" and out is None:
         out = run_dir / "report.html"
     if out is None:
         text = output(fmt).from_analysis(analysis).render()
+        # the text verdict escapes itself; JSON and HTML carry the service's names raw
+        text = printable_json(text) if fmt == "json" else printable(text)
         click.echo(text if text.endswith("\n") else text + "\n", nl=False)
         return
     try:
         write_output(analysis, fmt, out)
     except OSError as e:
         raise ProbeError(f"cannot write {out}: {e.strerror or e}", exit_code=1) from None
-    click.echo(f"probe: {'report' if fmt == 'html' else f'{fmt} report'} written to {out}")
+    shown = "report" if fmt == "html" else f"{fmt} report"
+    click.echo(printable(f"probe: {shown} written to {out}"))
     if open_it and fmt == "html":
         webbrowser.open(out.resolve().as_uri())

@@ -4,6 +4,7 @@ right-to-left override, never reach the terminal raw."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,13 +16,16 @@ from .conftest import probe_cmd, write_script
 pytestmark = pytest.mark.integration
 
 HOSTILE = "\x1b[2J\x1b[31mFAKE VERDICT\u202e"
+ESCAPED = "\\x1b[2J\\x1b[31mFAKE VERDICT\\u202e"  # as the terminal shows it
 
 
 def raw(text: str) -> bool:
     return "\x1b" in text or "\u202e" in text
 
 
-def test_probe_run_prints_a_hostile_stage_name_escaped(tmp_path, run_probe):
+def test_every_verb_on_a_run_prints_a_hostile_stage_name_escaped(tmp_path, run_probe):
+    # run, analyze (verdict and --json), report (text and json to stdout), diff: each
+    # shows the name escaped, and the JSON still parses to the name the service gave
     script = write_script(
         tmp_path,
         f"""
@@ -41,8 +45,28 @@ def test_probe_run_prints_a_hostile_stage_name_escaped(tmp_path, run_probe):
     )
     result = run_probe(script)
     assert result.returncode == 0, result.stderr
-    assert not raw(result.stdout) and not raw(result.stderr)
-    assert "\\x1b[2J\\x1b[31mFAKE VERDICT\\u202e" in result.stdout
+    printed = {"run": (result.stdout, result.stderr)}
+    run_dir = str(result.run_dir)
+    verbs = {
+        "analyze": ["analyze", run_dir],
+        "analyze --json": ["analyze", "--json", run_dir],
+        "report text": ["report", "--format", "text", run_dir],
+        "report json": ["report", "--format", "json", run_dir],
+        "report html": ["report", run_dir],
+        "diff": ["diff", run_dir, run_dir],
+        "diff --json": ["diff", "--json", run_dir, run_dir],
+    }
+    for label, args in verbs.items():
+        done = subprocess.run(probe_cmd(*args), capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, (label, done.stderr)
+        printed[label] = (done.stdout, done.stderr)
+    for label, (stdout, stderr) in printed.items():
+        assert not raw(stdout) and not raw(stderr), label
+    for label in ("run", "analyze", "report text", "diff"):
+        assert ESCAPED in printed[label][0], label
+    for label in ("analyze --json", "report json"):
+        stages = [s["name"] for s in json.loads(printed[label][0])["stages"]]
+        assert HOSTILE in stages, label
 
 
 def test_probe_watch_prints_a_hostile_command_name_escaped(tmp_path):
@@ -54,4 +78,4 @@ def test_probe_watch_prints_a_hostile_command_name_escaped(tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert "probe watch" in done.stderr, done.stderr
     assert not raw(done.stdout) and not raw(done.stderr), done.stderr
-    assert "\\x1b[2J\\x1b[31mFAKE VERDICT\\u202e" in done.stderr  # named, escaped
+    assert ESCAPED in done.stderr  # named, escaped
