@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["atomic_output", "write_atomic", "write_json_atomic"]
+__all__ = ["atomic_output", "atomic_path", "write_atomic", "write_json_atomic"]
 
 
 @functools.cache
@@ -56,6 +56,23 @@ def atomic_output(path: Path) -> Iterator[IO[bytes]]:
         except FileNotFoundError:
             pass
         raise
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A fresh path that becomes ``path`` when the ``with`` block ends without error, for
+    writers that open their output by name (viztracer's ``save``): it lies in a private
+    directory (``mkdtemp``, mode 0700) beside ``path``, so nothing can be planted under it."""
+    private = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        staged = private / path.name
+        yield staged
+        os.chmod(staged, _default_mode())
+        os.replace(staged, path)
+    finally:
+        for left in private.iterdir():
+            left.unlink()
+        private.rmdir()
 
 
 def write_atomic(path: Path, data: str | bytes) -> Path:

@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Any
 
 from probe import __version__
+from probe.atomicfile import atomic_path
 from probe.errors import ProbeError
 from probe.redact import redact_argv
 from probe.rundir.schema import SCHEMA_NAME, SCHEMA_VERSION
@@ -246,7 +247,8 @@ class _Trace:
             self._done = True
             self._timer.cancel()
             self._tracer.stop()
-            self._tracer.save(str(self.path))
+            with atomic_path(self.path) as saved:  # viztracer opens its output by name
+                self._tracer.save(str(saved))
 
 
 class _DurationStop:

@@ -156,9 +156,20 @@ def test_argv_secrets_reach_no_output_of_the_run(tmp_path, run_probe):
     meta_text = (r.run_dir / "meta.json").read_text()
     argv = json.loads(meta_text)["target"]["argv"]
     assert argv[1:] == ["--token=***", "--password", "***", "https://user:***@example.com/v1"]
+    # and what the other verbs print or write from that directory
+    for fmt in ("html", "json", "text"):
+        done = subprocess.run(
+            probe_cmd("report", "--format", fmt, "-o", tmp_path / f"again.{fmt}", r.run_dir),
+            capture_output=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
     outputs = {p.name: p.read_bytes() for p in r.run_dir.iterdir() if p.is_file()}
     assert {"meta.json", "diagnosis.json", "report.html"} <= set(outputs)
+    outputs |= {p.name: p.read_bytes() for p in tmp_path.glob("again.*")}
     outputs["terminal"] = (r.stdout + r.stderr).encode()
+    for verb in (["analyze", "--json"], ["analyze"], ["report", "--format", "text"]):
+        done = subprocess.run(probe_cmd(*verb, r.run_dir), capture_output=True, timeout=120)
+        outputs[" ".join(verb)] = done.stdout + done.stderr
     for secret in (b"s3cr3t", b"hunter2", b":pw@"):
         assert not [name for name, data in outputs.items() if secret in data], secret
 

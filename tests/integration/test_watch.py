@@ -67,6 +67,31 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def scrape_until_exit(
+    proc: subprocess.Popen[str], port: int, *, until: str | None = None, timeout: float = 200
+) -> tuple[list[str], str, str]:
+    """The metrics endpoint's pages while ``proc`` runs (up to the first that matches the
+    regex ``until``), then its stdout and stderr; it never outlives the call."""
+    pages: list[str] = []
+    try:
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    pages.append(r.read().decode())
+                if until is not None and re.search(until, pages[-1], re.M):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.5)
+        stdout, stderr = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return pages, stdout, stderr
+
+
 def test_the_leaky_sample_is_flagged_with_its_cache_named(tmp_path, receiver):
     url, posted = receiver
     port = free_port()
@@ -76,24 +101,9 @@ def test_the_leaky_sample_is_flagged_with_its_cache_named(tmp_path, receiver):
                   "--out", out, "--", *LEAKY, "--requests", "6000"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    scraped = ""
-    try:
-        deadline = time.monotonic() + 200
-        while proc.poll() is None and time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
-                    text = r.read().decode()
-                if re.search(r"^probe_watch_leak\{pid=\"\d+\"\} 1\.0$", text, re.M):
-                    scraped = text
-                    break
-            except OSError:
-                pass
-            time.sleep(0.5)
-        stdout, stderr = proc.communicate(timeout=200)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    leak_flagged = r"^probe_watch_leak\{pid=\"\d+\"\} 1\.0$"
+    pages, _, stderr = scrape_until_exit(proc, port, until=leak_flagged)
+    scraped = pages[-1] if pages and re.search(leak_flagged, pages[-1], re.M) else ""
     assert proc.returncode == 0, stderr  # the command's own status: it ran to the end
     assert scraped, f"the metrics endpoint never showed the leak\n{stderr}"
     assert "probe_watch_memory_slope_bytes_per_second{" in scraped
@@ -290,3 +300,41 @@ def test_the_in_process_watchdog_flags_a_leak_and_posts_it(tmp_path, receiver):
     assert '"event": "probe.leak"' in result.stderr  # the structured log line
     assert any(p["event"] == "probe.leak.attribution" for p in posted)
     assert (tmp_path / "out" / "leak.json").exists()
+
+
+def test_a_watched_command_s_secrets_reach_no_file_line_alert_or_metric(tmp_path, receiver):
+    # the same secrets on the watched command line, looked for in everything the watch
+    # writes or sends: leak.json, leak.html, its terminal lines, every webhook body and
+    # the metrics endpoint
+    url, posted = receiver
+    port = free_port()
+    out = tmp_path / "report"
+    secrets = ["hunter2", "sk-live-abc123", "pw123"]
+    leaking = (
+        "import time\n"
+        "kept = []\n"
+        "end = time.monotonic() + 20\n"
+        "while time.monotonic() < end:\n"
+        "    kept.append(bytearray(200_000))  # ~4 MB/s, never freed\n"
+        "    time.sleep(0.05)\n"
+    )
+    proc = subprocess.Popen(
+        probe_cmd("watch", *QUICK, "--alert-webhook", url, "--metrics-port", port,
+                  "--out", out, "--fail-on-leak", "--", sys.executable, "-c", leaking,
+                  "--password", "hunter2", "--token=sk-live-abc123",
+                  "https://user:pw123@db.example/x"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    scraped, stdout, stderr = scrape_until_exit(proc, port, timeout=120)
+    assert proc.returncode == 3, stderr  # flagged: the alert and its report were sent
+    assert posted and scraped and "LEAK" in stderr
+    written = {
+        "leak.json": (out / "leak.json").read_text(),
+        "leak.html": (out / "leak.html").read_text(),
+        "terminal": stdout + stderr,
+        "webhook": json.dumps(posted),
+        "metrics": "".join(scraped),
+    }
+    for where, text in written.items():
+        assert not [s for s in secrets if s in text], where
+    assert "db.example" in written["leak.json"]  # the command is named, its secrets are not

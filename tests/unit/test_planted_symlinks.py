@@ -99,3 +99,19 @@ def test_the_watch_s_leak_report_replaces_a_planted_symlink(tmp_path, victim, na
     write_leak_report(out, report)
     assert victim.read_text() == "precious"
     assert (out / name).is_file() and not (out / name).is_symlink()
+
+
+def test_the_viztracer_trace_replaces_a_planted_symlink(tmp_path, victim):
+    # viztracer opens its output by name: it is staged privately and renamed over it
+    from probe.launcher import _Trace
+
+    run = tmp_path / "run"
+    run.mkdir()
+    plant(run, "trace.json", victim)
+    trace = _Trace(run / "trace.json", seconds=60)
+    trace.start()
+    sum(range(100))
+    trace.finish()
+    assert victim.read_text() == "precious"
+    assert (run / "trace.json").is_file() and not (run / "trace.json").is_symlink()
+    assert sorted(p.name for p in run.iterdir()) == ["trace.json"]  # nothing staged is left
