@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import pandas as pd
 import pytest
 
 from probe.analyzers.diagnosis import diagnose
@@ -389,3 +390,66 @@ def test_processes_are_never_promised_more_than_the_cores_the_process_leaves_fre
     d = threads_in_a_native_call(tmp_path, runnable_reason="gil", cores=1.6)
     rec = next(r for r in d.recommendations if r.id == "multiprocess")
     assert rec.s == pytest.approx(2.0 / 1.6, rel=0.05), rec
+
+
+def a_loop_and_two_handler_threads(tmp_path, *, handler_gil: float):
+    """predict_api's shape, 6 s: one thread serving HTTP, on a CPU 38% of its ticks and
+    runnable 62% (the GIL 22%, a core 40%); two handler threads in `score`, on a CPU 68%
+    of theirs, waiting for the GIL ``handler_gil`` and for a core 5%."""
+    b = RunBuilder(duration_s=6.0)
+    serve = b.stack("main", "serve_http")
+    score = b.stack("worker", "score")
+    for k in range(600):
+        phase = k % 50
+        reason = "" if phase < 19 else "gil" if phase < 30 else "unknown"
+        b.sample(1, k * 10.0, serve, cpu_ms=None if not reason else 0.0, reason=reason)
+    gil_ticks = round(handler_gil * 100)
+    for thread in (2, 3):
+        for k in range(270):
+            phase = k % 100
+            reason = (
+                ""
+                if phase < 68
+                else "gil"
+                if phase < 68 + gil_ticks
+                else "unknown"
+                if phase < 73 + gil_ticks
+                else "lock"
+            )
+            b.sample(thread, k * 20.0, score, cpu_ms=None if not reason else 0.0, reason=reason)
+    add_cpu(b, 6000, 1.0)
+    return diagnose(load(b.write(tmp_path / f"gil{handler_gil}")))
+
+
+def test_threads_contending_for_the_gil_are_ranked_by_the_cpu_they_hold_not_their_waits(
+    tmp_path,
+):
+    # summed over threads, the serving thread's 6 s lead the handlers' 5.4 s; on-CPU the
+    # handlers hold 3.7 s of the interpreter's 6 s and the serving thread 2.3 s: theirs is
+    # the fix that buys most
+    d = a_loop_and_two_handler_threads(tmp_path, handler_gil=0.20)
+    assert d.primary["stage"].startswith("score"), d.primary
+    assert d.primary["subkind"] == "gil", d.primary
+    shares = {f.stage.split(" ")[0]: f.share for f in d.findings}
+    # 3.7 / 6.0 of the interpreter's time, and its own lock waits (7%) besides
+    assert 0.6 < shares["score"] < 0.7, shares
+    assert sum(shares.values()) == pytest.approx(1.0, abs=0.01)  # the path's total is kept
+
+
+def test_without_gil_contention_the_threads_waits_stay_where_they_were_waited(tmp_path):
+    from probe.analyzers.rules import interpreter_waits_by_demand
+
+    table = pd.DataFrame(
+        {
+            "category": ["function", "function"],
+            "path_s": [6.0, 5.4],
+            "path_share": [6.0 / 11.4, 5.4 / 11.4],
+            "cpu_share": [0.38, 0.68],
+            "wait_gil": [0.0, 0.02],
+            "wait_unknown": [0.62, 0.05],
+        },
+        index=["serve_http", "score"],
+    )
+    assert interpreter_waits_by_demand(table) is table  # 0.1 s of GIL waits in 11.4 s
+    spans = table.assign(category=["stage", "stage"], wait_gil=[0.22, 0.2])
+    assert interpreter_waits_by_demand(spans) is spans  # a request path is measured, not summed
