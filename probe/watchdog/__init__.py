@@ -7,7 +7,9 @@
     probe.watchdog.stop()    # returns the last verdict (a dict)
 
 A daemon thread reads the process's own RSS every ``interval``, runs the live leak
-detector (``analyzers.leaks.LiveLeakDetector``), and on a leak logs one JSON line on the
+detector (``analyzers.leaks.LiveLeakDetector``), counts the requests the service finishes
+(``probe.request``: the axis a leak's retention is judged on at the end, as ``probe
+watch`` judges it), and on a leak logs one JSON line on the
 ``probe.watch`` logger, posts to the webhook and flips the Prometheus gauges; then it
 arms tracemalloc and, a snapshot later, sends what grows (``probe.leak.attribution``).
 Once started, nothing it does raises into the service: failures are logged. ``start``
@@ -32,6 +34,7 @@ from probe.errors import ProbeError
 
 if TYPE_CHECKING:
     from probe.watchdog.monitor import Monitor
+    from probe.watchdog.work import RequestCounter
 
 __all__ = ["Watchdog", "start", "stop"]
 
@@ -53,9 +56,12 @@ def _own_rss() -> float | None:
 class Watchdog:
     """A running in-process watchdog (see ``start``)."""
 
-    def __init__(self, monitor: Monitor, out: Path | None) -> None:
+    def __init__(
+        self, monitor: Monitor, out: Path | None, work: RequestCounter | None = None
+    ) -> None:
         self.monitor = monitor
         self.out = out
+        self.work = work  # its request counter, stopped with it
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="probe-watchdog", daemon=True)
 
@@ -72,6 +78,8 @@ class Watchdog:
         self._stop.set()
         self._thread.join(timeout)
         verdict = self.monitor.verdict_dict(final=True)
+        if self.work is not None:
+            self.work.stop()
         if self.out is not None:
             try:
                 from probe.reports.leak import write_leak_report
@@ -115,6 +123,7 @@ def start(
     from probe.watchdog.limits import memory_limit
     from probe.watchdog.monitor import Monitor
     from probe.watchdog.session import alert_sinks
+    from probe.watchdog.work import RequestCounter
 
     config = WatchConfig.build(
         interval=interval,
@@ -140,7 +149,10 @@ def start(
         )
         tracker = None
         if config.attribution != "off":
-            tracker = SiteTracker(snapshot_s=config.snapshot_s)
+            # the requests it finishes (probe.request) are the leak's work axis, as probe
+            # watch's agent counts them; none while another recorder (probe run) is in place
+            work = RequestCounter()
+            tracker = SiteTracker(snapshot_s=config.snapshot_s, work=work if work.start() else None)
             if config.traced_start_s > 0:
                 tracker.arm()
         monitor = Monitor.from_config(
@@ -152,7 +164,7 @@ def start(
             metrics=metrics,
             attribution=tracker,
         )
-        _current = Watchdog(monitor, config.out)
+        _current = Watchdog(monitor, config.out, tracker.work if tracker is not None else None)
         _current._thread.start()
         return _current
 

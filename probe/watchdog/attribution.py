@@ -175,8 +175,10 @@ class SiteTracker:
         snapshot_s: float = 150.0,
         clock: Callable[[], float] = time.monotonic,
         on_stopping: Callable[[], None] | None = None,
+        work: RequestCounter | None = None,
     ) -> None:
         self._snapshot_s = snapshot_s
+        self.work = work  # in-process: the requests the service finishes (the work axis)
         self._on_stopping = on_stopping  # told before the last snapshot of a disarm
         self._next_snapshot = 0.0
         self._frames = frames
@@ -280,7 +282,8 @@ class SiteTracker:
         return None  # in-process: the watchdog stops with the service
 
     def requests_done(self) -> int | None:
-        return None  # in-process: judged against time (the service's recorder is its own)
+        # in-process: the watchdog's own request counter, while it is the span recorder
+        return self.work.done() if self.work is not None else None
 
     def python_blocks(self) -> int | None:
         return sys.getallocatedblocks()

@@ -21,7 +21,9 @@ Python objects (``analyzers.leaks.judge_recorded``'s heap).
 
 The counter is probe's span recorder in the process. If something else takes that place
 (``probe run`` in the same process), requests stop reaching it: the agent then marks the
-count unknown (``UNKNOWN``) and the watcher judges against time.
+count unknown (``UNKNOWN``) and the watcher judges against time. The in-process watchdog
+(``probe.watchdog.start``) keeps the same counter without the file, so it judges on the
+same axis as ``probe watch``.
 """
 
 from __future__ import annotations
@@ -71,11 +73,12 @@ class SharedCount:
 
 
 class RequestCounter(spans.SpanRecorder):
-    """Counts the process's finished requests into ``path`` (a ``SharedCount``)."""
+    """Counts the process's finished requests: in ``count`` (the in-process watchdog reads
+    it), and into ``path`` (a ``SharedCount``) for a watcher in another process."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | None = None) -> None:
         super().__init__()
-        self._shared = SharedCount(path)
+        self._shared = SharedCount(path) if path is not None else None
         self.count = 0
 
     def thread_buffer(self) -> spans.ThreadSpans:
@@ -86,7 +89,8 @@ class RequestCounter(spans.SpanRecorder):
 
     def add(self) -> None:
         self.count += 1
-        self._shared.set(self.count)
+        if self._shared is not None:
+            self._shared.set(self.count)
 
     def start(self) -> bool:
         """Become the process's span recorder, unless one is already in place."""
@@ -100,9 +104,19 @@ class RequestCounter(spans.SpanRecorder):
     def in_place(self) -> bool:
         return spans.active_recorder() is self
 
+    def done(self) -> int | None:
+        """The requests finished so far; None once requests no longer reach the count."""
+        return self.count if self.in_place else None
+
+    def stop(self) -> None:
+        """Stop counting (the process's span recorder is none again, if it was this)."""
+        if self.in_place:
+            spans.activate(None)
+
     def give_up(self) -> None:
         """Mark the count unknown (requests no longer reach this counter)."""
-        self._shared.give_up()
+        if self._shared is not None:
+            self._shared.give_up()
 
 
 def read_count(fd: int) -> int | None:

@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import psutil
 import pytest
@@ -338,3 +339,37 @@ def test_a_watched_command_s_secrets_reach_no_file_line_alert_or_metric(tmp_path
     for where, text in written.items():
         assert not [s for s in secrets if s in text], where
     assert "db.example" in written["leak.json"]  # the command is named, its secrets are not
+
+
+def test_the_in_process_watchdog_judges_a_short_life_per_request_as_probe_watch_does(tmp_path):
+    # at defaults (a 10-minute warm-up) a service that lives seconds is judged at stop() on
+    # its whole series; the requests it finished (probe.request) are the axis, as the
+    # agent counts them for probe watch (test_at_defaults_fail_on_leak_exits_3_...)
+    def run_in_process(sample: str) -> dict:
+        script = write_script(
+            tmp_path,
+            f"""
+            import json, runpy, sys
+            import probe.watchdog
+
+            probe.watchdog.start()
+            sys.argv = [{sample!r}]
+            try:
+                runpy.run_path({sample!r}, run_name="__main__")
+            except SystemExit:  # the sample's sys.exit(main())
+                pass
+            print(json.dumps(probe.watchdog.stop()))
+            """,
+            name=f"watched_{Path(sample).stem}.py",
+        )
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.splitlines()[-1])
+
+    leaky = run_in_process(str(REPO / "sample_services" / "leaky_cache.py"))
+    assert leaky["detected"] and leaky["basis"] == "requests", leaky
+    assert 4e3 < leaky["bytes_per_request"] < 16e3, leaky  # ~8 KB cached a request
+    healthy = run_in_process(str(REPO / "sample_services" / "healthy_service.py"))
+    assert not healthy["detected"], healthy
