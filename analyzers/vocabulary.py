@@ -45,7 +45,7 @@ SUBKIND_WORDS = {
     "network": "waiting on the network",
     "disk": "waiting on the disk",
     "sleep": "sleeping",
-    "subprocess": "waiting on subprocesses",
+    "subprocess": "waiting on another process (a child, or the far end of a pipe)",
     "lock": "waiting on locks",
     "gpu_compute": "the GPU is busy computing",
     "gpu_starved": "the GPU waits for the CPU",

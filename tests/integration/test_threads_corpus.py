@@ -288,3 +288,18 @@ def test_a_thread_per_request_flask_server_survives_sampling_and_is_native_cpu_b
     # reference cycles, freed at full collections; glibc's arenas), and in about one 6-s
     # run in eight the bytes malloc holds climb with it: "leak" at 100%, an open defect
     # (search_flask.py's docstring has the measurements).
+
+
+def test_a_job_whose_log_pipe_is_full_waits_on_the_process_reading_it_not_on_the_disk(run_probe):
+    # the logging handler's write sits on a full pipe (anon_pipe_write 9 readings in 10):
+    # frames alone name a file's write, and it read "io/disk", with "make the calls
+    # concurrent" as the fix
+    truth = truth_of("ship_logs")
+    (main,) = truth["threads"]
+    assert main["wchans"].get("anon_pipe_write", 0) > 0.8 and truth["cores_used"] < 0.1
+    d = diagnosis_of(run_probe, "ship_logs")
+    primary = d["primary"]
+    assert (primary["kind"], primary["subkind"]) == ("io", "subprocess"), primary
+    assert primary["stage"].startswith("main")
+    assert not any(f["subkind"] == "disk" for f in d["findings"]), d["findings"]
+    assert "concurrent_io" not in {r["id"] for r in d["recommendations"]}

@@ -1,9 +1,11 @@
 """Measure a corpus service's truth from outside the process, with no probe in it.
 
 Runs the service and, every 50 ms, reads each of its threads from /proc
-(``/proc/PID/task/TID/stat``: name, state R/S/D, user+system CPU ticks). Writes
-``services/NAME.truth.json``: per thread, its CPU seconds and the share of readings in
-each kernel state; the process's wall time and mean cores used. Where py-spy is
+(``/proc/PID/task/TID/stat``: name, state R/S/D, user+system CPU ticks; and, asleep,
+``wchan``: where in the kernel it waits). Writes ``services/NAME.truth.json``: per
+thread, its CPU seconds, the share of readings in each kernel state and its top wait
+channels (cases measured before 2026-11-23 lack them); the process's wall time and mean
+cores used. Where py-spy is
 installed, a second run under ``py-spy record`` (on-CPU samples only) gives the function
 holding most on-CPU samples as a cross-check.
 
@@ -43,6 +45,17 @@ def read_stat(path: str) -> tuple[str, str, int] | None:
     return raw[raw.index("(") + 1 : raw.rindex(")")], fields[0], int(fields[11]) + int(fields[12])
 
 
+def read_wchan(pid: int, tid: int) -> str:
+    """Where in the kernel a sleeping thread waits (``anon_pipe_write``, ``futex_wait``...);
+    "" when running or unreadable."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+            name = f.read().strip()
+    except OSError:
+        return ""
+    return "" if name == "0" else name
+
+
 def read_threads(pid: int) -> dict[int, tuple[str, str, int]]:
     """tid -> (name, state, cpu ticks) now; threads that vanish mid-read are skipped."""
     try:
@@ -80,6 +93,8 @@ def watch(argv: list[str], port: int | None = None) -> dict[str, object]:
     if port is not None:
         serve_and_drive(child, port)
     states: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    # where the kernel has each thread when it is not running (S or D): the wait's object
+    wchans: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     last: dict[int, tuple[str, str, int]] = {}
     process_ticks = 0  # the process's own CPU counts threads that have exited
     while child.poll() is None:
@@ -87,6 +102,8 @@ def watch(argv: list[str], port: int | None = None) -> dict[str, object]:
         now = read_threads(child.pid)
         for tid, (name, state, ticks) in now.items():
             states[tid][state] += 1
+            if state in ("S", "D"):
+                wchans[tid][read_wchan(child.pid, tid) or "?"] += 1
             last[tid] = (name, state, ticks)
         time.sleep(0.05)
     wall = time.monotonic() - started
@@ -96,6 +113,7 @@ def watch(argv: list[str], port: int | None = None) -> dict[str, object]:
         threads.append({
             "tid_order": len(threads), "name": name, "cpu_s": ticks / TICK,
             "states": {s: round(n / seen, 3) for s, n in sorted(states[tid].items())},
+            "wchans": {w: round(n / seen, 3) for w, n in wchans[tid].most_common(3)},
         })  # fmt: skip
     # short-lived threads (a thread per request) end between readings: the process's
     # figure holds them, the per-thread ones only what was seen

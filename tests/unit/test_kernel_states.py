@@ -126,10 +126,10 @@ class FixedStates:
         return self.state
 
 
-def started_in_its_call(reader):
-    """Start ``reader`` (one call, on its first line) on a thread; its frame once blocked
-    in that call."""
-    t = threading.Thread(target=reader)
+def started_in_its_call(reader, *args):
+    """Start ``reader(*args)`` (one call, on its first line) on a thread; its frame once
+    blocked in that call."""
+    t = threading.Thread(target=reader, args=args)
     t.start()
     frame = None
     for _ in range(200):
@@ -140,20 +140,25 @@ def started_in_its_call(reader):
     return t, frame
 
 
-@pytest.fixture
-def frame_at_unnamed_call():
-    """A live frame blocked in a call no wait rule names (``os.readv`` on a pipe)."""
+def blocked_reading_a_pipe(read):
+    """A live frame blocked in ``read(fd)`` on an empty pipe, until the generator ends."""
     r, w = os.pipe()
-
-    def reader():
-        os.readv(r, [bytearray(1)])
-
-    t, frame = started_in_its_call(reader)
+    t, frame = started_in_its_call(read, r)
     yield frame
     os.write(w, b"x")
     t.join()
     os.close(r)
     os.close(w)
+
+
+@pytest.fixture
+def frame_at_unnamed_call():
+    """A live frame blocked in a call no wait rule names (``os.readv`` on a pipe)."""
+
+    def read(fd):
+        os.readv(fd, [bytearray(1)])
+
+    yield from blocked_reading_a_pipe(read)
 
 
 def test_an_unnamed_native_call_mostly_off_cpu_takes_the_kernel_s_reason(frame_at_unnamed_call):
@@ -232,17 +237,45 @@ def test_a_socket_call_that_returned_waits_for_the_gil_or_a_cpu_not_the_network(
     # one the kernel has on a CPU or runnable is not waiting on the network either
     cases = (("sys futex", "gil"), ("R", "unknown"), ("sys recvfrom socket", "network"))
     for state, expected in cases:
-        clock = Clock()
-        cpu = {1: 0, 2: 0}
-        s = make(
-            {1: frame_at_socket_recv, 2: frame_running_python()},
-            cpu,
-            clock,
-            kernel_states=FixedStates(state),
-        )
-        s.sample()
-        clock.now = 10_000_000
-        cpu[1], cpu[2] = 3_000_000, 7_000_000
-        s.sample()
-        rows = {r[1]: r for r in s.drain()["samples"]}
-        assert rows[1][5] == expected, state
+        assert reason_beside_a_busy_thread(frame_at_socket_recv, state) == expected, state
+
+
+def reason_beside_a_busy_thread(frame, state: str) -> str:
+    """The wait reason of a thread in ``frame``, on a CPU 10% of a tick while another
+    thread ran Python 90% of it, the kernel reading ``state``."""
+    clock = Clock()
+    cpu = {1: 0, 2: 0}
+    s = make({1: frame, 2: frame_running_python()}, cpu, clock, kernel_states=FixedStates(state))
+    s.sample()
+    clock.now = 10_000_000
+    cpu[1], cpu[2] = 1_000_000, 9_000_000
+    s.sample()
+    return {r[1]: r for r in s.drain()["samples"]}[1][5]
+
+
+@pytest.fixture
+def frame_at_os_read():
+    """A live frame blocked in ``os.read`` on a pipe (a call the wait rules name: disk)."""
+
+    def read(fd):
+        os.read(fd, 1)
+
+    yield from blocked_reading_a_pipe(read)
+
+
+def test_a_call_named_like_a_file_s_takes_what_its_descriptor_is_from_the_kernel(
+    frame_at_os_read,
+):
+    # a logging handler's write to a full stderr pipe read as "disk"; blocked on a pipe
+    # it waits for the process reading it, on a socket for the network
+    cases = (
+        ("sys read pipe", "subprocess"),
+        ("sys read socket", "network"),
+        ("sys read file", "disk"),
+        ("D", "disk"),
+        ("sys futex", "gil"),
+        ("R", "disk"),  # the kernel at its I/O work (an fsync's writeback)
+        ("", "disk"),  # no kernel reading: the frame's name stands
+    )
+    for state, expected in cases:
+        assert reason_beside_a_busy_thread(frame_at_os_read, state) == expected, state
