@@ -26,6 +26,8 @@ Columns of ``stages``:
 ``python_share``   of the on-CPU time, interpreting Python bytecode
 ``native_share``   of the on-CPU time, inside native calls
 ``tensor_share``   of the on-CPU time, in numeric-library operations
+``awaited_share``  of its waits, the share awaited in coroutines (an event loop's tasks,
+                   ``analyzers.tasks``): the overlap to propose is asyncio's
 ``wait_<reason>``  of the sampled time, waiting for network, disk, sleep, lock,
                    subprocess, gpu_sync; runnable but not running (gil, unknown)
 ``threads``        distinct threads the stage ran on
@@ -130,9 +132,11 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int]]:
     library = labels.loc[labels["user_function"] == "<library>", "stack_id"]
     kept, made = with_task_waits(joined, tasks, library)
     if not made.empty:  # the rows made for the loop's tasks, labelled by their stacks
-        joined = pd.concat([kept, made.merge(labels, on="stack_id", how="left")], ignore_index=True)
-    for column in ("native", "tensor", "serving", "notify_wait", "brief_lock", "between_tasks"):
-        joined[column] = joined[column].fillna(False).astype(bool)
+        made = made.merge(labels, on="stack_id", how="left").assign(awaited=True)
+        joined = pd.concat([kept, made], ignore_index=True)
+    bools = ("native", "tensor", "serving", "notify_wait", "brief_lock", "between_tasks")
+    for column in (*bools, "awaited"):
+        joined[column] = joined[column].fillna(False).astype(bool) if column in joined else False
     for column in ("user_function", "location", "leaf_call", "function", "idle_role"):
         joined[column] = joined[column].fillna(
             "" if column in ("leaf_call", "idle_role") else "<unknown>"
@@ -227,6 +231,12 @@ def _sample_split(samples: pd.DataFrame, key: str) -> pd.DataFrame:
                 "native_share": native,
                 "tensor_share": tensor,
                 "python_share": np.where(cpu_share > 0, 1.0 - native, 0.0),
+                # of its waits, the share awaited in coroutines (an event loop's tasks)
+                "awaited_share": np.nan_to_num(
+                    total(np.where(samples["awaited"], wait, 0.0)) / total(wait)
+                )
+                if "awaited" in samples
+                else 0.0,
                 **{
                     f"wait_{r}": np.nan_to_num(total(np.where(reason == r, wait, 0.0)) / sampled)
                     for r in WAIT_REASONS
@@ -492,6 +502,7 @@ _DEFAULTS: dict[str, Any] = {
     "python_share": 0.0,
     "native_share": 0.0,
     "tensor_share": 0.0,
+    "awaited_share": 0.0,
     **{f"wait_{r}": 0.0 for r in WAIT_REASONS},
     "threads": 0,
     "concurrency": 1.0,

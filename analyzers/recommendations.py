@@ -324,6 +324,10 @@ def _concurrent_io(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | N
             "wait": wait,
             "workers": workers,
             "top_call": row["top_call"],
+            # awaited in coroutines: the loop overlaps them; a thread pool would not help
+            "sketch": (_GATHER if float(row["awaited_share"]) >= 0.5 else _THREADS).format(
+                workers=workers, function=function_of(f.stage)
+            ),
         },
         evidence={
             **_evidence(f),
@@ -554,6 +558,27 @@ def _fix_leak(ctx: RuleContext) -> Proposal | None:
     )
 
 
+# concurrent_io's code sketches: threads for blocking calls, asyncio for awaited ones
+_THREADS = (
+    "    from concurrent.futures import ThreadPoolExecutor\n"
+    "    pool = ThreadPoolExecutor(max_workers={workers})\n"
+    "    for result in pool.map(handle, requests):  # handle() calls {function}\n"
+    "        ...\n"
+    "or, in asyncio, `await asyncio.gather(*(fetch(u) for u in urls))` with an async "
+    "client (httpx.AsyncClient, aiohttp). "
+)
+_GATHER = (
+    "    limit = asyncio.Semaphore({workers})\n"
+    "    async def bounded(item):\n"
+    "        async with limit:\n"
+    "            return await {function}(item)\n"
+    "    results = await asyncio.gather(*(bounded(item) for item in items))\n"
+    "Its waits are awaits in coroutines, one after another: started together (gather, "
+    "or an asyncio.TaskGroup), the loop overlaps them. A blocking call inside a coroutine "
+    "would stall the loop: await an async client instead, or asyncio.to_thread. "
+)
+
+
 # -- the catalog -------------------------------------------------------------------------
 FIXES: tuple[Fix, ...] = (
     Fix(
@@ -561,13 +586,7 @@ FIXES: tuple[Fix, ...] = (
         title="Make the {stage} calls concurrent",
         how=(
             "{stage} waits on {what} for {wait:.0%} of its time, one request at a time. "
-            "Overlap the waits ({workers} in flight):\n"
-            "    from concurrent.futures import ThreadPoolExecutor\n"
-            "    pool = ThreadPoolExecutor(max_workers={workers})\n"
-            "    for result in pool.map(handle, requests):  # handle() calls {stage}\n"
-            "        ...\n"
-            "or, in asyncio, `await asyncio.gather(*(fetch(u) for u in urls))` with an async "
-            "client (httpx.AsyncClient, aiohttp). Waited in: {top_call}."
+            "Overlap the waits ({workers} in flight):\n{sketch}Waited in: {top_call}."
         ),
         scope="throughput",
         constants=("io_workers_max", "contention_cpu"),

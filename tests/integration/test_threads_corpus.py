@@ -212,6 +212,11 @@ def test_an_asyncio_client_s_time_is_its_coroutine_awaiting_the_network_not_an_i
     assert primary["share"] > 0.6
     assert all(f["kind"] != "contention" for f in d["findings"]), d["findings"]
     assert d["recommendations"][0]["id"] == "concurrent_io"
+    # awaited in coroutines, not blocked in threads: the sketch gathers them (it led with
+    # a thread pool, which a coroutine's awaits do not need)
+    how = d["recommendations"][0]["how"]
+    assert "asyncio.gather" in how and "await lookup(item)" in how, how
+    assert "ThreadPoolExecutor" not in how, how
 
 
 def test_a_fastapi_app_under_uvicorn_is_gil_bound_in_its_handler_and_its_pool_is_headroom(

@@ -142,3 +142,14 @@ def test_code_sketches_call_the_function_not_the_stage_s_label():
     how = fix.recommendation(proposal).how
     assert "pool.submit(split_tokens, payload)" in how
     assert how.startswith("Tokenizer.<locals>.split_tokens (tokenize_pool.py) runs Python")
+
+
+def test_blocking_calls_in_threads_get_the_thread_pool_sketch():
+    # a recorded run of the image sample: `download` blocks in socket reads, no coroutine
+    from pathlib import Path
+
+    golden = Path(__file__).resolve().parents[1] / "data" / "io_network_download"
+    d = diagnose(load(golden))
+    rec = next(r for r in d.recommendations if r.id == "concurrent_io")
+    assert "ThreadPoolExecutor(max_workers=" in rec.how and "# handle() calls download" in rec.how
+    assert "asyncio.Semaphore" not in rec.how
