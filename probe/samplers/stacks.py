@@ -355,6 +355,10 @@ class StackSampler:
         for tid, sid, wall, cpu_d in seen[start:] + seen[:start]:
             self._emit(now, tid, sid, wall, cpu_d, total_cpu - cpu_d)
 
+    def _parked_state(self, k: int | None) -> str:
+        """The kernel state read for open row ``k`` ("" when none was)."""
+        return self._rows.states.texts[self._rows.state[k]] if k is not None else ""
+
     def _kernel_state(self, tid: int) -> str:
         if not self.kernel.available:
             return ""
@@ -386,7 +390,7 @@ class StackSampler:
             if reason in ("network", "disk"):
                 # The frame names the call; the kernel says where the thread is in it
                 # (still parked in a wait the kernel named when last asked: in it still).
-                kept = rows.states.texts[rows.state[k]] if parked and k is not None else ""
+                kept = self._parked_state(k) if parked else ""
                 state = kept if kernel.reason(kept) else self._kernel_state(tid)
                 if state == "sys futex":
                     # it returned at once and now waits for the GIL back (an event loop's
@@ -407,8 +411,7 @@ class StackSampler:
                     reason = kernel.reason(state) or reason
             if not reason and sid in self._native_leaf:
                 # still parked where the kernel was last asked: in the same call, unasked
-                known = rows.state[k] if parked and k is not None else 0
-                state = rows.states.texts[known] if known else self._kernel_state(tid)
+                state = (self._parked_state(k) if parked else "") or self._kernel_state(tid)
                 # On a CPU or runnable ("R"): a thread waiting for the GIL sleeps on a
                 # futex, so the interval's missing CPU went to the OS scheduler, not to
                 # the GIL (two threads hashing with the GIL released were "waiting for
