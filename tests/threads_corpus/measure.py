@@ -142,7 +142,11 @@ def py_spy_top(argv: list[str], port: int | None = None) -> str | None:
 
 
 def main() -> None:
-    serve = sys.argv[1] in ("--serve", "--serve-script")
+    serve = len(sys.argv) > 1 and sys.argv[1] in ("--serve", "--serve-script")
+    if len(sys.argv) < 2 + serve or not (HERE / "services" / f"{sys.argv[1 + serve]}.py").is_file():
+        # a typo (or --help) must not run nothing and write a truth file named after it
+        services = sorted(p.stem for p in (HERE / "services").glob("*.py"))
+        sys.exit(f"{__doc__}\nNAME is one of: {', '.join(services)}")
     name, args = sys.argv[1 + serve], sys.argv[2 + serve :]
     port = None
     argv = [sys.executable, str(HERE / "services" / f"{name}.py"), *args]
