@@ -91,14 +91,19 @@ def _process_cores(resources: pd.DataFrame, lo: int | None, hi: int | None) -> f
 
 
 def _host_cores(system: pd.DataFrame, cpu_count: int, lo: int | None, hi: int | None) -> float:
+    """Mean cores busy on the host between ``lo`` and ``hi``, less probe's helper process's
+    own (its ``probe_cpu_s``): the helper stops with the run, the other processes stay."""
     if system.empty:
         return 0.0
-    s = system
+    s = system.sort_values("ts_ns")
+    elapsed_s = s["ts_ns"].diff() / 1e9
+    helper_s = s["probe_cpu_s"].astype("float64")
+    helper = (helper_s.diff() / elapsed_s).where(elapsed_s > 0).fillna(0.0).clip(lower=0.0)
     if lo is not None and hi is not None:
-        inside = s[(s["ts_ns"] >= lo) & (s["ts_ns"] <= hi)]
-        if not inside.empty:
-            s = inside
-    return float(s["cpu_percent"].mean()) / 100.0 * cpu_count
+        inside = (s["ts_ns"] >= lo) & (s["ts_ns"] <= hi)
+        if inside.any():
+            s, helper = s[inside], helper[inside]
+    return max(0.0, float(s["cpu_percent"].mean()) / 100.0 * cpu_count - float(helper.mean()))
 
 
 def _starved_share(run: Run) -> tuple[float, float]:
@@ -292,6 +297,7 @@ def _run_block(
         "cpu_count": facts.cpu_count,
         "gpu": facts.has_gpu,
         "ended_by": (run.meta.get("exit") or {}).get("ended_by"),
+        "exit_status": (run.meta.get("exit") or {}).get("status"),
         # The bottleneck law: seconds of each resource a request needs, and the most
         # requests per second they allow (empty without requests).
         "bottleneck": demands(bd, facts, cold),

@@ -132,8 +132,9 @@ class RunBuilder:
             )
         )
 
-    def system(self, ts_ms: float, cpu_percent: float) -> None:
-        self.rows["system"].append((T0 + int(ts_ms * MS), cpu_percent, 1 << 30, 0, 0))
+    def system(self, ts_ms: float, cpu_percent: float, probe_cpu_s: float | None = None) -> None:
+        row = (T0 + int(ts_ms * MS), cpu_percent, 1 << 30, 0, 0, probe_cpu_s)
+        self.rows["system"].append(row)
 
     def gpu_reading(self, ts_ms: float, util: float) -> None:
         nan = float("nan")

@@ -127,13 +127,17 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("cpu_user_s", "float64"),
         ("cpu_system_s", "float64"),
     ],
-    # Whole machine: CPU % since the previous row, memory available, network bytes.
+    # Whole machine: CPU % since the previous row, memory available, network bytes; and
+    # probe's helper process's own cumulative CPU seconds (NaN when sampling in-process,
+    # or in runs written before it was recorded): part of the host's busy CPU that is not
+    # another process's.
     "system": [
         ("ts_ns", "int64"),
         ("cpu_percent", "float64"),
         ("mem_available_bytes", "int64"),
         ("net_sent_bytes", "int64"),
         ("net_recv_bytes", "int64"),
+        ("probe_cpu_s", "float64"),
     ],
     "gpu": [
         ("ts_ns", "int64"),

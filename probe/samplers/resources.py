@@ -2,7 +2,10 @@
 
 Default 10 Hz. Per process of the tree (the target and every descendant): cumulative CPU
 user/system, RSS, read/write bytes, context switches, thread count; per OS thread CPU
-(native threads too -- BLAS, intra-op pools); host CPU %, available memory, network bytes.
+(native threads too -- BLAS, intra-op pools); host CPU %, available memory, network bytes,
+and, sampling from outside, the sampling process's own CPU: probe's helper is busy on the
+host too (it imports the analysis stack while the target runs), and the analysis must
+not count it among the other processes that leave the target fewer cores.
 Costlier figures (USS reads smaps, fd and socket counts walk /proc) come every
 ``slow_every`` ticks; new children are looked for every ``children_every`` ticks (every
 tick by default: ``probe run`` samples from its sidecar, where the scan of /proc costs the
@@ -54,6 +57,7 @@ class ResourceSampler:
         sockets: Callable[[int], int | None] = count_sockets,
         slow_every: int = 10,
         children_every: int = 1,
+        own_cpu: Callable[[], float] = lambda: sum(os.times()[:2]),
     ) -> None:
         self._clock = clock
         self._process = process
@@ -71,6 +75,8 @@ class ResourceSampler:
             pass
         # Sampling from outside (the sidecar is the target's child): never count ourselves.
         self._own_pid = os.getpid() if self.root_pid != os.getpid() else -1
+        # in the target (own_pid -1) our CPU is the process's, already counted there
+        self._own_cpu = own_cpu if self._own_pid != -1 else None
         self._tick = 0
         self.peak_rss = 0
         self.pids_seen: set[int] = {self.root_pid}
@@ -132,6 +138,7 @@ class ResourceSampler:
                     int(vm.available),
                     int(net.bytes_sent) if net is not None else 0,
                     int(net.bytes_recv) if net is not None else 0,
+                    float(self._own_cpu()) if self._own_cpu is not None else float("nan"),
                 )
             )
         except (OSError, RuntimeError):

@@ -91,6 +91,7 @@ def test_process_tree_rows_include_children_and_skip_vanished_ones():
         host=FakeHost(),
         sockets=lambda pid: 3,
         slow_every=2,
+        own_cpu=lambda: 0.25,
     )
     s.sample()  # slow tick: finds the child, reads USS/fds/sockets
     child.gone = True
@@ -102,9 +103,26 @@ def test_process_tree_rows_include_children_and_skip_vanished_ones():
     assert first[6] == 300 and first[7] == 150 and first[13] == 7 and first[15] == 3
     assert math.isnan(rows[2][7])  # USS only on slow ticks
     assert {r[2] for r in out["os_threads"]} == {10, 11, 12}
-    assert out["system"][0][1:] == (42.0, 1 << 30, 5, 6)
+    assert out["system"][0][1:] == (42.0, 1 << 30, 5, 6, 0.25)
     assert s.peak_rss == 300
     assert s.tree_pids() == [10]
+
+
+def test_sampling_from_outside_records_the_sampler_s_own_cpu_and_from_inside_does_not():
+    import os
+
+    spent = iter([1.5, 2.0])
+    outside = ResourceSampler(
+        10, process=lambda pid: FakeProc(pid), host=FakeHost(), own_cpu=lambda: next(spent)
+    )
+    outside.sample()
+    outside.sample()
+    assert [row[5] for row in outside.drain()["system"]] == [1.5, 2.0]
+    inside = ResourceSampler(
+        os.getpid(), process=lambda pid: FakeProc(pid), host=FakeHost(), own_cpu=lambda: 9.0
+    )
+    inside.sample()  # its CPU is the target's own, counted in the process's rows
+    assert math.isnan(inside.drain()["system"][0][5])
 
 
 def test_a_process_gone_before_the_first_reading_leaves_an_empty_tree_not_an_error():
