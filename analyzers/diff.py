@@ -2,7 +2,13 @@
 
 ``compare(a, b, applied=None)`` -> ``Comparison``. Realized speedups are ratios of B over
 A: throughput (requests per second over the serving window), latency (A's p50 over
-B's), and per stage the time each request spends in it (``path_s`` per request). The
+B's), and per stage the time each request spends in it (``path_s`` per request).
+
+A batch job (no requests in either run) is measured by its wall time instead: the same
+job, run to its end both times, took A's wall time before and B's after, so the realized
+speedup is A's over B's, and per stage the time the job's path spent in it. That holds only
+for runs that did the whole job: a run stopped by ``--duration``, a signal or an error,
+or one that exited non-zero, did not, and is not compared. The
 prediction is that of the recommendations named by ``applied`` (several fixes on
 disjoint stages combine by Amdahl); without ``applied``, that of A's top recommendation
 (the change the diagnosis asked for).
@@ -26,9 +32,13 @@ __all__ = ["Comparison", "StageChange", "compare"]
 @dataclass(frozen=True)
 class StageChange:
     stage: str
-    a_ms_per_request: float | None
-    b_ms_per_request: float | None
+    a_ms: float | None  # per request, or over the whole job (``Comparison.basis``)
+    b_ms: float | None
     speedup: float | None
+
+
+# how a run may end and still have done its whole job (probe.launcher's ``ended_by``)
+_JOB_DONE = ("completed", "sys.exit")
 
 
 @dataclass(frozen=True)
@@ -39,11 +49,15 @@ class Comparison:
     latency_p50_a_ms: float | None
     latency_p50_b_ms: float | None
     latency_speedup: float | None
+    job_wall_a_s: float | None
+    job_wall_b_s: float | None
+    job_speedup: float | None
+    basis: str  # "throughput" (served requests), "job" (batch wall time), or "" (neither)
     stages: list[StageChange]
     applied: list[str]
     predicted: float | None
     matched_by: str  # "given" or "top", or "" when nothing was predicted
-    error: float | None  # |predicted - realized| / realized, on throughput
+    error: float | None  # |predicted - realized| / realized, on the basis's speedup
     notes: list[str]
 
     def to_dict(self) -> dict[str, Any]:
@@ -58,6 +72,13 @@ class Comparison:
                 "b": self.latency_p50_b_ms,
                 "speedup": self.latency_speedup,
             },
+            "job_wall_s": {
+                "a": self.job_wall_a_s,
+                "b": self.job_wall_b_s,
+                "speedup": self.job_speedup,
+            },
+            "basis": self.basis,
+            "stages_per": "job" if self.basis == "job" else "request",
             "stages": [s.__dict__ for s in self.stages],
             "applied": self.applied,
             "predicted_speedup": self.predicted,
@@ -85,6 +106,29 @@ def _per_request_ms(d: Diagnosis) -> dict[str, float]:
     return out
 
 
+def _per_job_ms(d: Diagnosis) -> dict[str, float]:
+    """Each stage's time on the job's path over the whole run."""
+    table = d.breakdown.stages
+    return {str(name): float(row["path_s"]) * 1e3 for name, row in table.iterrows()}
+
+
+def _whole_job(d: Diagnosis, name: str) -> tuple[float | None, str | None]:
+    """(the job's wall time, None) for a run that did its whole job; (None, why) if not."""
+    ended_by, status = d.run.get("ended_by"), d.run.get("exit_status")
+    if ended_by not in _JOB_DONE or status not in (0, None):
+        how = f"ended by {ended_by or 'an unknown cause'}"
+        if status not in (0, None):
+            how += f", exit status {status}"
+        return None, (
+            f"{name} did not run its job to the end ({how}): its wall time is not the job's, "
+            "so no realized speedup; compare runs that ran the same job to completion"
+        )
+    wall = d.run.get("wall_s")
+    if not wall or wall <= 0:
+        return None, f"{name} recorded no wall time"
+    return float(wall), None
+
+
 def _predict(recs: list[Recommendation]) -> float:
     """Several fixes at once: Amdahl over the disjoint shares the path fixes touch, times
     each throughput fix (those estimate the request rate of the whole service, with the
@@ -97,28 +141,47 @@ def _predict(recs: list[Recommendation]) -> float:
     return speedup
 
 
-def compare(a: Diagnosis, b: Diagnosis, applied: list[str] | None = None) -> Comparison:
-    ta, tb = a.run.get("throughput_per_s"), b.run.get("throughput_per_s")
-    la, lb = a.run["latency_ms"]["p50"], b.run["latency_ms"]["p50"]
-    realized = _ratio(tb, ta)
-    stages_a, stages_b = _per_request_ms(a), _per_request_ms(b)
-    stages = [
-        StageChange(
-            stage=name,
-            a_ms_per_request=ms,
-            b_ms_per_request=stages_b.get(name),
-            speedup=_ratio(ms, stages_b.get(name)),
+@dataclass(frozen=True)
+class _Realized:
+    basis: str
+    speedup: float | None
+    stages_a: dict[str, float]
+    stages_b: dict[str, float]
+    wall_a: float | None = None
+    wall_b: float | None = None
+
+
+def _realized(a: Diagnosis, b: Diagnosis, notes: list[str]) -> _Realized:
+    """What B gained, on the basis both runs share: served requests, or one batch job."""
+    served_a, served_b = a.breakdown.requests.count, b.breakdown.requests.count
+    if served_a and served_b:
+        speedup = _ratio(b.run.get("throughput_per_s"), a.run.get("throughput_per_s"))
+        return _Realized("throughput", speedup, _per_request_ms(a), _per_request_ms(b))
+    if served_a or served_b:
+        notes.append(
+            f"no requests in RUN_{'A' if served_b else 'B'}, {max(served_a, served_b)} in the "
+            "other: a service and a batch job are not compared (throughput needs "
+            "probe.request spans, or one outermost stage, in both)"
         )
-        for name, ms in stages_a.items()
-    ] + [
-        StageChange(stage=n, a_ms_per_request=None, b_ms_per_request=ms, speedup=None)
-        for n, ms in stages_b.items()
-        if n not in stages_a
-    ]
-    notes: list[str] = []
+        return _Realized("", None, {}, {})
+    # two batch runs: the same job's wall time before and after
+    (wall_a, why_a), (wall_b, why_b) = _whole_job(a, "RUN_A"), _whole_job(b, "RUN_B")
+    notes += [why for why in (why_a, why_b) if why]
+    speedup = _ratio(wall_a, wall_b)
+    if speedup is None:
+        return _Realized("", None, {}, {}, wall_a, wall_b)
+    notes.append(
+        "no requests in either run: the realized speedup is the job's wall time, "
+        "RUN_A's over RUN_B's (it holds when both runs did the same work)"
+    )
+    return _Realized("job", speedup, _per_job_ms(a), _per_job_ms(b), wall_a, wall_b)
+
+
+def _chosen(
+    a: Diagnosis, applied: list[str] | None, notes: list[str]
+) -> tuple[list[Recommendation], str]:
+    """The recommendations B applied, and how they were picked ("given", "top" or "")."""
     by_id = {r.id: r for r in a.recommendations}
-    chosen: list[Recommendation] = []
-    matched = ""
     if applied:
         missing = [i for i in applied if i not in by_id]
         if missing:
@@ -127,29 +190,45 @@ def compare(a: Diagnosis, b: Diagnosis, applied: list[str] | None = None) -> Com
                 f"RUN_A's diagnosis has no recommendation {', '.join(missing)} (it has: {known})"
             )
         chosen = [by_id[i] for i in applied if i in by_id]
-        matched = "given" if chosen else ""
-    elif a.recommendations:
+        return chosen, "given" if chosen else ""
+    if a.recommendations:
         # Without --applied: the top recommendation, the change the diagnosis asked for.
         # (Picking whichever prediction lands closest would flatter the estimates.)
         speed = [r for r in a.recommendations if r.id != "fix_leak"]
-        chosen = [(speed or a.recommendations)[0]]
-        matched = "top"
+        return [(speed or a.recommendations)[0]], "top"
+    return [], ""
+
+
+def compare(a: Diagnosis, b: Diagnosis, applied: list[str] | None = None) -> Comparison:
+    la, lb = a.run["latency_ms"]["p50"], b.run["latency_ms"]["p50"]
+    notes: list[str] = []
+    real = _realized(a, b, notes)
+    stages = [
+        StageChange(
+            stage=n, a_ms=ms, b_ms=real.stages_b.get(n), speedup=_ratio(ms, real.stages_b.get(n))
+        )
+        for n, ms in real.stages_a.items()
+    ] + [
+        StageChange(stage=n, a_ms=None, b_ms=ms, speedup=None)
+        for n, ms in real.stages_b.items()
+        if n not in real.stages_a
+    ]
+    chosen, matched = _chosen(a, applied, notes)
     predicted = _predict(chosen) if chosen else None
     error = None
-    if predicted is not None and realized:
-        error = abs(predicted - realized) / realized
-    if not a.breakdown.requests.count or not b.breakdown.requests.count:
-        notes.append(
-            "no requests in one of the runs: throughput needs probe.request spans "
-            "(or one outermost stage)"
-        )
+    if predicted is not None and real.speedup:
+        error = abs(predicted - real.speedup) / real.speedup
     return Comparison(
-        throughput_a=ta,
-        throughput_b=tb,
-        throughput_speedup=realized,
+        throughput_a=a.run.get("throughput_per_s"),
+        throughput_b=b.run.get("throughput_per_s"),
+        throughput_speedup=real.speedup if real.basis == "throughput" else None,
         latency_p50_a_ms=la,
         latency_p50_b_ms=lb,
         latency_speedup=_ratio(la, lb),
+        job_wall_a_s=real.wall_a,
+        job_wall_b_s=real.wall_b,
+        job_speedup=real.speedup if real.basis == "job" else None,
+        basis=real.basis,
         stages=stages,
         applied=[r.id for r in chosen],
         predicted=predicted,

@@ -233,8 +233,13 @@ class DiffText:
 
     def render(self) -> str:
         c = self.comparison
-        tp, lat = c["throughput"], c["latency_p50_ms"]
+        tp, lat, job = c["throughput"], c["latency_p50_ms"], c["job_wall_s"]
         lines = [f"probe diff: {self.name_a} → {self.name_b}"]
+        if job["speedup"] is not None:
+            lines.append(
+                f"  job wall     {job['a']:9.2f} s → {job['b']:9.2f} s    "
+                f"realized {_x(job['speedup'])}"
+            )
         if tp["a"] is not None and tp["b"] is not None:
             lines.append(
                 f"  throughput   {tp['a']:9.1f}/s → {tp['b']:9.1f}/s   realized {_x(tp['speedup'])}"
@@ -254,9 +259,9 @@ class DiffText:
         else:
             lines.append("  predicted    — (RUN_A's diagnosis has no recommendation to compare)")
         if c["stages"]:
-            lines += ["", "  per request, by stage:"]
+            lines += ["", f"  per {c['stages_per']}, by stage:"]
             for s in c["stages"]:
-                a, b = s["a_ms_per_request"], s["b_ms_per_request"]
+                a, b = s["a_ms"], s["b_ms"]
                 a_text = "—" if a is None else f"{a:9.2f} ms"
                 b_text = "—" if b is None else f"{b:9.2f} ms"
                 lines.append(

@@ -5,14 +5,19 @@ from /proc, py-spy's hottest on-CPU function; written beside each service)."""
 from __future__ import annotations
 
 import json
+import os
 import signal
+import statistics
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
 from tests.threads_corpus.drive import drive, free_port, wait_for_port
 
-from .conftest import REPO
+from .conftest import REPO, probe_cmd
 
 pytestmark = pytest.mark.integration
 
@@ -308,3 +313,62 @@ def test_a_job_whose_log_pipe_is_full_waits_on_the_process_reading_it_not_on_the
     assert primary["stage"].startswith("main")
     assert not any(f["subkind"] == "disk" for f in d["findings"]), d["findings"]
     assert "concurrent_io" not in {r["id"] for r in d["recommendations"]}
+
+
+# corpus case -> the recommendation its ``--fixed`` applies
+FIXED_BY = {
+    "serial_upstream": "reduce_lock_scope",  # the lock held only around the shared count
+    "tokenize_pool": "multiprocess",  # the tokenizer on a process pool, one per core
+    "score_feed": "concurrent_io",  # the pages fetched ahead on four threads
+}
+
+
+def wall_clock_of(*args: str | os.PathLike[str]) -> float:
+    """Seconds a plain ``python ARGS`` takes, no probe in it: the truth of a fix's gain."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, *map(str, args)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, err
+    return time.perf_counter() - started
+
+
+def test_estimates_land_near_the_speedups_their_fixes_realize_by_the_wall_clock(
+    run_probe, tmp_path
+):
+    # Each case's estimate, from its undecorated run, for the fix its --fixed variant
+    # applies; the realized speedup is the plain scripts' wall clocks, before over after,
+    # measured here. The bar (issue 12): median error within 15%, none over 25%.
+    errors, seen = {}, {}
+    for name, fix in FIXED_BY.items():
+        script = CORPUS / f"{name}.py"
+        realized = wall_clock_of(script) / wall_clock_of(script, "--fixed")
+        a, b = tmp_path / f"{name}-before", tmp_path / f"{name}-after"
+        assert run_probe(script, out=a).returncode == 0
+        assert run_probe(script, "--fixed", out=b).returncode == 0
+        diff = subprocess.run(
+            probe_cmd("diff", a, b, "--applied", fix, "--json"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert diff.returncode == 0, diff.stderr
+        c = json.loads(diff.stdout)
+        assert c["basis"] == "job" and c["applied"] == [fix], c
+        # probe diff reads the gain from the two runs' own wall times (probe's overhead in
+        # each: on tokenize_pool's GIL-bound threads it varies by up to a third from run
+        # to run, issue 17's, so its reading is held to the direction, not to the truth)
+        assert c["job_wall_s"]["speedup"] > 1.0 and c["relative_error"] is not None, c
+        errors[name] = abs(c["predicted_speedup"] - realized) / realized
+        seen[name] = (round(c["predicted_speedup"], 2), round(realized, 2))
+    assert statistics.median(errors.values()) <= 0.15, seen
+    assert max(errors.values()) <= 0.25, seen
