@@ -53,7 +53,7 @@ from probe.analyzers.constants import constant
 from probe.analyzers.path import critical_path
 from probe.analyzers.spantree import covered_ns, index_spans, innermost_span, request_mask
 from probe.analyzers.stacks import label_stacks
-from probe.analyzers.tasks import with_task_waits
+from probe.analyzers.tasks import loop_lag, loop_lag_notes, with_task_waits
 from probe.rundir.reader import Run
 from probe.rundir.schema import BLOCKING_REASONS, WAIT_REASONS
 
@@ -100,6 +100,9 @@ class Breakdown:
     # The stacks blocked entering a briefly held lock (``analyzers.roles``), as the
     # attribution here read them: for the call tree's, without labelling the stacks again.
     brief_lock_stacks: frozenset[int] = frozenset()
+    # Per event-loop thread: how many of its tasks were ready and waiting for it, and what
+    # it ran meanwhile (``analyzers.tasks.loop_lag``): a coroutine's CPU is the others' lag.
+    loops: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _empty_requests() -> RequestFigures:
@@ -444,7 +447,8 @@ def breakdown(run: Run) -> Breakdown:
     cpu_s = float(samples["cpu_ns"].sum()) / 1e9
     python_cpu_s = float(samples["cpu_ns"].where(~samples["native"], 0.0).sum()) / 1e9
     tensor_cpu_s = float(samples["cpu_ns"].where(samples["tensor"], 0.0).sum()) / 1e9
-    notes: list[str] = idle_notes(idle)
+    loops = loop_lag(run.tables["loop_samples"], attributed)
+    notes: list[str] = idle_notes(idle) + loop_lag_notes(loops)
     indexed = pd.DataFrame()
     if not spans.empty:
         indexed = index_spans(spans)
@@ -483,6 +487,7 @@ def breakdown(run: Run) -> Breakdown:
         idle=idle,
         sample_hz=hz,
         brief_lock_stacks=brief,
+        loops=loops,
     )
 
 

@@ -311,6 +311,18 @@ def _run_block(
             }
             for role, r in bd.idle.iterrows()
         ],
+        # event loops (analyzers.tasks.loop_lag): callbacks ready and waiting for the loop
+        "event_loops": [
+            {
+                "thread_id": int(tid),
+                "readings": int(r["readings"]),
+                "lagged_share": round(float(r["lagged_share"]), 3),
+                "ready_mean": round(float(r["ready_mean"]), 2),
+                "busy_share": round(float(r["busy_share"]), 3),
+                "busiest": str(r["busiest"]),
+            }
+            for tid, r in bd.loops.iterrows()
+        ],
     }
 
 

@@ -23,11 +23,14 @@ The rows made keep the loop's thread, so per-thread sums stay exact.
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["AWAITED_IO", "with_task_waits"]
+from probe.analyzers.constants import constant
+
+__all__ = ["AWAITED_IO", "LOOP_LAG", "LoopLag", "loop_lag", "loop_lag_notes", "with_task_waits"]
 
 # Task wait reasons that are the work's own waits (the rest wait on other work)
 AWAITED_IO = ("network", "sleep", "subprocess")
@@ -89,3 +92,70 @@ def _io_ticks(tasks: pd.DataFrame) -> pd.DataFrame:
     total = io.groupby(["thread_id", "ts_ns"])["tasks"].transform("sum")
     io = io.assign(share=io["tasks"] / total).sort_values("ts_ns", kind="stable")
     return io[["thread_id", "ts_ns", "begun_ns", "stack_id", "wait_reason", "share"]]
+
+
+@dataclass(frozen=True)
+class LoopLag:
+    lagged_share: float = constant(
+        0.5,
+        "readings of an event loop with callbacks ready to run and waiting for it: at "
+        "most instants then, some task's resumption waits behind what the loop runs",
+    )
+
+
+LOOP_LAG = LoopLag()
+_LOOP_COLUMNS = ["readings", "lagged_share", "ready_mean", "busy_share", "gil_share", "busiest"]
+_NOT_THE_SERVICE = ("", "<library>", "<unknown>")
+
+
+def loop_lag(loop_samples: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
+    """Per event-loop thread, indexed by thread id: its ``readings`` (one a stack tick);
+    ``lagged_share``, those with callbacks ready to run (a task whose await completed,
+    an I/O callback) waiting while the loop ran something else; ``ready_mean``, the
+    callbacks ready at those readings; ``busy_share``, the loop thread's on-CPU time over
+    its sampled time, ``gil_share`` its waits for the GIL over it; ``busiest``, the
+    function it ran on a CPU most. ``samples``: attributed rows (thread_id, cpu_ns,
+    wait_ns, reason, user_function)."""
+    if loop_samples.empty:
+        return pd.DataFrame(columns=_LOOP_COLUMNS)
+    rows = {}
+    for tid, theirs in loop_samples.groupby("thread_id"):
+        lagged = theirs["ready"] > 0
+        mine = samples[samples["thread_id"] == tid]
+        spent = float((mine["cpu_ns"] + mine["wait_ns"]).sum())
+        cpu = mine.groupby("user_function")["cpu_ns"].sum()
+        rows[tid] = (
+            len(theirs),
+            float(lagged.mean()),
+            float(theirs.loc[lagged, "ready"].mean()) if lagged.any() else 0.0,
+            float(cpu.sum()) / spent if spent > 0 else 0.0,
+            float(mine["wait_ns"].where(mine["reason"] == "gil", 0).sum()) / spent
+            if spent > 0
+            else 0.0,
+            str(cpu.idxmax()) if not cpu.empty and cpu.max() > 0 else "",
+        )
+    return pd.DataFrame.from_dict(rows, orient="index", columns=_LOOP_COLUMNS)
+
+
+def loop_lag_notes(loops: pd.DataFrame, settings: LoopLag = LOOP_LAG) -> list[str]:
+    """A line per event loop whose ready callbacks queued behind what it ran: a coroutine
+    of the service's on a CPU, or the GIL held by other threads."""
+    lines = []
+    for _, r in loops[loops["lagged_share"] >= settings.lagged_share].iterrows():
+        lag = (
+            f"at {r.lagged_share:.0%} of the instants read, {r.ready_mean:.1f} callbacks of "
+            "an event loop were ready to run and waited for it (loop lag)"
+        )
+        if r.busiest not in _NOT_THE_SERVICE and r.busy_share >= r.gil_share:
+            lines.append(
+                f"{lag}: it ran on a CPU {r.busy_share:.0%} of its time, mostly in "
+                f"{r.busiest}; CPU work in a coroutine holds up every other task: make it "
+                "cheaper, or run it off the loop (await loop.run_in_executor(pool, fn, ...))"
+            )
+        else:
+            lines.append(
+                f"{lag}: it ran on a CPU {r.busy_share:.0%} of its time (mostly in "
+                f"{r.busiest or 'no function sampled'}) and waited for the GIL "
+                f"{r.gil_share:.0%}: the threads holding the GIL hold up its tasks too"
+            )
+    return lines

@@ -180,6 +180,15 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("tasks", "float64"),
         ("wall_ns", "int64"),
     ],
+    # Each event loop's ready queue at every stack tick (``probe.samplers.tasks``): the
+    # callbacks ready to run (a task whose await completed, an I/O callback) waiting for
+    # the loop's thread, and whether a task was running on it at that instant.
+    "loop_samples": [
+        ("ts_ns", "int64"),
+        ("thread_id", "int64"),
+        ("ready", "int64"),
+        ("running", "bool"),
+    ],
     # The Python heap (every run, ``probe.samplers.heap``): pymalloc's allocated blocks
     # (every small object alive) 10 times a second, and beside them the bytes glibc's
     # malloc has handed out and not got back (null without glibc's mallinfo2).

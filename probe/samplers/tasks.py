@@ -18,7 +18,8 @@ stack (outermost coroutine first, the await's line as the leaf), with what it wa
   waits on (like a thread's wait on another thread);
 * ``thread``: a future run in an executor (``run_in_executor``, ``to_thread``): the
   thread doing it is sampled on its own;
-* ``unknown``: a future nothing here names; ``ready``: runnable, waiting for the loop.
+* ``unknown``: a future nothing here names; ``ready``: runnable, waiting for the loop
+  (nothing awaited yet, or what it awaited is done and its wake-up is queued).
 
 A tick costs a look at every pending task: ticks are spaced to keep that under 1% of
 the time (every stack tick with a few tasks; ~8 a second with a thousand). A task still
@@ -27,17 +28,25 @@ are kept, not walked again. A tick walks at most ``max_tasks`` chains
 of tasks that moved: with hundreds pending (a semaphore queueing the rest) walking them
 all would cost a millisecond a tick. Each row counts the tasks it stands for (``tasks``,
 scaled up by pending over known when some could not be walked). A task with no future
-to wait on is ``ready``: runnable, waiting for its loop.
+to wait on, or whose future is done, is ``ready``: runnable, waiting for its loop -- while
+the loop runs something else, that wait is loop lag.
 
 Rows: ``task_samples`` (ts_ns, thread_id, stack_id, wait_reason, tasks, wall_ns), one per
 loop thread, stack and reason at each tick, where ``wall_ns`` is the time since the tick
 before.
+
+Loop lag is read at every call, not only on the spaced ticks: each loop the ticks have
+met is asked how many callbacks wait in its ready queue (a task whose await completed,
+an I/O callback) and whether a task runs on it -- a deque's length and a copy of the
+running-task dict, ~2 us a loop (measured on a loop in a thread). A coroutine holding the loop with CPU shows as ready callbacks queued behind
+it: ``loop_samples`` (ts_ns, thread_id, ready, running).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable
 from types import FrameType
@@ -162,14 +171,27 @@ class TaskSampler:
         # benchmarks/task_sampler_cost.py: ~60 us with 10 tasks, ~1.4 ms with 1,000)
         self._budget = CostBudget(budget_share, timer)
         self._rows: list[tuple[int, int, int, str, float, int]] = []
+        # the loops the ticks have met -> their thread's id (weak: a closed loop goes)
+        self._loops: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._loop_rows: list[tuple[int, int, int, bool]] = []
 
     def sample(self, now: int | None = None) -> None:
         """One tick, when one is due: the pending tasks of each loop, grouped by stack and
         reason; ``now``: the stack sampler's instant for this tick, so a loop's row and
         its tasks' rows share it."""
         now = self._clock() if now is None else now
+        if self._loops:
+            self._read_loops(now)
         if self._budget.due(now):
             self._budget.spend(now, lambda: self._tick(now))
+
+    def _read_loops(self, now: int) -> None:
+        running = _running_tasks()
+        for loop, tid in list(self._loops.items()):
+            ready = getattr(loop, "_ready", None)  # asyncio's deque of ready callbacks
+            if ready is None or loop.is_closed() or not loop.is_running():
+                continue
+            self._loop_rows.append((now, tid, len(ready), running.get(loop) is not None))
 
     def _tick(self, now: int) -> None:
         last, self._last_ns = self._last_ns, now
@@ -189,6 +211,8 @@ class TaskSampler:
             tid = threads[loop]
             if tid is not None:
                 waiting.append((task, tid))
+                if loop not in self._loops:
+                    self._loops[loop] = tid
         if not waiting:
             return
         groups: Counter[tuple[int, int, str]] = Counter()
@@ -196,6 +220,10 @@ class TaskSampler:
         budget, unwalked = self._max_tasks, 0
         for task, tid in waiting:
             waiter = getattr(task, "_fut_waiter", None)
+            if waiter is not None and waiter.done():
+                # what it awaited has happened: its wake-up waits in the loop's ready
+                # queue (the task clears _fut_waiter only when it runs again)
+                waiter = None
             hit = known.get(task)
             if hit is not None and waiter is not None and hit[0] is waiter:
                 _, sid, reason = hit  # still waiting on the same future: the same wait
@@ -234,7 +262,8 @@ class TaskSampler:
 
     def drain(self) -> dict[str, list[Any]]:
         rows, self._rows = self._rows, []
-        return {"task_samples": rows}
+        loops, self._loop_rows = self._loop_rows, []
+        return {"task_samples": rows, "loop_samples": loops}
 
 
 def _running_tasks() -> dict[Any, Any]:

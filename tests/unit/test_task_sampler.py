@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pandas as pd
 import pytest
 
-from probe.analyzers.tasks import with_task_waits
+from probe.analyzers.tasks import loop_lag, loop_lag_notes, with_task_waits
 from probe.samplers.stacks import StackSampler
 from probe.samplers.tasks import TaskSampler, await_chain, await_reason
 
@@ -127,6 +128,35 @@ def test_a_tick_walks_at_most_max_tasks_chains_and_scales_the_counts():
         assert totals[1:] == [6.0, 6.0, 6.0]  # 2 walked of 6, each row counts 3
 
 
+def test_every_call_reads_the_callbacks_queued_behind_a_coroutine_holding_its_loop():
+    with loop_with_tasks() as (loop, _):
+        stacks = StackSampler()
+        stacks.sample()
+        sampler = TaskSampler(
+            stack_of=stacks.await_stack_id, thread_of=stacks.thread_id_of, timer=lambda: 0.0
+        )
+        sampler.sample()  # the first tick starts the interval
+        sampler.sample()  # the second meets the loop: read from the next call on
+        sampler.drain()
+        sampler.sample()
+        tid = stacks.thread_id_of(loop._thread_id)  # type: ignore[attr-defined]
+        at_rest = sampler.drain()["loop_samples"]
+        assert [(r[1], r[2], r[3]) for r in at_rest] == [(tid, 0, False)]
+        holding = threading.Event()
+
+        async def hog() -> None:
+            holding.set()
+            time.sleep(0.5)  # blocks the loop, as CPU work in a coroutine does
+
+        asyncio.run_coroutine_threadsafe(hog(), loop)
+        assert holding.wait(5)
+        for _ in range(3):
+            loop.call_soon_threadsafe(lambda: None)
+        sampler.sample()
+        ((_, thread, ready, running),) = sampler.drain()["loop_samples"]
+        assert thread == tid and ready >= 3 and running
+
+
 def test_costly_ticks_are_spaced_to_stay_under_one_percent_of_the_time():
     with loop_with_tasks() as _:
         stacks = StackSampler()
@@ -212,3 +242,52 @@ def test_a_loop_whose_tasks_wait_only_on_each_other_stays_idle():
     tasks = task_rows([(300, 7, 12, "tasks", 5.0, 100), (350, 7, 13, "thread", 1.0, 50)])
     kept, made = with_task_waits(samples, tasks)
     assert kept is samples and made.empty
+
+
+def loop_readings(tid: int, ready: list[int]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {"ts_ns": range(len(ready)), "thread_id": tid, "ready": ready, "running": True}
+    )
+
+
+def loop_thread_samples(tid: int, cpu_ms: dict[str, float], gil_ms: float) -> pd.DataFrame:
+    rows = [(tid, f, ms * 1e6, 0.0, "cpu") for f, ms in cpu_ms.items()]
+    rows.append((tid, "<library>", 0.0, gil_ms * 1e6, "gil"))
+    columns = ["thread_id", "user_function", "cpu_ns", "wait_ns", "reason"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def test_a_coroutine_on_a_cpu_with_callbacks_queued_behind_it_is_loop_lag_in_it():
+    # rank_async: its loop had callbacks ready at 80% of 265 readings, on a CPU 63% of
+    # its time in rank_query
+    loops = loop_lag(
+        loop_readings(7, [0, 12, 30, 15, 0, 20, 9, 11, 0, 25]),
+        loop_thread_samples(7, {"rank_query (app.py)": 630, "<library>": 60}, gil_ms=6),
+    )
+    r = loops.loc[7]
+    assert (r.readings, r.lagged_share, r.busiest) == (10, 0.7, "rank_query (app.py)")
+    assert r.ready_mean == pytest.approx(122 / 7)
+    (note,) = loop_lag_notes(loops)
+    assert "loop lag" in note and "mostly in rank_query (app.py)" in note
+    assert "run_in_executor" in note
+
+
+def test_a_loop_held_up_by_the_gil_is_not_told_its_coroutines_hog_it():
+    # predict_api: the loop's own work is the server's HTTP handling (library code) and
+    # it waits for the GIL the handlers' threads hold
+    loops = loop_lag(
+        loop_readings(3, [5, 6, 0, 4, 7, 5, 6, 8, 3, 2]),
+        loop_thread_samples(3, {"<library>": 390}, gil_ms=170),
+    )
+    (note,) = loop_lag_notes(loops)
+    assert "waited for the GIL" in note and "run_in_executor" not in note
+
+
+def test_a_loop_mostly_asleep_in_its_selector_has_no_loop_lag():
+    # enrich_async: a gather's burst of ready tasks at the start, then idle (4-8%)
+    loops = loop_lag(
+        loop_readings(3, [300, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0]),
+        loop_thread_samples(3, {"lookup (app.py)": 70}, gil_ms=0),
+    )
+    assert loops.loc[3].lagged_share == pytest.approx(2 / 12)
+    assert loop_lag_notes(loops) == []
