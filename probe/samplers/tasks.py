@@ -38,8 +38,9 @@ before.
 Loop lag is read at every call, not only on the spaced ticks: each loop the ticks have
 met is asked how many callbacks wait in its ready queue (a task whose await completed,
 an I/O callback) and whether a task runs on it -- a deque's length and a copy of the
-running-task dict, ~2 us a loop (measured on a loop in a thread). A coroutine holding the loop with CPU shows as ready callbacks queued behind
-it: ``loop_samples`` (ts_ns, thread_id, ready, running).
+running-task dict, ~2 us a loop (measured on a loop in a thread). A coroutine holding
+the loop with CPU shows as ready callbacks queued behind it: ``loop_samples`` (ts_ns,
+thread_id, ready, running). A loop that takes no weak reference is not read.
 """
 
 from __future__ import annotations
@@ -185,6 +186,15 @@ class TaskSampler:
         if self._budget.due(now):
             self._budget.spend(now, lambda: self._tick(now))
 
+    def _meet(self, loop: Any, tid: int | None) -> None:
+        """Read ``loop``'s ready queue from now on (once a tick per loop)."""
+        if tid is None or loop in self._loops:
+            return
+        try:
+            self._loops[loop] = tid
+        except TypeError:  # a loop that takes no weak reference: not read
+            pass
+
     def _read_loops(self, now: int) -> None:
         running = _running_tasks()
         for loop, tid in list(self._loops.items()):
@@ -208,11 +218,11 @@ class TaskSampler:
             if loop not in threads:
                 ident = getattr(loop, "_thread_id", None)  # None once the loop stops
                 threads[loop] = None if ident is None else self._thread_of(ident)
+                self._meet(loop, threads[loop])
             tid = threads[loop]
             if tid is not None:
                 waiting.append((task, tid))
-                if loop not in self._loops:
-                    self._loops[loop] = tid
+
         if not waiting:
             return
         groups: Counter[tuple[int, int, str]] = Counter()

@@ -157,6 +157,16 @@ def test_every_call_reads_the_callbacks_queued_behind_a_coroutine_holding_its_lo
         assert thread == tid and ready >= 3 and running
 
 
+def test_a_loop_that_takes_no_weak_reference_is_left_unread_not_an_error():
+    class SlottedLoop:  # as a compiled loop may be: no __weakref__
+        __slots__ = ()
+
+    sampler = TaskSampler(stack_of=lambda frames: 1, thread_of=lambda ident: 1)
+    sampler._meet(SlottedLoop(), 7)
+    sampler.sample()
+    assert sampler.drain()["loop_samples"] == []
+
+
 def test_costly_ticks_are_spaced_to_stay_under_one_percent_of_the_time():
     with loop_with_tasks() as _:
         stacks = StackSampler()
