@@ -103,6 +103,9 @@ class Breakdown:
     # Per event-loop thread: how many of its tasks were ready and waiting for it, and what
     # it ran meanwhile (``analyzers.tasks.loop_lag``): a coroutine's CPU is the others' lag.
     loops: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # Without spans: the function table follows the main thread's path in time (a batch
+    # job, ``analyzers.path``), rather than summing every thread's samples.
+    path_followed: bool = False
 
 
 def _empty_requests() -> RequestFigures:
@@ -450,6 +453,7 @@ def breakdown(run: Run) -> Breakdown:
     loops = loop_lag(run.tables["loop_samples"], attributed)
     notes: list[str] = idle_notes(idle) + loop_lag_notes(loops)
     indexed = pd.DataFrame()
+    followed = False
     if not spans.empty:
         indexed = index_spans(spans)
         indexed["is_request"] = request_mask(indexed)
@@ -488,6 +492,7 @@ def breakdown(run: Run) -> Breakdown:
         sample_hz=hz,
         brief_lock_stacks=brief,
         loops=loops,
+        path_followed=followed,
     )
 
 

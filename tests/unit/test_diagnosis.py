@@ -515,3 +515,29 @@ def test_without_gil_contention_the_threads_waits_stay_where_they_were_waited(tm
     assert interpreter_waits_by_demand(table) is table  # 0.1 s of GIL waits in 11.4 s
     spans = table.assign(category=["stage", "stage"], wait_gil=[0.22, 0.2])
     assert interpreter_waits_by_demand(spans) is spans  # a request path is measured, not summed
+
+
+def test_a_batch_job_s_followed_path_keeps_each_phase_s_gil_waits_where_they_were(tmp_path):
+    # tokenize_pool: make the documents on the main thread, then tokenize them on a pool
+    # of four GIL-bound threads; the path follows main's wait into the pool
+    b = RunBuilder(duration_s=2.0)
+    make = b.stack("main", "make_docs")
+    wait = b.stack("main", "tokenize_all", leaf_call="waiter.acquire")
+    work = b.stack("worker", "split_tokens")
+    for k in range(20):  # 0.2 s making documents, on a CPU
+        b.sample(0, k * 10.0, make)
+    for k in range(20, 200):  # then 1.8 s waiting on the pool
+        b.sample(0, k * 10.0, wait, cpu_ms=0.0, reason="lock")
+        for thread in range(1, 5):  # each worker runs a quarter of the time
+            running = (k + thread) % 4 == 0
+            b.sample(
+                thread, k * 10.0, work, **({} if running else {"cpu_ms": 0.0, "reason": "gil"})
+            )
+    add_cpu(b, 2000, 1.0)
+    b.rows["threads"] = [
+        (t, i, "MainThread" if t == 0 else n, ts) for t, i, n, ts in b.rows["threads"]
+    ]
+    d = diagnose(load(b.write(tmp_path / "pool")))
+    assert d.breakdown.path_followed
+    assert d.primary["stage"].startswith("split_tokens") and d.primary["subkind"] == "gil"
+    assert d.primary["share"] == pytest.approx(0.9, abs=0.02), d.primary
