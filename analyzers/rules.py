@@ -60,6 +60,13 @@ class Thresholds:
         "Python threads waiting for the GIL: contention once waits for it reach the TF "
         "profiler's 'moderate' 5% band; with a single busy thread it cannot be contention.",
     )
+    idle_cores: float = constant(
+        0.5,
+        "cores the host left idle on average, other processes and ours counted: from half a "
+        "core a runnable thread of ours waits for the GIL, not for a core (tokenize_pool: "
+        "four GIL-bound threads at 0.93-0.98 of 2 cores, their wakes for the GIL caught "
+        "runnable; search_flask: 1.7 of 2 cores busy, its threads waiting for a core)",
+    )
     starved_gpu_util: float = constant(
         10.0,
         "SageMaker Debugger's CPUBottleneck rule: GPU utilisation below 10% while CPU "
@@ -272,16 +279,7 @@ def _stage_kind(
         and float(row["tensor_share"]) >= t.launch_tensor_share
     ):
         return "gpu", "launch_bound", "tensor_ops_gpu_underused", evidence
-    # A runnable thread that does not run waits for the GIL or for a core. Only where the
-    # GIL holds it back at least as long as the cores do is the GIL the limit: threads
-    # in native code on saturated cores (search_flask: 8 request threads in SQLite's C
-    # scan on 2 cores, runnable 69% of their time, the GIL 10%) gain no core from
-    # processes.
-    if (
-        comp["gil"] >= t.gil_share
-        and comp["gil"] >= float(row["wait_unknown"])
-        and int(row.get("threads", 1)) > 1
-    ):
+    if _held_back_by_the_gil(row, comp, facts, t):
         return "cpu", "gil", "cpu_with_gil_waits", evidence
     native = float(row["native_share"]) >= t.native_majority
     return (
@@ -293,6 +291,22 @@ def _stage_kind(
             "cpu_python",
             evidence,
         )
+    )
+
+
+def _held_back_by_the_gil(
+    row: pd.Series, comp: dict[str, float], facts: RunFacts, t: Thresholds
+) -> bool:
+    """A runnable thread that does not run waits for the GIL or for a core. Only where
+    the GIL holds it back at least as long as the cores do is the GIL the limit: threads
+    in native code on saturated cores (search_flask: 8 request threads in SQLite's C scan
+    on 2 cores, runnable 69% of their time, the GIL 10%) gain no core from processes.
+    With a core idle on average the runnable waits cannot be for a core: a thread woken
+    for the GIL is runnable until it takes it (the kernel reads it R, not in a futex)."""
+    idle = facts.cpu_count - max(facts.host_cores_busy, facts.process_cores)
+    for_a_core = 0.0 if idle >= t.idle_cores else float(row["wait_unknown"])
+    return (
+        comp["gil"] >= t.gil_share and comp["gil"] >= for_a_core and int(row.get("threads", 1)) > 1
     )
 
 

@@ -419,6 +419,14 @@ def test_threads_waiting_for_a_core_more_than_for_the_gil_are_cpu_native_not_gil
     assert "multiprocess" not in {r.id for r in d.recommendations}
 
 
+def test_runnable_threads_beside_an_idle_core_are_waiting_for_the_gil_not_a_core(tmp_path):
+    # tokenize_pool in CI: four GIL-bound threads at one core of two, their wakes for the
+    # GIL caught runnable more often than asleep in the futex: "cpu/python, 100%"
+    d = threads_in_a_native_call(tmp_path, runnable_reason="unknown", cores=1.0)
+    assert (d.primary["kind"], d.primary["subkind"]) == ("cpu", "gil"), d.primary
+    assert "multiprocess" in {r.id for r in d.recommendations}
+
+
 def test_threads_held_back_by_the_gil_more_than_by_the_cores_are_gil_bound(tmp_path):
     d = threads_in_a_native_call(tmp_path, runnable_reason="gil", cores=1.0)
     assert d.primary["subkind"] == "gil", d.primary
