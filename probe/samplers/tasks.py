@@ -222,7 +222,6 @@ class TaskSampler:
             tid = threads[loop]
             if tid is not None:
                 waiting.append((task, tid))
-
         if not waiting:
             return
         groups: Counter[tuple[int, int, str]] = Counter()
