@@ -223,8 +223,15 @@ class Monitor:
         if self._attribution is None:
             return
         blocks = self._safely(self._attribution.python_blocks)
-        if blocks is not None:  # none read, or unreadable: no heap witness
-            self._heap.append((now, float(blocks)))
+        if blocks is None:  # none read, or unreadable: no heap witness
+            return
+        # probe watch's agent sets its gauge every 0.2 s and the early readings come every
+        # 0.1 s: a value read again is the gauge not yet set again, not a second reading,
+        # and kept it would count one reading twice in the heap's trend tests (a live heap
+        # counted to the block does not sit still for 0.1 s while the service runs)
+        if self._heap and self._heap[-1][1] == float(blocks):
+            return
+        self._heap.append((now, float(blocks)))
 
     def verdict(self, *, final: bool = False) -> LeakVerdict:
         """The detector's verdict with attribution attached; ``final``: the process has

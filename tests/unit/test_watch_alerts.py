@@ -491,6 +491,15 @@ def test_what_grows_waits_for_a_snapshot_after_the_baseline():
     assert attribution.asked >= 2 and monitor.attributed is not None
 
 
+def test_a_heap_gauge_read_again_before_it_was_set_again_counts_once():
+    # the agent sets the gauge every 0.2 s, the early readings come every 0.1 s
+    stale = FakeAttribution()
+    stale.blocks = lambda t: 550_000 - 5_000 * int(t / 0.2)
+    monitor = run_monitor(leaking(), 12, SHORT_LIFE, attribution=stale)
+    values = [blocks for _, blocks in monitor._heap]
+    assert len(values) > 20 and all(a != b for a, b in zip(values, values[1:], strict=False))
+
+
 def test_a_short_life_s_rise_while_its_python_heap_shrinks_is_undetermined_not_a_leak():
     # RSS climbs 2 MB/s; the live blocks halve over the run (the allocator keeping what
     # the service freed): an open question. Blocks that grow with it leave the leak a leak.
