@@ -264,7 +264,7 @@ def demands(bd: Breakdown, facts: RunFacts, cold: dict[str, Any] | None) -> dict
     d_cpu = cpu / req.count
     d_gil = d_cpu * holds_gil
     latency = req.total_s / req.count - (float(cold["seconds"]) / req.count if cold else 0.0)
-    free = max(1.0, facts.cpu_count - max(0.0, facts.host_cores_busy - facts.process_cores))
+    free = _free_cores(facts)
     bound, which = max_throughput({"cpu": (d_cpu, free), "gil": (d_gil, 1.0)})
     return {
         "cpu_s_per_request": round(d_cpu, 6),
@@ -391,7 +391,7 @@ def _multiprocess(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | No
     if used > 0:
         # bottleneck law: the process cannot use more than the cores other processes
         # leave it, whatever its threads do
-        s = min(s, max(1.0, _free_cores(ctx) / used))
+        s = min(s, max(1.0, _free_cores(ctx.facts) / used))
     return Proposal(
         stage=f.stage,
         p=f.share,
@@ -481,10 +481,10 @@ def _split_cpu_gpu_pipeline(ctx: RuleContext, f: Finding, row: pd.Series) -> Pro
     )
 
 
-def _free_cores(ctx: RuleContext) -> float:
+def _free_cores(facts: RunFacts) -> float:
     """The cores this process could use: all but those other processes kept busy."""
-    others = max(0.0, ctx.facts.host_cores_busy - ctx.facts.process_cores)
-    return max(1.0, ctx.cores - others)
+    others = max(0.0, facts.host_cores_busy - facts.process_cores)
+    return max(1.0, max(1, facts.cpu_count) - others)
 
 
 def _multi_instance(ctx: RuleContext) -> Proposal | None:
@@ -495,7 +495,7 @@ def _multi_instance(ctx: RuleContext) -> Proposal | None:
     top = ctx.findings[0]
     if top.kind != "cpu" or top.share < THRESHOLDS.bottleneck_share:
         return None
-    free = _free_cores(ctx)
+    free = _free_cores(facts)
     # One instance per free core, each as fast as this one, until the cores run out;
     # co-running instances share caches and memory bandwidth (instance_efficiency).
     instances = float(round(free))
