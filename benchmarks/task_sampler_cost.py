@@ -6,7 +6,9 @@ stack sampler and the task sampler tick from the main thread as probe's sampler 
 would, and the mean time of the task sampler's tick is printed -- first with every task
 still on the future it waited on at the last tick (the steady state: none walked again),
 then with each task moved since (every chain walked, up to the per-tick cap) -- and how
-many ticks a second probe then takes, spacing them to cost at most 1% of the time.
+many ticks a second probe then takes, spacing them to cost at most 1% of the time. Last,
+what the loop-lag reading made at every stack tick costs alone (each loop's ready queue
+and running task, ``loop_samples``): it is not spaced.
 
     python benchmarks/task_sampler_cost.py [--tasks 10 100 1000] [--ticks 300]
 """
@@ -71,13 +73,25 @@ def mean_tick_us(sampler: TaskSampler, ticks: int, forget: bool) -> float:
     return spent / ticks * 1e6
 
 
+def mean_loop_read_us(sampler: TaskSampler, reads: int) -> float:
+    started = time.perf_counter()
+    for k in range(reads):
+        sampler._read_loops(k)
+    spent = time.perf_counter() - started
+    sampler.drain()
+    return spent / reads * 1e6
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tasks", type=int, nargs="+", default=[10, 100, 1000])
     p.add_argument("--ticks", type=int, default=300)
     args = p.parse_args()
     server = socket.create_server(("127.0.0.1", 0), backlog=4096)
-    print(f"{'tasks':>6}  {'steady tick':>12}  {'all moved':>10}  {'ticks at 1%':>16}")
+    print(
+        f"{'tasks':>6}  {'steady tick':>12}  {'all moved':>10}  {'ticks at 1%':>16}  "
+        f"{'loop read':>10}"
+    )
     for n in args.tasks:
         loop, tasks = start_loop(n, server)
         stacks = StackSampler()
@@ -92,7 +106,8 @@ def main() -> None:
         steady = mean_tick_us(sampler, args.ticks, forget=False)
         moved = mean_tick_us(sampler, args.ticks, forget=True)
         rate = min(100.0, 0.01 / (steady / 1e6))  # probe's budget: 1% of the time, <= 100 Hz
-        print(f"{n:>6}  {steady:>10.0f}us  {moved:>8.0f}us  {rate:>9.0f} a second")
+        read = mean_loop_read_us(sampler, args.ticks * 10)
+        print(f"{n:>6}  {steady:>10.0f}us  {moved:>8.0f}us  {rate:>9.0f} a second  {read:>8.1f}us")
         stop_loop(loop, tasks)
     server.close()
 
