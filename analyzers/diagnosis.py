@@ -156,6 +156,15 @@ def _collector_figure(meta: dict[str, Any], name: str) -> Any:
     return (meta.get("collector") or {}).get(name)
 
 
+def _full_collection(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """The session's full collection at the run's end, its time in seconds (``at_s``) on
+    the clock of the run's tables."""
+    full = _collector_figure(meta, "full_collection_at_end")
+    if not full or full.get("at_ns") is None:
+        return full
+    return {**full, "at_s": int(full["at_ns"]) / 1e9}
+
+
 def _probe_cores(meta: dict[str, Any]) -> float:
     """Cores probe's own in-process threads used (sampler, collector): not the service's."""
     own = _collector_figure(meta, "collector_cpu_s") or {}
@@ -230,6 +239,7 @@ def _leak(run: Run, bd: Breakdown) -> LeakVerdict:
         limit_bytes=limit,
         heap=blocks,
         malloc_in_use=in_use,
+        full_collection=_full_collection(run.meta),
     )
     verdict = covering_the_run(verdict, t_s, float(run.meta.get("duration_s") or 0.0))
     # what grows, whenever the floor rose: evidence for a leak and for an open question

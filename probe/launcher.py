@@ -352,6 +352,12 @@ def run(
     trace = _Trace(run_dir / "trace.json", trace_s) if trace_s else None
 
     status, ended_by = 0, "completed"
+    # What keeps the target's globals alive until the run is closed: the session's last
+    # reading makes a full collection (the leak verdict's witness of garbage in cycles),
+    # and a module-level cache must still be held then. runpy drops its temporary
+    # module, whose dict then lives only in cycles with its functions: a leak held by a
+    # global would be freed by that collection and read as garbage.
+    held: object = None
     profiled_pid = os.getpid()
     session.start()
     try:
@@ -360,11 +366,15 @@ def run(
         if stopper is not None:
             stopper.start()
         try:
-            if target.kind == "script":
-                runpy.run_path(target.name, run_name="__main__")
-            else:
-                runpy.run_module(target.name, run_name="__main__", alter_sys=True)
-            _target_threads_after()
+            try:
+                if target.kind == "script":
+                    held = runpy.run_path(target.name, run_name="__main__")
+                else:
+                    held = runpy.run_module(target.name, run_name="__main__", alter_sys=True)
+                _target_threads_after()
+            except BaseException as e:
+                held = e.__traceback__  # the target's frames, and through them its globals
+                raise
         except _Terminated:
             status, ended_by = _STATUS_SIGTERM, "SIGTERM"
             if stopper is not None and stopper.escalation:
@@ -416,6 +426,7 @@ def run(
                         ended_by=ended_by,
                         extra={"threads_cut_short": cut} if cut else None,
                     )
+                del held  # the run is closed: the target's globals may go
             finally:
                 signal.signal(signal.SIGINT, previous_int)
                 signal.signal(signal.SIGTERM, previous_term)

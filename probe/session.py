@@ -117,6 +117,7 @@ class Session:
         self._started_ns = 0
         self._last_memory = 0
         self._started = False
+        self._full_collection: dict[str, Any] | None = None
         self._stopped = False
         self._forked_child = False
         self._saved_switch_interval = sys.getswitchinterval()
@@ -189,6 +190,8 @@ class Session:
         if self.memory is not None:
             self.memory.sample()  # the last snapshot: what was still held at the end
         self.heap.sample(count_types=self._heap_count_at_end(), force=True)
+        # after the census above: what a full collection frees (the leak verdict's witness)
+        self._full_collection = self.heap.full_collection()
         try:
             self._flush()
         except OSError as e:  # disk full, directory removed: still finish meta.json
@@ -221,6 +224,7 @@ class Session:
             "collector_cpu_s": cpu,
             "heap_type_counts": self.heap.counted,
             "heap_type_count_s": round(self.heap.count_cost_s, 4),
+            "full_collection_at_end": self._full_collection,
             "kernel_states": {
                 "reads": self.stacks.kernel.reads,
                 "skipped": self.stacks.kernel_reads_skipped,

@@ -394,6 +394,20 @@ def test_leak_is_judged_over_the_serving_window_not_shutdown(tmp_path):
     assert d.leak.slope_bytes_per_s == pytest.approx(2e6, rel=0.1)
 
 
+def test_memory_let_go_by_the_full_collection_at_the_end_is_not_the_service_s(tmp_path):
+    # a batch job growing 1 MB/s for 20 s; the session's full collection at its end (the
+    # witness of garbage in cycles) freed 30 MB and glibc gave it back: the readings from
+    # then on are probe's doing, and read as "fell near the end" they left a leak open
+    b = RunBuilder(duration_s=23.0)
+    for k in range(0, 23_000, 100):
+        fell = 30_000_000 if k > 20_000 else 0
+        b.resources(k, k / 1000.0, (100 << 20) + 1_000 * k + (k % 300) * 1000 - fell)
+    b.meta_extra["collector"] = {"full_collection_at_end": {"at_ns": T0 + 20_000 * MS}}
+    d = diagnose(load(b.write(tmp_path / "collected")))
+    assert d.leak.state == "leak", d.leak.reason
+    assert d.leak.slope_bytes_per_s == pytest.approx(1e6, rel=0.1)
+
+
 def threads_in_a_native_call(tmp_path, *, runnable_reason: str, cores: float):
     """Four request threads in one C call (``db.execute``) for 2 s, each on a CPU 40% of
     its samples, runnable 50% (waiting for ``runnable_reason``), 10% for the GIL."""

@@ -79,6 +79,22 @@ def test_the_bytes_malloc_holds_are_read_beside_the_blocks_and_null_without_a_re
     assert [row[1:] for row in bare.drain()["heap"]] == [(7, None)]
 
 
+def test_a_full_collection_at_the_end_reads_what_is_alive_before_and_after_it():
+    blocks, in_use = iter([900, 600]), iter([50_000, 20_000])
+    s = HeapSampler(allocated_blocks=lambda: next(blocks), malloc_in_use=lambda: next(in_use))
+    ran = []
+    full = s.full_collection(collect=lambda: ran.append(1) or 42, enabled=lambda: True)
+    assert ran == [1] and full is not None
+    assert (full["blocks_before"], full["blocks_after"]) == (900, 600)
+    assert (full["malloc_in_use_before"], full["malloc_in_use_after"]) == (50_000, 20_000)
+    assert full["objects_freed"] == 42
+
+
+def test_a_target_that_turned_the_collector_off_gets_no_collection_from_us():
+    s = HeapSampler(allocated_blocks=lambda: 1)
+    assert s.full_collection(collect=lambda: 1 / 0, enabled=lambda: False) is None
+
+
 def test_the_malloc_reader_sees_a_buffer_allocated_and_freed():
     read = malloc_in_use_reader()
     if read is None:
