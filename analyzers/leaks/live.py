@@ -48,6 +48,7 @@ import itertools
 import math
 from collections import deque
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -425,13 +426,16 @@ def final_verdict(
     traced_start: TracedStart | None = None,
     work: list[tuple[float, float]] | None = None,
     heap: list[tuple[float, float]] | None = None,
+    malloc_in_use: list[float] | None = None,
+    full_collection: dict[str, Any] | None = None,
 ) -> LeakVerdict:
     """The last word when the process has ended: the live verdict, or -- for a process
     watched for less than warm-up plus a window, which the live tests never judged, or one
     they had no answer for yet when it ended -- the recorded-run verdict on its readings
     (``early``: the first ones, (t_s, bytes)), against the requests finished when ``work``
     counts them ((t_s, requests done) on the same clock), with the live Python heap as
-    its witness when ``heap`` gives it ((t_s, allocated blocks)).
+    its witness when ``heap`` gives it ((t_s, allocated blocks)), with ``malloc_in_use``
+    and ``full_collection`` as ``judge_recorded``'s (``probe run``'s witnesses).
 
     ``traced_start``: the process was traced from its start (its readings have
     tracemalloc's own memory taken out), and when that was stopped, if it was. The series
@@ -454,15 +458,14 @@ def final_verdict(
     if v.detected or len(early) < 8 or not (briefly or unanswered):
         return v
     readings, regime, slowed = _one_regime(early, traced_start)
-    t, y = zip(*readings, strict=True) if readings else ((), ())
-    done = (np.array([w[0] for w in work]), np.array([w[1] for w in work])) if work else None
     run = judge_recorded(
-        np.array(t),
-        np.array(y),
-        requests_done=done,
+        *_columns(readings),
+        requests_done=_columns(work) if work else None,
         limit_bytes=detector.limit_bytes,
         slowed=slowed,
-        heap=(np.array([h[0] for h in heap]), np.array([h[1] for h in heap])) if heap else None,
+        heap=_columns(heap) if heap else None,
+        malloc_in_use=np.array(malloc_in_use, dtype="float64") if heap and malloc_in_use else None,
+        full_collection=full_collection,
     )
     if slowed and run.state == UNDETERMINED:
         run = replace(run, settle=_OUTLIVE_THE_TRACING)
@@ -476,6 +479,14 @@ def final_verdict(
         reason=f"{run.reason} (judged on the whole series{regime}: watched for "
         f"{elapsed_s:.0f} s, {why})",
     )
+
+
+def _columns(pairs: list[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    """(t, value) pairs as two arrays."""
+    if not pairs:
+        return np.array([]), np.array([])
+    first, second = zip(*pairs, strict=True)
+    return np.array(first, dtype="float64"), np.array(second, dtype="float64")
 
 
 def _one_regime(

@@ -47,7 +47,8 @@ from types import (
 from typing import Any, cast
 
 from probe.atomicfile import write_atomic
-from probe.samplers.heap import type_name
+from probe.samplers.heap import full_collection_witness, malloc_in_use_reader, type_name
+from probe.samplers.ticker import CostBudget
 from probe.watchdog.formats import AttributionSnapshot, TracingState
 from probe.watchdog.work import RequestCounter, SharedCount, read_count
 
@@ -161,6 +162,36 @@ def _give_back_freed_memory() -> None:
     trim(0)
 
 
+class MallocInUse:
+    """The bytes glibc's malloc holds (``probe.samplers.heap.malloc_in_use_reader``), read
+    on a cost budget of its own: the call walks every arena's free lists under their
+    locks (milliseconds with many threads' arenas fragmented). None at a reading the
+    budget skips, and always without ``mallinfo2``."""
+
+    def __init__(
+        self,
+        reader: Callable[[], int] | None = None,
+        *,
+        share: float = 0.005,
+        clock: Callable[[], int] = time.perf_counter_ns,
+    ) -> None:
+        self.reader = reader if reader is not None else malloc_in_use_reader()
+        self._budget = CostBudget(share)
+        self._clock = clock
+
+    def read(self) -> int | None:
+        if self.reader is None:
+            return None
+        now = self._clock()
+        return self._budget.spend(now, self.reader) if self._budget.due(now) else None
+
+
+def full_collection_now(clock: Callable[[], float], in_use: MallocInUse) -> dict[str, Any] | None:
+    """What a full collection frees now (``full_collection_witness``, ``at`` on ``clock``):
+    the leak verdict's witness of garbage in reference cycles, taken when the watch ends."""
+    return full_collection_witness(sys.getallocatedblocks, in_use.reader, clock=clock)
+
+
 class SiteTracker:
     """tracemalloc and gc snapshots of this process, kept in bounded memory."""
 
@@ -194,6 +225,7 @@ class SiteTracker:
         self._stopping_at: float | None = None
         self._stopped_at: float | None = None
         self.own_threads: set[int] = set()  # probe's threads: they build no tuples
+        self._in_use = MallocInUse()
 
     @property
     def armed(self) -> bool:
@@ -288,6 +320,13 @@ class SiteTracker:
     def python_blocks(self) -> int | None:
         return sys.getallocatedblocks()
 
+    def malloc_in_use(self) -> int | None:
+        return self._in_use.read()
+
+    def full_collection(self) -> dict[str, Any] | None:
+        """In-process, at the watchdog's stop: the service's globals are still held."""
+        return full_collection_now(self._clock, self._in_use)
+
     def _sites(self) -> dict[str, list[Any]]:
         # filtered here, on the grouped statistics: Snapshot.filter_traces is pure Python
         # per trace (1-6 s on 140k traces)
@@ -339,6 +378,8 @@ class Agent:
         self._thread = threading.Thread(target=self._loop, name="probe-watch-agent", daemon=True)
         self._counter: RequestCounter | None = None
         self._heap: SharedCount | None = None
+        self._in_use = MallocInUse()
+        self._in_use_gauge: SharedCount | None = None
 
     def start(self) -> None:
         try:
@@ -352,6 +393,11 @@ class Agent:
             self._heap.set(sys.getallocatedblocks())
         except OSError:
             self._heap = None
+        if self._in_use.reader is not None:
+            try:
+                self._in_use_gauge = SharedCount(self.directory / "malloc_in_use")
+            except OSError:
+                self._in_use_gauge = None
         self._follow_arm_file()  # armed from the first line of the service, if asked
         if not self._tracker.armed:
             self._tracker.census()  # the baseline a short life's growth is named against
@@ -396,6 +442,10 @@ class Agent:
             self._counter = None
         if self._heap is not None:
             self._heap.set(sys.getallocatedblocks())  # ~1 ms on a 1-GB heap of small objects
+        if self._in_use_gauge is not None:
+            in_use = self._in_use.read()
+            if in_use is not None:  # a reading its budget skipped leaves the last one set
+                self._in_use_gauge.set(in_use)
         self._follow_arm_file()
         if self._tracker.armed:
             self._write_tracing()  # tracemalloc's own memory, for the watcher to take out
@@ -410,11 +460,21 @@ class Agent:
         """The last snapshot: a command that ends before any judgement still gets its sites.
         First, when the interpreter began to exit (CLOCK_MONOTONIC, the same in every process
         of the host): the snapshot takes seconds on a large heap, with the memory standing
-        still, and the watcher leaves that time out of the service's series."""
+        still, and the watcher leaves that time out of the service's series. Then what a
+        full collection frees (``full_collection.json``), before the census: atexit runs
+        before the interpreter drops its modules, so what a module global holds is still
+        held, and garbage in cycles is not counted in the census."""
         self._stop.set()
         try:
             write_atomic(self.directory / "exiting", repr(time.monotonic()))
         except OSError:
+            pass
+        try:
+            with self._lock:
+                witness = full_collection_now(time.monotonic, self._in_use)
+                if witness is not None:
+                    write_atomic(self.directory / "full_collection.json", json.dumps(witness))
+        except Exception:  # noqa: BLE001, S110 -- exiting: nothing to tell, no one to tell
             pass
         try:
             with self._lock:
@@ -508,6 +568,19 @@ class AgentLink:
     def python_blocks(self) -> int | None:
         """The process's live Python heap (``sys.getallocatedblocks()``), as last set."""
         return self._count("blocks")
+
+    def malloc_in_use(self) -> int | None:
+        """The bytes the process's malloc holds, as last set (none without ``mallinfo2``)."""
+        return self._count("malloc_in_use")
+
+    def full_collection(self) -> dict[str, Any] | None:
+        """What a full collection freed as the process exited (``at``: monotonic), once
+        it has exited; None before, and where the process turned its collector off."""
+        try:
+            data = json.loads((self.directory / "full_collection.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
 
     def _count(self, name: str) -> int | None:
         fd = self._fds.get(name)

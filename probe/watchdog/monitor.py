@@ -8,6 +8,7 @@ injected, so the loop is tested on fakes in milliseconds.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -74,6 +75,9 @@ class Attribution(Protocol):
     def tracing_state(self) -> TracingState | None: ...  # what its tracing costs, when it ended
     def requests_done(self) -> int | None: ...  # requests finished so far, while counted
     def python_blocks(self) -> int | None: ...  # its live Python heap (allocated blocks)
+    def malloc_in_use(self) -> int | None: ...  # the bytes its malloc holds, when read
+    # what a full collection freed at the end (``probe.samplers.heap.full_collection_witness``)
+    def full_collection(self) -> dict[str, Any] | None: ...
 
 
 class Monitor:
@@ -109,6 +113,8 @@ class Monitor:
         # none once the count has stopped being kept (``probe.watchdog.work``)
         self._work: list[tuple[float, float]] | None = []
         self._heap: list[tuple[float, float]] = []  # (t, live Python blocks), the same span
+        self._in_use: list[float] = []  # malloc's bytes in use at those readings (NaN: unread)
+        self._full_collection: dict[str, Any] | None = None  # taken once, at the end
         self.last_bytes: float | None = None
         self.alerted: LeakVerdict | None = None
         self.attributed: LeakVerdict | None = None  # the follow-up alert, with the sites
@@ -232,6 +238,11 @@ class Monitor:
         if self._heap and self._heap[-1][1] == float(blocks):
             return
         self._heap.append((now, float(blocks)))
+        # the same for malloc's bytes, which the agent sets only when its budget allows
+        in_use = self._safely(self._attribution.malloc_in_use)
+        known = [b for b in self._in_use if not math.isnan(b)]
+        fresh = in_use is not None and not (known and known[-1] == float(in_use))
+        self._in_use.append(float(in_use) if fresh else math.nan)
 
     def verdict(self, *, final: bool = False) -> LeakVerdict:
         """The detector's verdict with attribution attached; ``final``: the process has
@@ -246,6 +257,10 @@ class Monitor:
                 self._traced,
                 work=self._work or None,
                 heap=self._heap or None,
+                malloc_in_use=self._in_use
+                if any(not math.isnan(b) for b in self._in_use)
+                else None,
+                full_collection=self._full_collection_at_end(),
             )
             if final
             else self.detector.verdict
@@ -253,6 +268,15 @@ class Monitor:
         if v.detected and self._attribution is not None:
             v = _with_growth(v, self._attribution.snapshots())
         return v
+
+    def _full_collection_at_end(self) -> dict[str, Any] | None:
+        """What a full collection freed at the end, its time (``at_s``) on the readings'
+        clock; taken once (in-process it is made now, at the watchdog's stop)."""
+        if self._full_collection is None and self._attribution is not None:
+            full = self._safely(self._attribution.full_collection)
+            if isinstance(full, dict) and full.get("at") is not None:
+                self._full_collection = {**full, "at_s": float(full["at"]) - self._t0}
+        return self._full_collection
 
     def _serving_readings(self) -> list[tuple[float, float]]:
         """The readings up to when the process began to exit: its interpreter's teardown

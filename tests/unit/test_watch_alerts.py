@@ -62,6 +62,8 @@ class FakeAttribution:
         self.disarmed_at: float | None = None
         self.requests: object = lambda t: None  # requests finished by t, when counted
         self.blocks: object = lambda t: None  # live Python blocks at t, when read
+        self.in_use: object = lambda t: None  # malloc's bytes in use at t, when read
+        self.full: dict | None = None  # what a full collection freed as it exited
 
     def arm(self) -> None:
         self.armed_at = self.clock.t
@@ -87,6 +89,12 @@ class FakeAttribution:
 
     def python_blocks(self) -> int | None:
         return self.blocks(self.clock.t)
+
+    def malloc_in_use(self) -> int | None:
+        return self.in_use(self.clock.t)
+
+    def full_collection(self) -> dict | None:
+        return self.full
 
     def poll(self) -> None:
         pass
@@ -512,3 +520,31 @@ def test_a_short_life_s_rise_while_its_python_heap_shrinks_is_undetermined_not_a
     growing.blocks = lambda t: int(550_000 + 25_000 * t)
     kept = run_monitor(leaking(), 12, SHORT_LIFE, attribution=growing).verdict_dict(final=True)
     assert kept["state"] == "leak", kept["reason"]
+
+
+def test_a_short_life_s_rise_freed_by_the_full_collection_at_its_exit_is_not_a_leak():
+    # RSS, the live blocks and malloc's bytes all climb with garbage in reference cycles
+    # awaiting a full pass; the agent's collection at exit brings the blocks and bytes back
+    # to where they began: undetermined. The same climb still held after it stays a leak.
+    def climbing() -> FakeAttribution:
+        a = FakeAttribution()
+        a.blocks = lambda t: int(130_000 + 8_000 * t)
+        a.in_use = lambda t: int(12e6 + 2e6 * t)
+        return a
+
+    def exit_collection(a: FakeAttribution, monitor, kept: bool) -> None:
+        a.full = {
+            "at": monitor._t0 + 12.0,
+            "blocks_before": 226_000,
+            "blocks_after": 226_000 if kept else 129_000,
+            "malloc_in_use_before": 36e6,
+            "malloc_in_use_after": 36e6 if kept else 12.5e6,
+        }
+
+    for kept, state in ((False, "undetermined"), (True, "leak")):
+        attribution = climbing()
+        monitor = run_monitor(leaking(), 12, SHORT_LIFE, attribution=attribution)
+        exit_collection(attribution, monitor, kept)
+        final = monitor.verdict_dict(final=True)
+        assert final["state"] == state, final["reason"]
+        assert ("full collection at the run's end freed" in final["reason"]) == (not kept)
