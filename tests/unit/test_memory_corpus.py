@@ -4,8 +4,9 @@ leaking service is called a leak, no healthy one is -- by the recorded-run verdi
 
 The series were recorded from real processes (``tests/memory_corpus/record.py``); their
 truth is by construction and checked from outside without probe (``--verify``: the
-service run four times as long, its RSS read from /proc). "Undetermined" is allowed for
-a healthy service (it is not an alarm) and counts as a miss for a leaking one.
+service run four times as long -- fifteen where that is too short to see it settle --
+its RSS read from /proc). "Undetermined" is allowed for a healthy service (it is not an
+alarm) and counts as a miss for a leaking one.
 """
 
 from __future__ import annotations
@@ -44,13 +45,30 @@ def heap_of(d: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     return np.array(d["heap"]["t_s"]), np.array(d["heap"]["allocated_blocks"])
 
 
+def malloc_in_use_of(d: dict[str, Any]) -> np.ndarray | None:
+    """The bytes malloc held at each heap reading (NaN where unread); None in a series
+    recorded before probe read them."""
+    read = d["heap"].get("malloc_in_use_bytes")
+    return None if read is None else np.array(read, dtype="float64")
+
+
 def recorded(d: dict[str, Any]) -> LeakVerdict:
+    """The verdict ``probe run`` gives the series (``diagnosis._leak``'s witnesses)."""
     t, y = np.array(d["rss"]["t_s"]), np.array(d["rss"]["bytes"])
     ends = np.array(d["requests"]) if d["requests"] else None
-    return judge_recorded(t, y, request_end_s=ends, heap=heap_of(d))
+    return judge_recorded(
+        t,
+        y,
+        request_end_s=ends,
+        heap=heap_of(d),
+        malloc_in_use=malloc_in_use_of(d),
+        full_collection=d.get("full_collection"),
+    )
 
 
 def live(d: dict[str, Any]) -> LeakVerdict:
+    """The verdict ``probe watch`` gives the series: its agent reads the same witnesses
+    (live blocks, malloc's bytes, a full collection as the process exits)."""
     t, y = np.array(d["rss"]["t_s"]), np.array(d["rss"]["bytes"])
     detector = LiveLeakDetector(QUICK)
     readings = [(float(a), float(b)) for a, b in zip(t - t[0], y, strict=True)]
@@ -58,7 +76,16 @@ def live(d: dict[str, Any]) -> LeakVerdict:
         detector.add(a, b)
     ht, blocks = heap_of(d)
     heap = [(float(a), float(b)) for a, b in zip(ht - t[0], blocks, strict=True)]
-    return final_verdict(detector, readings, readings[-1][0], heap=heap)
+    in_use = malloc_in_use_of(d)
+    full = d.get("full_collection")
+    return final_verdict(
+        detector,
+        readings,
+        readings[-1][0],
+        heap=heap,
+        malloc_in_use=None if in_use is None else list(in_use),
+        full_collection=None if full is None else {**full, "at_s": full["at_s"] - t[0]},
+    )
 
 
 def test_the_corpus_holds_leaks_and_healthy_services_with_their_truth_verified():
