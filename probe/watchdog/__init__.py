@@ -172,10 +172,11 @@ def start(
 def stop(timeout: float = 5.0) -> dict[str, Any] | None:
     """Stop the watchdog started by ``start``; returns its last verdict (None if none ran).
 
-    Call it while the service still holds its state (a shutdown hook, the end of
-    ``main``): a process watched for less than warm-up plus a window is judged here on its
-    whole series, with a full collection (``gc.collect()``) as the witness of garbage in
-    reference cycles, and what the service dropped before the call reads as garbage."""
+    It makes a full collection (``gc.collect()``, as CPython's shutdown does): a process
+    watched for less than warm-up plus a window is judged here on its whole series, with
+    what that collection frees as the witness of garbage in reference cycles. So call it
+    while the service still holds its state (a shutdown hook, the end of ``main``): what
+    it dropped before the call reads as garbage."""
     global _current
     with _lock:
         dog, _current = _current, None

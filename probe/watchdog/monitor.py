@@ -114,6 +114,7 @@ class Monitor:
         self._work: list[tuple[float, float]] | None = []
         self._heap: list[tuple[float, float]] = []  # (t, live Python blocks), the same span
         self._in_use: list[float] = []  # malloc's bytes in use at those readings (NaN: unread)
+        self._last_in_use = math.nan  # the last value read of them
         self._full_collection: dict[str, Any] | None = None  # taken once, at the end
         self.last_bytes: float | None = None
         self.alerted: LeakVerdict | None = None
@@ -240,9 +241,10 @@ class Monitor:
         self._heap.append((now, float(blocks)))
         # the same for malloc's bytes, which the agent sets only when its budget allows
         in_use = self._safely(self._attribution.malloc_in_use)
-        known = [b for b in self._in_use if not math.isnan(b)]
-        fresh = in_use is not None and not (known and known[-1] == float(in_use))
+        fresh = in_use is not None and float(in_use) != self._last_in_use
         self._in_use.append(float(in_use) if fresh else math.nan)
+        if fresh:
+            self._last_in_use = float(in_use)
 
     def verdict(self, *, final: bool = False) -> LeakVerdict:
         """The detector's verdict with attribution attached; ``final``: the process has

@@ -503,9 +503,13 @@ def test_a_heap_gauge_read_again_before_it_was_set_again_counts_once():
     # the agent sets the gauge every 0.2 s, the early readings come every 0.1 s
     stale = FakeAttribution()
     stale.blocks = lambda t: 550_000 - 5_000 * int(t / 0.2)
+    stale.in_use = lambda t: 12_000_000 + 4096 * int(t / 0.4)  # its budget skips some sets
     monitor = run_monitor(leaking(), 12, SHORT_LIFE, attribution=stale)
     values = [blocks for _, blocks in monitor._heap]
     assert len(values) > 20 and all(a != b for a, b in zip(values, values[1:], strict=False))
+    assert len(monitor._in_use) == len(values)  # beside each heap reading, NaN when stale
+    read = [b for b in monitor._in_use if b == b]
+    assert len(read) > 10 and len(set(read)) == len(read)
 
 
 def test_a_short_life_s_rise_while_its_python_heap_shrinks_is_undetermined_not_a_leak():
