@@ -38,7 +38,7 @@ class LeakVerdict:
     slope_bytes_per_s: float = 0.0
     slope_low: float = 0.0  # Sen's 99% interval of the slope
     slope_high: float = 0.0
-    confidence: float = 0.0
+    confidence: float = 0.0  # that the floor rises: 1 - the trend test's p-value
     onset_s: float | None = None
     level_bytes: float = 0.0
     points: int = 0
@@ -68,7 +68,11 @@ class LeakVerdict:
             if self.bytes_per_request is None
             else round(self.bytes_per_request, 1),
             "basis": self.basis,
-            "confidence": round(self.confidence, 4),
+            # the confidence of the leak verdict: on the other states there is none to give
+            # (an undetermined rise read 100% beside "detected": false); the rise's own
+            # (1 - the trend test's p-value) is kept for every state
+            "confidence": round(self.confidence, 4) if self.detected else 0.0,
+            "rise_confidence": round(self.confidence, 4),
             "onset_s": None if self.onset_s is None else round(self.onset_s, 2),
             "level_bytes": int(self.level_bytes),
             "points": self.points,

@@ -59,6 +59,8 @@ def test_diagnosis_json_keeps_detected_beside_the_state():
     leak = DiagnosisJson.from_diagnosis(undetermined).document["leak"]
     assert leak["detected"] is False and leak["state"] == "undetermined"
     assert leak["settle"] == "a longer run"
+    # no confidence in a leak it did not find; the rise's own is kept beside
+    assert leak["confidence"] == 0.0 and leak["rise_confidence"] > 0.99
     leak = DiagnosisJson.from_diagnosis(leaking).document["leak"]
     assert leak["detected"] is True and leak["state"] == "leak" and leak["basis"] == "requests"
 
