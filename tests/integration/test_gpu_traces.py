@@ -1,0 +1,78 @@
+"""The real GPU traces recorded by other projects (``../shared/gpu_traces``, README there;
+skipped when absent): read whole by ``probe.rundir.kineto``, and the analyses held to what
+the README declares of each -- BF16 inference on H100s, FP32 ResNet-50 training on V100s,
+NCCL all-reduce in a 2-rank DDP. A validation set: nothing here tunes a threshold."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from probe.analyzers.kernels import kernel_breakdown
+from probe.rundir.kineto import KinetoTrace, read_kineto
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+GPU_TRACES = REPO.parent / "shared" / "gpu_traces"
+
+
+@cache
+def read(path: Path) -> KinetoTrace:
+    return read_kineto(path)
+
+
+REAL = sorted(GPU_TRACES.glob("*.json.gz")) if GPU_TRACES.is_dir() else []
+
+
+@pytest.mark.skipif(not REAL, reason="../shared/gpu_traces is not beside the project")
+@pytest.mark.parametrize("path", REAL, ids=[p.name.split(".")[0] for p in REAL])
+def test_real_gpu_traces_read_whole_with_kernels_tied_to_their_launches(path):
+    trace = read(path)
+    assert trace.notes == [], trace.notes  # every category known, nothing cut short
+    kernels, runtime = trace.tables["kernels"], trace.tables["runtime"]
+    assert trace.has_gpu and len(kernels) > 0 and len(trace.tables["ops"]) > 0
+    assert trace.meta["deviceProperties"][0]["totalGlobalMem"] > 0  # the GPU it ran on
+    # a kernel launched inside the window has its launch there (correlation); those
+    # without one were launched before it (correlation ids count up) and ran while the
+    # GPU caught up: the H100 Qwen trace's first 436 kernels, 14 ms of backlog
+    launched = runtime["correlation"].dropna()
+    orphans = kernels[~kernels["correlation"].isin(set(launched))]
+    assert (orphans["correlation"] < launched.min()).all()
+
+
+needs_traces = pytest.mark.skipif(not REAL, reason="../shared/gpu_traces is not beside")
+
+
+def gemm_time_by_precision(name: str) -> pd.Series:
+    b = kernel_breakdown(read(GPU_TRACES / name).tables["kernels"])
+    mm = b[b["family"].isin(["gemm", "conv"])]
+    return mm.groupby("precision", observed=True)["total_ns"].sum() / mm["total_ns"].sum()
+
+
+@needs_traces
+@pytest.mark.parametrize(
+    "name", [p.name for p in REAL if p.name.startswith("tl_h100")], ids=lambda n: n[:20]
+)
+def test_the_bf16_inference_traces_read_as_bf16_matrix_work(name):
+    # README: Hugging Face pipelines on an H100, BF16
+    assert gemm_time_by_precision(name).get("bf16", 0.0) > 0.9
+
+
+@needs_traces
+@pytest.mark.parametrize("name", [p.name for p in REAL if "resnet50" in p.name])
+def test_the_fp32_resnet_training_reads_as_fp32_convolutions(name):
+    # README: ResNet-50 training, batch 32, FP32, on a V100 (no TF32 before Ampere)
+    assert gemm_time_by_precision(name).get("fp32", 0.0) > 0.9
+
+
+@needs_traces
+def test_the_ddp_trace_shows_its_all_reduce_as_collective_time():
+    # README: a 2-rank DDP model over NCCL
+    path = GPU_TRACES / "hta_v100_ddp2_train_rank1.json.gz"
+    b = kernel_breakdown(read(path).tables["kernels"])
+    assert b.loc[b["family"] == "collective", "share"].sum() > 0.05
