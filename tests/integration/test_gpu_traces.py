@@ -1,7 +1,8 @@
 """The real GPU traces recorded by other projects (``../shared/gpu_traces``, README there;
 skipped when absent): read whole by ``probe.rundir.kineto``, and the analyses held to what
 the README declares of each -- BF16 inference on H100s, FP32 ResNet-50 training on V100s,
-NCCL all-reduce in a 2-rank DDP. A validation set: nothing here tunes a threshold."""
+NCCL all-reduce in a 2-rank DDP, a window with its warm-up, a DataLoader with 0 and 4
+workers. A validation set: nothing here tunes a threshold."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from probe.analyzers.gpu_timeline import GpuTimeline, gpu_timeline
 from probe.analyzers.kernels import kernel_breakdown
 from probe.rundir.kineto import KinetoTrace, read_kineto
 
@@ -76,3 +78,26 @@ def test_the_ddp_trace_shows_its_all_reduce_as_collective_time():
     path = GPU_TRACES / "hta_v100_ddp2_train_rank1.json.gz"
     b = kernel_breakdown(read(path).tables["kernels"])
     assert b.loc[b["family"] == "collective", "share"].sum() > 0.05
+
+
+def timeline_of(name: str) -> GpuTimeline:
+    t = read(GPU_TRACES / name).tables
+    return gpu_timeline(t["kernels"], t["copies"], t["runtime"], t["ops"], t["annotations"])
+
+
+@needs_traces
+def test_a_window_that_includes_the_warm_up_is_not_judged_as_a_steady_state():
+    # README: a PARAM AlexNet forward, warm-up included (cudaMalloc, context creation)
+    assert not timeline_of("hta_a100_alexnet_warmup.json.gz").steady
+
+
+@needs_traces
+def test_the_gpu_waits_on_the_data_loader_with_no_workers_and_less_with_four():
+    # README: the same ResNet-50 training with DataLoader num_workers=0, then 4
+    def input_share(name: str) -> float:
+        by = timeline_of(name).by_cause.set_index("cause")
+        return float(by.loc["input", "share"])
+
+    alone = input_share("kineto_v100_resnet50_train_nw0.pt.trace.json.gz")
+    workers = input_share("kineto_v100_resnet50_train_nw4.pt.trace.json.gz")
+    assert alone > 0 and workers < alone / 2, (alone, workers)
