@@ -1,0 +1,142 @@
+"""CPU-side patterns in a model's ops (torch.profiler with ``record_shapes``).
+
+``growing_prefix(ops)``: a decoder that generates without a KV cache runs the same op
+sequence once per token on the whole sequence so far -- the inputs of its linear layers
+are ``[batch, T, d]`` with T one longer each step (T0, T0+1, T0+2, ...). With a cache each
+step after the first runs on the one new token. The finding names the op and shapes, the
+steps, and what a cache buys: each step's time is fitted as ``a + b*T`` (a: the per-step
+cost that does not grow, b: the cost per token of prefix), and with a cache the first
+step (the prompt) stays ``a + b*T0`` while every later one becomes ``a + b``. Attention
+over the cached keys still grows with T; the model leaves it out, so the estimate is an
+upper bound where attention over long contexts dominates (it does not at the lengths of a
+short generation, where the linear layers hold most of the work).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["PrefixFinding", "growing_prefix"]
+
+# ops whose first input carries the sequence: the work that grows with the prefix
+_SEQUENCE_OPS = ("aten::linear", "aten::addmm", "aten::matmul", "aten::mm", "aten::bmm")
+# at least this many steps of +1 in a row: fewer could be a coincidence of shapes
+_MIN_STEPS = 4
+
+
+@dataclass(frozen=True)
+class PrefixFinding:
+    op: str
+    shape: str  # the first input's shape, the growing axis as "T"
+    first_length: int  # T at the first step (the prompt) of the first run
+    steps: int  # every run's together
+    runs: int  # the generations seen (one a request)
+    step_ns: tuple[int, ...]  # each step's wall time on its thread
+    per_step_ns: float  # a: the cost of a step that does not grow with T
+    per_token_ns: float  # b: the cost per token of prefix
+    speedup: float  # the steps' time over their time with a KV cache (the model above)
+
+
+def growing_prefix(ops: pd.DataFrame) -> PrefixFinding | None:
+    """The op and shape whose sequence length grows by one token a step over the most
+    steps (the module doc), with the KV cache's estimate; None when none grows so."""
+    shaped = ops[ops["name"].astype(str).isin(_SEQUENCE_OPS) & ops["input_dims"].notna()]
+    best: PrefixFinding | None = None
+    for (name, _tid), calls in shaped.groupby(["name", "tid"], observed=True):
+        found = _on_one_thread(str(name), calls)
+        if found is not None and (best is None or found.steps > best.steps):
+            best = found
+    return best
+
+
+def _on_one_thread(name: str, calls: pd.DataFrame) -> PrefixFinding | None:
+    shapes = [_first_shape(d) for d in calls["input_dims"]]
+    keyed: dict[str, list[tuple[int, int, int]]] = {}
+    ends = (calls["ts_ns"] + calls["dur_ns"]).to_numpy()
+    for ts, end, shape in zip(calls["ts_ns"].to_numpy(), ends, shapes, strict=True):
+        if shape is None:
+            continue
+        for axis, length in enumerate(shape):
+            masked = "[" + ",".join("T" if i == axis else str(v) for i, v in enumerate(shape)) + "]"
+            keyed.setdefault(masked, []).append((int(ts), int(end), int(length)))
+    best: PrefixFinding | None = None
+    for masked, seen in keyed.items():
+        runs = _growing_runs(seen)
+        if runs:
+            found = _estimate(name, masked, runs)
+            if best is None or found.steps > best.steps:
+                best = found
+    return best
+
+
+def _first_shape(dims: str) -> tuple[int, ...] | None:
+    try:
+        first = json.loads(dims)[0]
+    except (ValueError, TypeError, IndexError):
+        return None
+    ok = isinstance(first, list) and first and all(isinstance(v, int) for v in first)
+    return tuple(first) if ok else None
+
+
+@dataclass
+class _Run:
+    starts: list[int]  # when each step's first call began
+    lengths: list[int]
+    last_end: int  # when the last step's last call ended
+
+
+def _growing_runs(seen: list[tuple[int, int, int]]) -> list[_Run]:
+    """Runs of steps, in time order, whose length is one more than the step before (a
+    request's generation); a length that repeats is the same step's other calls (its
+    layers). Runs shorter than ``_MIN_STEPS`` are left out."""
+    runs: list[_Run] = []
+    run: _Run | None = None
+    for ts, end, length in sorted(seen):
+        if run is not None and length == run.lengths[-1]:
+            run.last_end = max(run.last_end, end)
+            continue
+        if run is not None and length == run.lengths[-1] + 1:
+            run.starts.append(ts)
+            run.lengths.append(length)
+            run.last_end = end
+            continue
+        if run is not None and len(run.lengths) >= _MIN_STEPS:
+            runs.append(run)
+        run = _Run([ts], [length], end)
+    if run is not None and len(run.lengths) >= _MIN_STEPS:
+        runs.append(run)
+    return runs
+
+
+def _estimate(name: str, masked: str, runs: list[_Run]) -> PrefixFinding:
+    """Each step's time (its first call to the next step's; the last, to its last call),
+    the fit a + b*T over every run's steps, and the cache's speedup over them all."""
+    step_ns: list[float] = []
+    lengths: list[int] = []
+    cached = 0.0
+    for run in runs:
+        ends = [*run.starts[1:], run.last_end]
+        step_ns += [e - s for s, e in zip(run.starts, ends, strict=True)]
+        lengths += run.lengths
+    t = np.array(lengths, dtype="float64")
+    y = np.array(step_ns, dtype="float64")
+    b, a = np.polyfit(t, y, 1) if len(set(lengths)) > 1 else (0.0, float(y.mean()))
+    b, a = max(float(b), 0.0), max(float(a), 0.0)
+    for run in runs:
+        cached += (a + b * run.lengths[0]) + (len(run.lengths) - 1) * (a + b)
+    speedup = float(y.sum() / cached) if cached > 0 else 1.0
+    return PrefixFinding(
+        op=name,
+        shape=masked,
+        first_length=runs[0].lengths[0],
+        steps=len(lengths),
+        runs=len(runs),
+        step_ns=tuple(int(v) for v in y),
+        per_step_ns=a,
+        per_token_ns=b,
+        speedup=max(1.0, speedup),
+    )

@@ -1,0 +1,55 @@
+"""A decoder re-running its layers on a growing prefix (no KV cache), found from the ops'
+shapes (``analyzers.ops.growing_prefix``), on op sequences declared here: the step times
+follow a + b*T by construction, so the cache's estimate is known exactly."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from probe.analyzers.ops import growing_prefix
+
+A, B = 200_000, 30_000  # ns a step, ns a token of prefix
+
+
+def decoder(prompts: list[int], tokens: int, *, cached: bool, layers: int = 4) -> pd.DataFrame:
+    """One request a prompt: ``tokens`` steps, each ``layers`` linear layers over the
+    sequence so far (or, cached, over the new token once the prompt is in)."""
+    rows, t = [], 0
+    for prompt in prompts:
+        for step in range(tokens):
+            length = prompt + step
+            seen = length if (step == 0 or not cached) else 1
+            step_ns = A + B * seen
+            rows.extend(
+                {"name": "aten::linear", "tid": 1, "ts_ns": t + layer * step_ns // layers,
+                 "dur_ns": step_ns // layers - 10,
+                 "input_dims": json.dumps([[1, seen, 64], [64, 64], [64]])}
+                for layer in range(layers)
+            )  # fmt: skip
+            t += step_ns
+        t += 5_000_000  # between requests
+    return pd.DataFrame(rows)
+
+
+def test_layers_rerun_on_a_prefix_growing_a_token_a_step_are_found_with_the_cache_s_gain():
+    found = growing_prefix(decoder([8, 8], 12, cached=False))
+    assert found is not None
+    assert (found.op, found.shape, found.first_length) == ("aten::linear", "[1,T,64]", 8)
+    assert found.runs == 2 and found.steps == 24
+    assert found.per_token_ns == pytest.approx(B, rel=0.01)
+    assert found.per_step_ns == pytest.approx(A, rel=0.05)
+    lengths = [8 + k for k in range(12)]
+    without = sum(A + B * n for n in lengths)
+    with_cache = (A + B * 8) + 11 * (A + B)
+    assert found.speedup == pytest.approx(without / with_cache, rel=0.02)
+
+
+def test_a_cached_decoder_and_unrelated_shapes_show_no_growing_prefix():
+    assert growing_prefix(decoder([8, 8], 12, cached=True)) is None
+    varied = decoder([8], 12, cached=False).sample(frac=1.0, random_state=3)
+    varied["ts_ns"] = range(len(varied))  # the same shapes, in no order
+    assert growing_prefix(varied) is None
+    assert growing_prefix(decoder([8], 3, cached=False)) is None  # too few steps to tell
