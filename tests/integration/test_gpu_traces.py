@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from probe.analyzers.device_time import device_time
 from probe.analyzers.gpu_timeline import GpuTimeline, gpu_timeline
 from probe.analyzers.kernels import kernel_breakdown
 from probe.rundir.kineto import KinetoTrace, read_kineto
@@ -101,3 +102,17 @@ def test_the_gpu_waits_on_the_data_loader_with_no_workers_and_less_with_four():
     alone = input_share("kineto_v100_resnet50_train_nw0.pt.trace.json.gz")
     workers = input_share("kineto_v100_resnet50_train_nw4.pt.trace.json.gz")
     assert alone > 0 and workers < alone / 2, (alone, workers)
+
+
+@needs_traces
+@pytest.mark.parametrize("name", [p.name for p in REAL if "resnet50" in p.name])
+def test_each_training_step_owns_the_gpu_work_it_launched_backward_included(name):
+    # README: ResNet-50 training steps; the backward is launched by autograd's engine
+    # thread while the step's span (ProfilerStep#N) waits in loss.backward()
+    t = read(GPU_TRACES / name).tables
+    ops = t["ops"]
+    steps = ops[ops["name"].astype(str).str.startswith("ProfilerStep#")]
+    per_step = device_time(steps, t["runtime"], t["kernels"], t["copies"])
+    gpu_work = t["kernels"]["dur_ns"].sum() + t["copies"]["dur_ns"].sum()
+    assert per_step["device_ns"].sum() == pytest.approx(gpu_work, rel=0.01)
+    assert per_step["device_ns"].std() < 0.05 * per_step["device_ns"].mean()  # alike steps
