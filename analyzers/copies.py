@@ -28,6 +28,8 @@ def read_copies(copies: pd.DataFrame, runtime: pd.DataFrame) -> pd.DataFrame:
     runtime call that made it, when the trace has it); ``synchronous`` is True when the
     host could not go on before the copy ended (a synchronous call, or pageable memory)."""
     out = copies.copy()
+    if out.empty:  # a trace without copies: the columns, no rows
+        return out.assign(direction=[], host_memory=[], launched_by=[], synchronous=[])
     names = out["name"].astype(str)
     direction = names.str.extract(_DIRECTION, expand=False)
     out["direction"] = direction.where(~names.str.startswith("Memset"), "memset")

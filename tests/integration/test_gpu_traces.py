@@ -12,9 +12,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from probe.analyzers.copies import read_copies
 from probe.analyzers.device_time import device_time
 from probe.analyzers.gpu_timeline import GpuTimeline, gpu_timeline
 from probe.analyzers.kernels import kernel_breakdown
+from probe.analyzers.rules import Finding
+from probe.analyzers.trace_limits import trace_findings
 from probe.rundir.kineto import KinetoTrace, read_kineto
 
 from .conftest import REPO
@@ -116,3 +119,29 @@ def test_each_training_step_owns_the_gpu_work_it_launched_backward_included(name
     gpu_work = t["kernels"]["dur_ns"].sum() + t["copies"]["dur_ns"].sum()
     assert per_step["device_ns"].sum() == pytest.approx(gpu_work, rel=0.01)
     assert per_step["device_ns"].std() < 0.05 * per_step["device_ns"].mean()  # alike steps
+
+
+def primary_of(name: str) -> Finding:
+    t = read(GPU_TRACES / name).tables
+    return trace_findings(timeline_of(name), read_copies(t["copies"], t["runtime"]))[0]
+
+
+@needs_traces
+@pytest.mark.parametrize(
+    ("name", "limits"),
+    [
+        # README: batch 1 x 512 tokens on an H100, and batch 4 images: small work a step
+        ("tl_h100_bert-small_infer.json.gz", {"gpu_starved", "launch_bound"}),
+        ("tl_h100_vit-nsfw_infer.json.gz", {"gpu_starved", "launch_bound"}),
+        # README: one vLLM forward in eager mode (no CUDA graphs)
+        ("tl_b200_vllm-gptoss_eager.json.gz", {"gpu_starved", "launch_bound"}),
+        # README: batch 16 text generation; one video through a video transformer
+        ("tl_h100_qwen1.5-0.5b_infer.json.gz", {"gpu_compute"}),
+        ("tl_h100_timesformer_infer.json.gz", {"gpu_compute"}),
+        # README: warm-up included
+        ("hta_a100_alexnet_warmup.json.gz", {"warm_up"}),
+    ],
+    ids=lambda v: v[:22] if isinstance(v, str) else None,
+)
+def test_the_limit_of_each_real_trace_is_on_the_side_its_workload_puts_it(name, limits):
+    assert primary_of(name).subkind in limits

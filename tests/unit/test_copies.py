@@ -62,3 +62,4 @@ def test_the_breakdown_sums_bytes_and_time_and_gives_the_bandwidth():
     assert top["copies"] == 2 and top["bytes"] == 2 * 10**9
     assert top["gb_s"] == pytest.approx(10.0)
     assert copy_breakdown(copies(), RUNTIME).empty
+    assert read_copies(copies(), RUNTIME).empty  # a trace without copies
