@@ -15,8 +15,9 @@ import pytest
 from probe.analyzers.copies import read_copies
 from probe.analyzers.device_time import device_time
 from probe.analyzers.gpu_timeline import GpuTimeline, gpu_timeline
-from probe.analyzers.kernels import kernel_breakdown
+from probe.analyzers.kernels import classify_kernels, kernel_breakdown
 from probe.analyzers.rules import Finding
+from probe.analyzers.trace_fixes import TraceEvidence, trace_recommendations
 from probe.analyzers.trace_limits import trace_findings
 from probe.rundir.kineto import KinetoTrace, read_kineto
 
@@ -145,3 +146,27 @@ def primary_of(name: str) -> Finding:
 )
 def test_the_limit_of_each_real_trace_is_on_the_side_its_workload_puts_it(name, limits):
     assert primary_of(name).subkind in limits
+
+
+def median_step_ns(name: str) -> float:
+    ops = read(GPU_TRACES / name).tables["ops"]
+    steps = ops[ops["name"].astype(str).str.startswith("ProfilerStep#")]
+    return float(steps["dur_ns"].median())
+
+
+@needs_traces
+def test_the_data_loader_estimate_meets_its_realisation_in_the_four_worker_trace():
+    # a before/after pair recorded by others (README: the same ResNet-50 job with
+    # num_workers=0, then 4): the estimate from the first trace alone, against the ratio
+    # of the median training step (the median: the workers start up in the first step)
+    name = "kineto_v100_resnet50_train_nw0.pt.trace.json.gz"
+    t = read(GPU_TRACES / name).tables
+    tl = timeline_of(name)
+    copies = read_copies(t["copies"], t["runtime"])
+    ev = TraceEvidence(
+        trace_findings(tl, copies), classify_kernels(t["kernels"]), copies, tl.by_cause,
+        float(tl.devices["window_ns"].sum()),
+    )  # fmt: skip
+    estimate = {r.id: r.estimated_speedup for r in trace_recommendations(ev)}
+    realized = median_step_ns(name) / median_step_ns(name.replace("nw0", "nw4"))
+    assert estimate["dataloader_workers"] == pytest.approx(realized, rel=0.25)

@@ -1,0 +1,266 @@
+"""What each fix would buy, from a GPU trace's measured shares (issue 15, part 5).
+
+Each entry of the catalog names a fix, the evidence that proposes it and how its gain is
+modelled; the gain is Amdahl's law on the traced window: the share ``p`` of the window
+the fix touches, made ``s`` times faster. The window is the GPU's busy time plus its idle
+time, and the model takes them as taking turns (no overlap):
+
+* GPU-side fixes (lower precision, fusion, fused attention) shorten busy time; they are
+  proposed only when the GPU is the limit (``gpu_compute``): while the host paces the
+  work, a faster kernel only makes the GPU wait longer.
+* Host-side fixes (CUDA graphs, data-loader workers, pinned copies) remove idle time of
+  their cause; ``s`` is infinite there (the gap goes), so the estimate is the ceiling --
+  an upper bound, said in the model.
+
+Local speedups come from measured shapes where the trace has them (a fusion's gain is
+the length of the chains of memory-bound kernels it would merge; a KV cache's from the
+decoder's step times) and otherwise from the ``TraceModel`` constants, each with its
+source. FP16/BF16 is never proposed where the matrix work is already BF16/FP16/FP8.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pandas as pd
+
+from probe.analyzers.amdahl import amdahl, ceiling
+from probe.analyzers.constants import constant
+from probe.analyzers.ops import PrefixFinding
+from probe.analyzers.recommendations import MODEL, Recommendation
+from probe.analyzers.rules import Finding
+
+__all__ = [
+    "TRACE_FIXES",
+    "TRACE_MODEL",
+    "TraceEvidence",
+    "TraceModel",
+    "trace_recommendations",
+]
+
+# kernels that move memory more than they compute: what fusing merges
+_MEMORY_BOUND = ("elementwise", "norm", "copy", "reduction", "softmax")
+
+
+@dataclass(frozen=True)
+class TraceModel:
+    low_precision: float = constant(
+        2.0,
+        "FP32/TF32 matrix work in BF16/FP16: dense tensor-core BF16 peaks at 2x TF32 "
+        "(NVIDIA A100 datasheet: 312 vs 156 TFLOPS; H100 SXM: 989 vs 495) and far above "
+        "FP32 without tensor cores (A100: 19.5 TFLOPS), while the bytes moved halve: 2x "
+        "is the lower of the two effects.",
+    )
+    fused_attention: float = constant(
+        2.0,
+        "FlashAttention runs attention 2-4x faster than the standard softmax(QK^T)V "
+        "(Dao et al., 'FlashAttention', NeurIPS 2022, section 4); the low end, applied to "
+        "the softmax kernels' time only (the matrix products it also replaces are not "
+        "told apart from the others').",
+    )
+    pinned_copies: float = constant(
+        2.0,
+        "Pinned host memory roughly doubles host-device bandwidth against pageable "
+        "(NVIDIA, 'How to Optimize Data Transfers in CUDA C/C++'), and lets copies overlap "
+        "compute; applied to the synchronous pageable copies' time.",
+    )
+    min_speedup: float = constant(
+        MODEL.min_speedup,
+        "The same bar as a run's recommendations (analyzers.recommendations.Model): "
+        "gains below it are within the estimate's own error.",
+    )
+
+
+TRACE_MODEL = TraceModel()
+
+
+@dataclass(frozen=True)
+class TraceEvidence:
+    """Everything the rules look at: the findings (primary first), the kernels with their
+    family and precision (``classify_kernels``), the copies (``read_copies``), idle time by
+    cause (``GpuTimeline.by_cause``), the window, and a decoder's growing prefix."""
+
+    findings: list[Finding]
+    kernels: pd.DataFrame
+    copies: pd.DataFrame
+    idle_by_cause: pd.DataFrame
+    window_ns: float
+    prefix: PrefixFinding | None = None
+
+    @property
+    def gpu_bound(self) -> bool:
+        return bool(self.findings) and self.findings[0].subkind == "gpu_compute"
+
+    def share(self, ns: float) -> float:
+        return ns / self.window_ns if self.window_ns > 0 else 0.0
+
+    def idle_share(self, cause: str) -> float:
+        rows = self.idle_by_cause[self.idle_by_cause["cause"] == cause]
+        return self.share(float(rows["idle_ns"].sum()))
+
+
+@dataclass(frozen=True)
+class Proposed:
+    p: float
+    s: float
+    evidence: dict[str, object]
+    model: str
+
+
+@dataclass(frozen=True)
+class TraceFix:
+    id: str
+    title: str
+    how: str
+    rule: Callable[[TraceEvidence, TraceModel], Proposed | None]
+
+    def recommendation(self, proposed: Proposed) -> Recommendation:
+        return Recommendation(
+            id=self.id,
+            stage="trace",
+            estimated_speedup=amdahl(proposed.p, proposed.s),
+            p=proposed.p,
+            s=proposed.s,
+            ceiling=ceiling(proposed.p),
+            title=self.title,
+            how=self.how,
+            evidence=proposed.evidence,
+            model=proposed.model,
+        )
+
+
+def _low_precision(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
+    if not ev.gpu_bound or ev.kernels.empty:
+        return None
+    matrix = ev.kernels[ev.kernels["family"].isin(["gemm", "conv"])]
+    wide = matrix[matrix["precision"].isin(["fp32", "tf32"])]
+    if wide.empty:
+        return None
+    p = ev.share(float(wide["dur_ns"].sum()))
+    return Proposed(
+        p, m.low_precision,
+        {"fp32_tf32_matrix_share": round(p, 4),
+         "precisions": wide["precision"].astype(str).value_counts().to_dict()},
+        f"Amdahl on the FP32/TF32 GEMM and convolution time, s = {m.low_precision:g}",
+    )  # fmt: skip
+
+
+def _fusion(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
+    if not ev.gpu_bound or ev.kernels.empty:
+        return None
+    k = ev.kernels.sort_values(["stream", "ts_ns"], kind="stable")
+    memory = k["family"].isin(_MEMORY_BOUND).to_numpy()
+    same_stream = (k["stream"] == k["stream"].shift(1)).to_numpy(dtype=bool, na_value=False)
+    follows = pd.Series(memory).shift(1, fill_value=False).to_numpy() & same_stream
+    new_run = memory & ~follows
+    runs = int(new_run.sum())
+    if runs == 0:
+        return None
+    chain = float(memory.sum()) / runs  # memory-bound kernels in a row, on average
+    if chain < 1.5:
+        return None
+    p = ev.share(float(k.loc[memory, "dur_ns"].sum()))
+    return Proposed(
+        p, chain, {"memory_bound_share": round(p, 4), "mean_chain": round(chain, 2)},
+        f"Amdahl on the memory-bound kernels' time, s = the mean chain of them in a row "
+        f"({chain:.1f}): fused, a chain reads and writes its data once",
+    )  # fmt: skip
+
+
+def _fused_attention(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
+    if not ev.gpu_bound or ev.kernels.empty:
+        return None
+    if (ev.kernels["family"] == "attention").any():
+        return None  # already fused somewhere: the model uses SDPA/flash
+    softmax = ev.kernels[ev.kernels["family"] == "softmax"]
+    if softmax.empty:
+        return None
+    p = ev.share(float(softmax["dur_ns"].sum()))
+    return Proposed(
+        p, m.fused_attention, {"softmax_share": round(p, 4)},
+        f"Amdahl on the softmax kernels' time, s = {m.fused_attention:g}",
+    )  # fmt: skip
+
+
+def _removes_idle(cause: str, what: str) -> Callable[[TraceEvidence, TraceModel], Proposed | None]:
+    def rule(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
+        p = ev.idle_share(cause)
+        if p <= 0:
+            return None
+        return Proposed(
+            p, math.inf, {f"{cause}_idle_share": round(p, 4)},
+            f"the GPU's idle time {what} removed (Amdahl's ceiling on it: an upper bound)",
+        )  # fmt: skip
+
+    return rule
+
+
+def _pinned(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
+    if ev.copies.empty:
+        return None
+    staged = ev.copies[ev.copies["host_memory"] == "pageable"]
+    if staged.empty:
+        return None
+    p = ev.share(float(staged["dur_ns"].sum()))
+    return Proposed(
+        p, m.pinned_copies, {"pageable_copy_share": round(p, 4), "copies": len(staged)},
+        f"Amdahl on the pageable copies' GPU time, s = {m.pinned_copies:g}",
+    )  # fmt: skip
+
+
+def _kv_cache(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
+    found = ev.prefix
+    if found is None:
+        return None
+    p = min(1.0, ev.share(float(sum(found.step_ns))))
+    return Proposed(
+        p, found.speedup,
+        {"op": found.op, "shape": found.shape, "steps": found.steps,
+         "per_token_us": round(found.per_token_ns / 1e3, 2)},
+        "Amdahl on the decoding steps' time, s = their time over a + b*T0 for the prompt "
+        "and a + b a step after (a, b fitted on the steps: analyzers.ops)",
+    )  # fmt: skip
+
+
+TRACE_FIXES: tuple[TraceFix, ...] = (
+    TraceFix("fp16", "Run the FP32 matrix work in BF16/FP16",
+             "Wrap the model's forward in `torch.autocast('cuda', dtype=torch.bfloat16)` "
+             "(or keep weights in BF16: `model.to(torch.bfloat16)`).", _low_precision),
+    TraceFix("kernel_fusion", "Fuse the chains of memory-bound kernels",
+             "`model = torch.compile(model)`: Inductor fuses element-wise, normalisation "
+             "and reduction chains into single kernels.", _fusion),
+    TraceFix("fused_attention", "Use fused attention (SDPA / FlashAttention)",
+             "Replace softmax(q @ k.T) @ v with "
+             "`torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=...)`.",
+             _fused_attention),
+    TraceFix("cuda_graphs", "Replay the launches with CUDA graphs",
+             "`torch.compile(model, mode='reduce-overhead')` (CUDA graphs), or capture "
+             "with `torch.cuda.graphs` for static shapes.", _removes_idle("launch", "in launches")),
+    TraceFix("dataloader_workers", "Load the next batch while the GPU works",
+             "`DataLoader(..., num_workers=4, pin_memory=True, persistent_workers=True)`.",
+             _removes_idle("input", "waiting on the data loader")),
+    TraceFix("pinned_copies", "Copy from pinned memory, without blocking",
+             "`tensor.pin_memory()` (or `pin_memory=True` in the DataLoader), then "
+             "`.to('cuda', non_blocking=True)`.", _pinned),
+    TraceFix("kv_cache", "Cache the keys and values instead of re-running the prefix",
+             "Pass `past_key_values` / `use_cache=True` (Hugging Face), or keep each "
+             "layer's K and V and run every step on the new token only.", _kv_cache),
+)  # fmt: skip
+
+
+def trace_recommendations(
+    ev: TraceEvidence, model: TraceModel = TRACE_MODEL
+) -> list[Recommendation]:
+    """Every fix of the catalog the evidence proposes, worth ``min_speedup`` or more,
+    best first."""
+    out = []
+    for fix in TRACE_FIXES:
+        proposed = fix.rule(ev, model)
+        if proposed is None:
+            continue
+        rec = fix.recommendation(proposed)
+        if rec.estimated_speedup >= model.min_speedup:
+            out.append(rec)
+    return sorted(out, key=lambda r: r.estimated_speedup, reverse=True)

@@ -1,0 +1,117 @@
+"""What each fix would buy on a GPU trace (``analyzers.trace_fixes``), on evidence declared
+here: GPU-side fixes only when the GPU is the limit, host-side ones on their idle time,
+never FP16 on matrix work already in half precision."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from probe.analyzers.gpu_timeline import GAP_CAUSES
+from probe.analyzers.ops import PrefixFinding
+from probe.analyzers.rules import Finding
+from probe.analyzers.trace_fixes import TraceEvidence, trace_recommendations
+
+WINDOW = 1_000_000_000
+
+
+def finding(subkind: str) -> Finding:
+    return Finding("gpu", subkind, "trace", 0.8, 0.6, "test", {})
+
+
+def kernels(*rows: tuple[str, str, int, int]) -> pd.DataFrame:
+    """(family, precision, duration ns, stream) each, in launch order."""
+    return pd.DataFrame(
+        {
+            "family": [r[0] for r in rows],
+            "precision": [r[1] for r in rows],
+            "dur_ns": [r[2] for r in rows],
+            "stream": [r[3] for r in rows],
+            "ts_ns": range(len(rows)),
+        }
+    )
+
+
+def idle(**shares: float) -> pd.DataFrame:
+    return pd.DataFrame(
+        [{"cause": c, "idle_ns": int(shares.get(c, 0.0) * WINDOW)} for c in GAP_CAUSES]
+    )
+
+
+NO_COPIES = pd.DataFrame(columns=["host_memory", "dur_ns"])
+
+
+def evidence(limit: str, k: pd.DataFrame, **kw) -> TraceEvidence:
+    return TraceEvidence(
+        [finding(limit)], k, kw.pop("copies", NO_COPIES), kw.pop("idle", idle()), WINDOW, **kw
+    )
+
+
+def ids(recs) -> dict[str, float]:
+    return {r.id: r.estimated_speedup for r in recs}
+
+
+def test_fp32_matrix_work_on_a_busy_gpu_is_worth_bf16_and_half_precision_is_not():
+    fp32 = kernels(("gemm", "fp32", 600_000_000, 7))
+    got = ids(trace_recommendations(evidence("gpu_compute", fp32)))
+    assert got["fp16"] == pytest.approx(1 / (0.4 + 0.6 / 2))
+    bf16 = kernels(("gemm", "bf16", 600_000_000, 7))
+    assert "fp16" not in ids(trace_recommendations(evidence("gpu_compute", bf16)))
+
+
+def test_gpu_side_fixes_wait_until_the_gpu_is_the_limit():
+    fp32 = kernels(("gemm", "fp32", 600_000_000, 7))
+    assert "fp16" not in ids(trace_recommendations(evidence("gpu_starved", fp32)))
+
+
+def test_fusion_s_gain_is_the_length_of_the_memory_bound_chains_it_merges():
+    chain = [("elementwise", "bf16", 100_000_000, 7)] * 4
+    k = kernels(*chain, ("gemm", "bf16", 200_000_000, 7), *chain)
+    rec = next(
+        r for r in trace_recommendations(evidence("gpu_compute", k)) if r.id == "kernel_fusion"
+    )
+    assert rec.s == pytest.approx(4.0) and rec.p == pytest.approx(0.8)
+    one_by_one = kernels(*[(f, "bf16", 100_000_000, 7) for f in ["elementwise", "gemm"] * 4])
+    assert "kernel_fusion" not in ids(trace_recommendations(evidence("gpu_compute", one_by_one)))
+
+
+def test_unfused_attention_is_proposed_only_where_no_fused_attention_runs():
+    k = kernels(("softmax", "bf16", 500_000_000, 7), ("gemm", "bf16", 400_000_000, 7))
+    assert "fused_attention" in ids(trace_recommendations(evidence("gpu_compute", k)))
+    fused = kernels(("softmax", "bf16", 500_000_000, 7), ("attention", "bf16", 1, 7))
+    assert "fused_attention" not in ids(trace_recommendations(evidence("gpu_compute", fused)))
+
+
+def test_host_side_fixes_remove_their_idle_time_as_an_upper_bound():
+    recs = trace_recommendations(
+        evidence("launch_bound", kernels(), idle=idle(launch=0.5, input=0.3))
+    )
+    got = {r.id: r for r in recs}
+    assert got["cuda_graphs"].estimated_speedup == pytest.approx(2.0)
+    assert got["dataloader_workers"].estimated_speedup == pytest.approx(1 / 0.7)
+    assert math.isinf(got["cuda_graphs"].s) and "upper bound" in got["cuda_graphs"].model
+
+
+def test_a_growing_prefix_proposes_a_kv_cache_with_its_fitted_gain():
+    prefix = PrefixFinding("aten::linear", "[1,T,128]", 16, 24, 1, (30_000_000,) * 24,
+                           2e6, 1e6, 3.0)  # fmt: skip
+    got = ids(trace_recommendations(evidence("gpu_starved", kernels(), prefix=prefix)))
+    assert got["kv_cache"] == pytest.approx(1 / ((1 - 0.72) + 0.72 / 3.0))
+
+
+def test_gains_too_small_to_trust_are_left_out():
+    small = kernels(("gemm", "fp32", 100_000_000, 7))  # 10% of the window: 1.05x
+    assert trace_recommendations(evidence("gpu_compute", small)) == []
+
+
+def test_the_trace_catalog_is_complete_and_its_constants_sourced():
+    from probe.analyzers.constants import sources
+    from probe.analyzers.trace_fixes import TRACE_FIXES, TRACE_MODEL
+
+    ids = [fix.id for fix in TRACE_FIXES]
+    assert len(ids) == len(set(ids))
+    assert all("`" in fix.how for fix in TRACE_FIXES)  # each says what to write
+    for name, source in sources(TRACE_MODEL).items():
+        assert len(source) >= 20, f"TraceModel.{name} has no source"
