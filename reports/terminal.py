@@ -24,8 +24,16 @@ if TYPE_CHECKING:
     from probe.analyzers.analysis import Analysis
     from probe.analyzers.diagnosis import Diagnosis
     from probe.analyzers.diff import Comparison
+    from probe.analyzers.recommendations import Recommendation
 
-__all__ = ["DiffText", "Verdict", "printable", "printable_json"]
+__all__ = [
+    "DiffText",
+    "Verdict",
+    "printable",
+    "printable_json",
+    "recommendation_line",
+    "recommendation_rows",
+]
 
 # C0 and C1 control characters but newline and tab, the bidirectional formatting
 # characters (marks, embeddings, overrides, isolates: the "Trojan Source" set, with the
@@ -118,18 +126,7 @@ class Verdict:
             limit=limit,
             stage_basis="request path" if run["requests"] else "sampled time",
             stages=_stage_lines(d, cls.max_stages),
-            recommendations=[
-                {
-                    "id": r.id,
-                    "title": r.title,
-                    "scope": r.scope,
-                    "estimated_speedup": r.estimated_speedup,
-                    "p": r.p,
-                    "s": r.s,
-                    "ceiling": r.ceiling,
-                }
-                for r in d.recommendations[:3]
-            ],
+            recommendations=recommendation_rows(d.recommendations),
             how=(best.id, best.how) if best is not None else None,
             # a leak and an open question are shown; "no leak" is the quiet default
             leak=None
@@ -161,7 +158,7 @@ class Verdict:
                 )
         if self.recommendations:
             lines += ["", "Recommendations (estimated end-to-end speedup, ceiling):"]
-            lines += [_recommendation_line(i, r) for i, r in enumerate(self.recommendations, 1)]
+            lines += [recommendation_line(i, r) for i, r in enumerate(self.recommendations, 1)]
         if self.how is not None:
             lines += ["", f"How ({self.how[0]}):"]
             lines += [f"  {line}" for line in self.how[1].splitlines()]
@@ -212,7 +209,23 @@ def _stage_lines(d: Diagnosis, limit: int) -> list[StageLine]:
     return out
 
 
-def _recommendation_line(i: int, r: dict[str, Any]) -> str:
+def recommendation_rows(recs: list[Recommendation], n: int = 3) -> list[dict[str, Any]]:
+    """The first ``n`` recommendations as the verdict shows them."""
+    return [
+        {
+            "id": r.id,
+            "title": r.title,
+            "scope": r.scope,
+            "estimated_speedup": r.estimated_speedup,
+            "p": r.p,
+            "s": r.s,
+            "ceiling": r.ceiling,
+        }
+        for r in recs[:n]
+    ]
+
+
+def recommendation_line(i: int, r: dict[str, Any]) -> str:
     if r["scope"] == "memory":
         return f"  {i}. [{r['id']}] {r['title']}"
     return (

@@ -115,3 +115,24 @@ def test_verbs_have_help():
         assert r.returncode == 0 and "Example" in r.stdout
     top = probe("--help")
     assert "analyze" in top.stdout and "diff" in top.stdout
+
+
+def test_analyze_diagnoses_a_kineto_trace_recorded_anywhere(tmp_path):
+    from tests.unit.test_kineto_reader import write_trace
+    from tests.unit.test_trace_diagnosis import host_bound_trace
+
+    trace = write_trace(tmp_path / "worker0.pt.trace.json.gz", host_bound_trace(), gz=True)
+    r = probe("analyze", trace)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("probe: Host-bound") and "GPU idle by cause" in r.stdout
+    doc = json.loads(probe("analyze", "--json", trace).stdout)
+    assert doc["source"] == "kineto" and doc["primary"]["subkind"] == "gpu_starved"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["worker0.pt.trace.json.gz"]
+
+
+def test_a_trace_that_is_not_one_is_one_line_and_exit_2(tmp_path):
+    broken = tmp_path / "trace.json.gz"
+    broken.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    r = probe("analyze", broken)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert "cannot be read as a trace" in r.stderr

@@ -1,0 +1,213 @@
+"""The diagnosis of a torch.profiler/Kineto trace recorded anywhere (``probe analyze
+TRACE.json.gz``): the trace's analyses put together in the shape of ``diagnosis.json``.
+
+``diagnose_trace(trace)`` runs every trace analysis -- kernels by family and precision,
+the GPU's busy and idle time by cause, copies, each span's host and device time, a
+decoder's growing prefix -- then what limits the window (``trace_limits``) and what each
+fix would buy (``trace_fixes``). The document keeps ``diagnosis.json``'s keys (``schema``,
+``run``, ``primary``, ``findings``, ``recommendations``, ``leak``, ``stages``, ``notes``)
+and adds ``source`` ("kineto") and ``gpu`` (the tables behind the verdict). A trace holds
+no memory series of the process, so its leak verdict is undetermined, with what would
+settle it. A trace without GPU work keeps the CPU-side analyses and says there is no GPU
+limit to name.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from probe.analyzers.copies import copy_breakdown, read_copies
+from probe.analyzers.device_time import device_time, device_time_by_name
+from probe.analyzers.diagnosis import SCHEMA
+from probe.analyzers.gpu_timeline import gpu_timeline
+from probe.analyzers.kernels import classify_kernels, kernel_breakdown
+from probe.analyzers.leaks import UNDETERMINED, LeakVerdict
+from probe.analyzers.ops import growing_prefix
+from probe.analyzers.recommendations import Recommendation
+from probe.analyzers.rules import Finding
+from probe.analyzers.trace_fixes import TraceEvidence, trace_recommendations
+from probe.analyzers.trace_limits import trace_findings
+from probe.analyzers.vocabulary import subkind_words
+from probe.rundir.kineto import KinetoTrace
+
+__all__ = ["TraceDiagnosis", "diagnose_trace"]
+
+NO_MEMORY_SERIES = LeakVerdict(
+    state=UNDETERMINED,
+    reason="a trace holds no memory series of the process to judge",
+    settle="`probe run` or `probe watch` on the service, which read its memory over time",
+)
+
+
+@dataclass(frozen=True)
+class TraceDiagnosis:
+    run: dict[str, Any]
+    primary: dict[str, Any]
+    findings: list[Finding]
+    recommendations: list[Recommendation]
+    kernels: pd.DataFrame  # GPU time by family and precision
+    idle: pd.DataFrame  # idle time by cause
+    copies: pd.DataFrame  # copies by direction, host memory, synchronicity
+    stages: pd.DataFrame  # host and device time by span name
+    leak: LeakVerdict = NO_MEMORY_SERIES
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "source": "kineto",
+            "run": self.run,
+            "primary": self.primary,
+            "findings": [f.to_dict() for f in self.findings],
+            "recommendations": [r.to_dict() for r in self.recommendations],
+            "leak": self.leak.to_dict(),
+            "stages": _records(self.stages),
+            "gpu": {
+                "kernels": _records(self.kernels),
+                "idle": _records(self.idle),
+                "copies": _records(self.copies),
+            },
+            "notes": self.notes,
+        }
+
+
+def diagnose_trace(trace: KinetoTrace) -> TraceDiagnosis:
+    t = trace.tables
+    kernels = classify_kernels(t["kernels"])
+    copies = read_copies(t["copies"], t["runtime"])
+    timeline = gpu_timeline(t["kernels"], t["copies"], t["runtime"], t["ops"], t["annotations"])
+    findings = trace_findings(timeline, copies)
+    window = float(timeline.devices["window_ns"].sum()) if len(timeline.devices) else 0.0
+    prefix = growing_prefix(t["ops"])
+    if window == 0.0:  # no GPU work: the host's traced span is the window
+        window = _host_window(t["ops"])
+    evidence = TraceEvidence(findings, kernels, copies, timeline.by_cause, window, prefix)
+    notes = list(trace.notes)
+    if not timeline.steady:
+        notes.append(
+            "the traced window is mostly warm-up (allocation, module loading, context "
+            "creation): profile steps after the first few (torch.profiler's schedule: "
+            "wait, warmup, active) for a steady state"
+        )
+    return TraceDiagnosis(
+        run=_run_facts(trace, window, timeline.devices, kernels),
+        primary=_primary(findings),
+        findings=findings,
+        recommendations=trace_recommendations(evidence),
+        kernels=kernel_breakdown(kernels),
+        idle=timeline.by_cause[timeline.by_cause["idle_ns"] > 0].reset_index(drop=True),
+        copies=copy_breakdown(t["copies"], t["runtime"]),
+        stages=_stages(t),
+        notes=notes,
+    )
+
+
+def _host_window(ops: pd.DataFrame) -> float:
+    if ops.empty:
+        return 0.0
+    return float((ops["ts_ns"] + ops["dur_ns"]).max() - ops["ts_ns"].min())
+
+
+def _run_facts(
+    trace: KinetoTrace, window: float, devices: pd.DataFrame, kernels: pd.DataFrame
+) -> dict[str, Any]:
+    props = trace.meta.get("deviceProperties") or []
+    gpus = [str(p.get("name")) for p in props if isinstance(p, dict) and p.get("name")]
+    return {
+        "trace": trace.path.name,
+        "events": trace.events,
+        "wall_s": round(window / 1e9, 6),
+        "requests": None,
+        "gpu": bool(len(devices)),
+        "gpus": gpus,
+        "kernels": len(kernels),
+        "busy_share": round(float(devices["busy_ns"].sum()) / window, 4)
+        if len(devices) and window > 0
+        else None,
+    }
+
+
+def _primary(findings: list[Finding]) -> dict[str, Any]:
+    if not findings:
+        return {
+            "kind": "none",
+            "subkind": "",
+            "stage": "trace",
+            "share": 0.0,
+            "confidence": 0.0,
+            "summary": "No GPU work in this trace: no GPU limit to name (CPU-side patterns, "
+            "if any, are in the recommendations).",
+        }
+    f = findings[0]
+    busy = float(f.evidence.get("busy_share", 0.0))
+    if f.subkind == "warm_up":
+        summary = f"Not a steady state: {subkind_words(f.subkind)}; no limit named."
+    elif f.subkind == "gpu_compute":
+        idle = [x for x in findings[1:] if x.evidence.get("cause")]
+        why = f", mostly {_CAUSE_WORDS[str(idle[0].evidence['cause'])]}" if idle else ""
+        summary = (
+            f"GPU-bound: the GPU is busy {busy:.0%} of the traced window; idle {1 - busy:.0%}{why}."
+        )
+    else:
+        cause = _CAUSE_WORDS.get(str(f.evidence.get("cause")), "")
+        summary = (
+            f"Host-bound: {subkind_words(f.subkind)} -- idle {1 - busy:.0%} of the traced "
+            f"window, {f.share:.0%} in {cause}; busy {busy:.0%}."
+        )
+    return {
+        "kind": f.kind,
+        "subkind": f.subkind,
+        "stage": f.stage,
+        "share": round(f.share, 4),
+        "confidence": round(f.confidence, 3),
+        "summary": summary,
+    }
+
+
+_CAUSE_WORDS = {
+    "host": "host work between launches: Python, CPU ops, pre- and post-processing",
+    "input": "waiting on the data loader",
+    "sync": "host work exposed by synchronisations",
+    "launch": "launch calls",
+    "queued": "work queued behind other streams or events",
+    "unknown": "work launched before the trace began",
+}
+
+
+def _stages(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Host and device time by span: the record_function ranges and profiler steps (the
+    older schema records them as CPU ops)."""
+    ann = t["annotations"]
+    spans = [ann[ann["side"] == "cpu"][["name", "tid", "ts_ns", "dur_ns"]]] if len(ann) else []
+    ops = t["ops"]
+    if len(ops):
+        named = ops["name"].astype(str)
+        # the older schema records record_function ranges as ops: "ProfilerStep#5",
+        # "Optimizer.step#SGD.step", "enumerate(DataLoader)#..."
+        ranges = named.str.contains("#", regex=False) & ~named.str.startswith("aten::")
+        spans.append(ops[ranges][["name", "tid", "ts_ns", "dur_ns"]])
+    spans = [s for s in spans if len(s)]
+    if not spans:
+        return pd.DataFrame(columns=["name", "spans", "host_ns", "device_ns", "launches", "lag_ns"])
+    joined = pd.concat(spans, ignore_index=True).drop_duplicates(["name", "tid", "ts_ns"])
+    joined["name"] = joined["name"].astype(str)
+    per_span = device_time(joined, t["runtime"], t["kernels"], t["copies"])
+    return device_time_by_name(per_span)
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    out = []
+    for row in frame.to_dict("records"):
+        record = {}
+        for k, v in row.items():
+            if hasattr(v, "item"):
+                v = v.item()
+            if isinstance(v, float) and not math.isfinite(v):
+                v = None
+            record[str(k)] = v
+        out.append(record)
+    return out

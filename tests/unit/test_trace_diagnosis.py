@@ -1,0 +1,68 @@
+"""The diagnosis of a Kineto trace (``analyzers.trace_diagnosis``) and its terminal verdict
+(``reports.trace``), on a trace declared here: a host-bound window of small kernels."""
+
+from __future__ import annotations
+
+import json
+
+from probe.analyzers.trace_diagnosis import diagnose_trace
+from probe.reports.json import DiagnosisJson, json_safe
+from probe.reports.trace import TraceVerdict
+from probe.rundir.kineto import read_kineto
+from tests.unit.test_kineto_reader import write_trace
+
+
+def host_bound_trace(kernel_name: str = "void at::native::vectorized_elementwise_kernel<4>"):
+    """A step of 20 launches 50 us apart, each a 5-us kernel: the GPU idles on the host."""
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
+         "ts": 0.0, "dur": 1_100.0, "args": {"External id": 1}},
+    ]  # fmt: skip
+    for i in range(20):
+        at = 10.0 + 50.0 * i
+        events.append(
+            {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": at,
+             "dur": 45.0, "args": {"External id": 10 + i}}
+        )  # fmt: skip
+        events.append(
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": at + 35.0, "dur": 5.0, "args": {"correlation": 100 + i}}
+        )  # fmt: skip
+        events.append(
+            {"ph": "X", "cat": "kernel", "name": kernel_name, "pid": 0, "tid": 7,
+             "ts": at + 42.0, "dur": 5.0,
+             "args": {"device": 0, "stream": 7, "correlation": 100 + i}}
+        )  # fmt: skip
+    return events
+
+
+def test_a_host_bound_trace_is_said_to_be_host_bound_with_its_numbers(tmp_path):
+    path = write_trace(tmp_path / "t.json", host_bound_trace(),
+                       deviceProperties=[{"name": "NVIDIA Test GPU"}])  # fmt: skip
+    d = diagnose_trace(read_kineto(path))
+    assert d.primary["subkind"] == "gpu_starved" and d.primary["summary"].startswith("Host-bound")
+    doc = json.loads(DiagnosisJson(json_safe(d.to_dict())).render())
+    assert doc["schema"] == "probe.diagnosis/1" and doc["source"] == "kineto"
+    assert doc["run"]["gpus"] == ["NVIDIA Test GPU"] and doc["run"]["kernels"] == 20
+    assert doc["leak"]["state"] == "undetermined" and doc["leak"]["settle"]
+    (step,) = doc["stages"]
+    assert step["name"] == "ProfilerStep#1" and step["device_ns"] == 20 * 5_000
+    assert doc["gpu"]["kernels"][0]["family"] == "elementwise"
+    text = TraceVerdict.from_trace_diagnosis(d).render()
+    assert "Host-bound" in text and "ProfilerStep#1" in text and "NVIDIA Test GPU" in text
+
+
+def test_a_cpu_only_trace_names_no_gpu_limit(tmp_path):
+    cpu_only = [e for e in host_bound_trace() if e["cat"] in ("cpu_op", "user_annotation")]
+    d = diagnose_trace(read_kineto(write_trace(tmp_path / "cpu.json", cpu_only)))
+    assert d.primary["kind"] == "none" and d.findings == [] and d.run["gpu"] is False
+    assert "No GPU work" in TraceVerdict.from_trace_diagnosis(d).render()
+
+
+def test_names_from_the_traced_program_cannot_drive_the_terminal(tmp_path):
+    events = host_bound_trace()
+    events[0] = {**events[0], "name": "evil\x1b[2J\u202estep"}  # a span the verdict lists
+    text = TraceVerdict.from_trace_diagnosis(
+        diagnose_trace(read_kineto(write_trace(tmp_path / "t.json", events)))
+    ).render()
+    assert "evil" in text and "\x1b" not in text and "\u202e" not in text
