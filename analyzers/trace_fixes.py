@@ -16,6 +16,8 @@ Local speedups come from measured shapes where the trace has them (a fusion's ga
 the length of the chains of memory-bound kernels it would merge; a KV cache's from the
 decoder's step times) and otherwise from the ``TraceModel`` constants, each with its
 source. FP16/BF16 is never proposed where the matrix work is already BF16/FP16/FP8.
+Shares may overlap between fixes (softmax kernels count for fusion and for fused
+attention): each estimate stands alone, and two do not multiply.
 """
 
 from __future__ import annotations
