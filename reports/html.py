@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from probe.analyzers.diagnosis import Diagnosis
     from probe.analyzers.series import ResourceSeries
 
-__all__ = ["MAX_FLAME_NODES", "MAX_TIMELINE_SPANS", "HtmlReport"]
+__all__ = ["MAX_FLAME_NODES", "MAX_TIMELINE_SPANS", "HtmlReport", "recommendations_html"]
 
 MAX_TIMELINE_SPANS = 4000
 MAX_FLAME_NODES = 2000
@@ -420,7 +420,7 @@ class HtmlReport:
         body = html(
             "{}<h2>What to change</h2>{}<h2>Leak</h2>{}",
             _verdict_html(self.verdict),
-            _recommendations_html(self.recommendations),
+            recommendations_html(self.recommendations),
             _leak_html(self.leak),
         )
         tail = (html("<h2>Notes</h2><ul>{}</ul>", notes) if notes else Markup("")) + html(
@@ -457,7 +457,7 @@ def _verdict_html(v: dict[str, Any]) -> Markup:
     )
 
 
-def _recommendations_html(recommendations: list[dict[str, Any]]) -> Markup:
+def recommendations_html(recommendations: list[dict[str, Any]]) -> Markup:
     if not recommendations:
         return Markup(
             "<p class='muted'>No recommendation: no fix is estimated to buy 1.25× or more.</p>"

@@ -13,13 +13,14 @@ __all__ = ["report_command"]
 
 
 @click.command("report", short_help="Render a run's report: HTML (default), JSON or text.")
-@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.argument("run_dir", metavar="RUN_DIR|TRACE", type=click.Path(path_type=Path))
 @click.option(
     "-o",
     "--out",
     type=click.Path(path_type=Path),
     metavar="FILE",
-    help="Where to write it. [default: RUN_DIR/report.html; JSON and text: stdout]",
+    help="Where to write it. [default: RUN_DIR/report.html, or TRACE's name with "
+    ".report.html beside it; JSON and text: stdout]",
 )
 @click.option(
     "--format",
@@ -39,26 +40,60 @@ def report_command(run_dir: Path, out: Path | None, fmt: str, open_it: bool) -> 
     memory over time, and the run's metadata.
 
     \b
+    Given a torch.profiler/Kineto trace (.json or .json.gz), renders the trace's
+    diagnosis (`probe analyze TRACE`): the verdict, what to change, GPU time by
+    kernel family and precision, idle time by cause, spans' host and GPU time.
+
+    \b
     Examples:
       probe report .probe/runs/20261122T101500Z-service --open
       probe report RUN_DIR --format text
       probe report RUN_DIR --format json -o diagnosis.json
+      probe report worker0.pt.trace.json.gz -o trace.html
     """
     from probe.reports import output
-    from probe.reports.pipeline import load_analysis, write_output
-    from probe.reports.terminal import printable, printable_json
+    from probe.reports.pipeline import load_analysis
 
+    if run_dir.is_file():
+        _report_trace(run_dir, out, fmt, open_it)
+        return
     analysis = load_analysis(run_dir)
     if fmt == "html" and out is None:
         out = run_dir / "report.html"
+    _emit(output(fmt).from_analysis(analysis).render(), out, fmt, open_it)
+
+
+def _report_trace(trace: Path, out: Path | None, fmt: str, open_it: bool) -> None:
+    from probe.analyzers.trace_diagnosis import diagnose_trace
+    from probe.reports.json import DiagnosisJson, json_safe
+    from probe.reports.trace import TraceVerdict
+    from probe.reports.trace_html import TraceHtmlReport
+    from probe.rundir.kineto import read_kineto
+
+    d = diagnose_trace(read_kineto(trace))
+    if fmt == "html":
+        text = TraceHtmlReport.from_trace_diagnosis(d).render()
+        out = out or trace.with_name(trace.name.removesuffix(".gz").removesuffix(".json")
+                                     + ".report.html")  # fmt: skip
+    elif fmt == "json":
+        text = DiagnosisJson(json_safe(d.to_dict())).render()
+    else:
+        text = TraceVerdict.from_trace_diagnosis(d).render()
+    _emit(text, out, fmt, open_it)
+
+
+def _emit(text: str, out: Path | None, fmt: str, open_it: bool) -> None:
+    """``text`` to stdout (the text verdict escapes itself; JSON and HTML carry the
+    service's names raw, escaped here for a terminal), or written to ``out``."""
+    from probe.atomicfile import write_atomic
+    from probe.reports.terminal import printable, printable_json
+
+    text = text if text.endswith("\n") else text + "\n"
     if out is None:
-        text = output(fmt).from_analysis(analysis).render()
-        # the text verdict escapes itself; JSON and HTML carry the service's names raw
-        text = printable_json(text) if fmt == "json" else printable(text)
-        click.echo(text if text.endswith("\n") else text + "\n", nl=False)
+        click.echo(printable_json(text) if fmt == "json" else printable(text), nl=False)
         return
     try:
-        write_output(analysis, fmt, out)
+        write_atomic(out, text)
     except OSError as e:
         raise ProbeError(f"cannot write {out}: {e.strerror or e}", exit_code=1) from None
     shown = "report" if fmt == "html" else f"{fmt} report"

@@ -170,3 +170,24 @@ def test_the_leak_report_of_probe_watch_draws_its_trend_and_sites(tmp_path, brow
     assert page.locator("img").count() == 0
     names = page.evaluate("document.getElementById('fig-trend').data.map(t => t.name)")
     assert "floor (min)" in names and any(n.startswith("growth ") for n in names)
+
+
+def test_a_trace_s_report_renders_its_charts_offline_and_keeps_its_names_as_text(tmp_path, browser):
+    from tests.unit.test_kineto_reader import write_trace
+    from tests.unit.test_trace_diagnosis import host_bound_trace
+
+    events = host_bound_trace()
+    events[0] = {**events[0], "name": '<img src=x onerror="window.__xss=3">'}
+    trace = write_trace(tmp_path / "w0.pt.trace.json.gz", events, gz=True)
+    done = subprocess.run(probe_cmd("report", trace), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = tmp_path / "w0.pt.trace.report.html"
+    assert f"written to {report}" in done.stdout
+    page, errors, outside = open_report(browser, report, tmp_path / "trace.png")
+    assert errors == [] and outside == [] and page.evaluate("window.__xss") is None
+    figs = page.eval_on_selector_all(
+        ".fig", "els => els.map(e => [e.id, e.querySelectorAll('svg.main-svg').length > 0])"
+    )
+    assert {f for f, ok in figs if ok} == {"fig-kernels", "fig-idle", "fig-stages"}
+    assert "gpu/gpu_starved" in page.inner_text("#verdict")
+    assert page.locator("img").count() == 0

@@ -66,3 +66,17 @@ def test_names_from_the_traced_program_cannot_drive_the_terminal(tmp_path):
         diagnose_trace(read_kineto(write_trace(tmp_path / "t.json", events)))
     ).render()
     assert "evil" in text and "\x1b" not in text and "\u202e" not in text
+
+
+def test_the_html_report_of_a_trace_shows_its_verdict_and_escapes_the_program_s_names(tmp_path):
+    from probe.reports.trace_html import TraceHtmlReport
+
+    events = host_bound_trace()
+    events[0] = {**events[0], "name": "<img src=x onerror=alert(1)>"}
+    d = diagnose_trace(read_kineto(write_trace(tmp_path / "t.json", events)))
+    report = TraceHtmlReport.from_trace_diagnosis(d)
+    assert set(report.figures) == {"kernels", "idle", "stages"}
+    page = report.render(plotly_js="")
+    assert "Host-bound" in page and "<img src=x" not in page
+    # in the span chart's labels: entity-escaped, then \\u-escaped inside the JSON
+    assert "\\u0026lt;img src=x onerror=alert(1)\\u0026gt;" in page
