@@ -87,6 +87,11 @@ def diagnose_trace(trace: KinetoTrace) -> TraceDiagnosis:
         window = _host_window(t["ops"])
     evidence = TraceEvidence(findings, kernels, copies, timeline.by_cause, window, prefix)
     notes = list(trace.notes)
+    if len(t["kernels"]) and t["kernels"]["correlation"].isna().all():
+        notes.append(
+            "the trace's kernels carry no correlation ids: GPU time cannot be tied to the "
+            "calls that launched it (idle gaps' causes and spans' GPU time are unknown)"
+        )
     if not timeline.steady:
         notes.append(
             "the traced window is mostly warm-up (allocation, module loading, context "

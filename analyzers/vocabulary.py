@@ -51,8 +51,7 @@ SUBKIND_WORDS = {
     "gpu_starved": "the GPU waits for the CPU",
     "launch_bound": "kernel launches leave the GPU idle",
     "transfer": "waiting on host-device copies",
-    "warm_up": "the traced window is mostly warm-up (allocation, module loading, context "
-    "creation)",
+    "warm_up": "the traced window is mostly warm-up (allocation, module loading, context creation)",
 }
 
 # One colour per component, the same in every chart (matplotlib's tab10 order, so

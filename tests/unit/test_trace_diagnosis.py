@@ -80,3 +80,13 @@ def test_the_html_report_of_a_trace_shows_its_verdict_and_escapes_the_program_s_
     assert "Host-bound" in page and "<img src=x" not in page
     # in the span chart's labels: entity-escaped, then \\u-escaped inside the JSON
     assert "\\u0026lt;img src=x onerror=alert(1)\\u0026gt;" in page
+
+
+def test_kernels_without_correlation_ids_are_said_to_be_untied(tmp_path):
+    events = host_bound_trace()
+    for e in events:
+        if e["cat"] in ("kernel", "cuda_runtime"):
+            e["args"] = {k: v for k, v in e["args"].items() if k != "correlation"}
+    d = diagnose_trace(read_kineto(write_trace(tmp_path / "t.json", events)))
+    assert any("no correlation ids" in n for n in d.notes)
+    assert set(d.idle["cause"]) == {"unknown"}  # no gap's cause can be told
