@@ -14,8 +14,10 @@ runtime call that launched that activity (Kineto's ``correlation`` id):
   everything the host did next left the GPU idle; ``warm_up`` -- allocation, module
   loading, context creation for most of the gap (not a steady state); ``launch`` --
   launch calls for most of the gap (launch-bound: many small kernels); ``input`` -- a data
-  loader's ops for most of the gap (the input pipeline); ``host`` -- any other host work
-  (Python, CPU ops, pre- and post-processing);
+  loader's ops for most of the gap (the input pipeline); ``framework`` -- ops that launch
+  GPU work (the model's own ops being dispatched: eager mode's per-op host cost, what
+  CUDA graphs and ``torch.compile`` remove); ``host`` -- any other host work (Python,
+  CPU ops on CPU tensors, pre- and post-processing);
 * ``unknown``: its launch is not in the trace (launched before the window opened, or a
   trace without correlation ids).
 
@@ -33,7 +35,7 @@ import pandas as pd
 
 __all__ = ["GAP_CAUSES", "GpuTimeline", "gpu_timeline"]
 
-GAP_CAUSES = ("queued", "sync", "warm_up", "launch", "input", "host", "unknown")
+GAP_CAUSES = ("queued", "sync", "warm_up", "launch", "input", "framework", "host", "unknown")
 
 # runtime and driver calls by what they do (CUDA and HIP names)
 _SYNC = re.compile(r"Synchronize|^cudaMemcpy$|^cudaMemcpy2D$|^hipMemcpy$|StreamWaitEvent")
@@ -146,6 +148,7 @@ class _HostThreads:
         )
         loading = host_named["name"].astype(str).str.contains(_INPUT)
         self._kinds["input"] = _by_thread(host_named[loading].dropna(subset=["tid"]))
+        self._kinds["framework"] = _by_thread(_launching_ops(ops, rt[names.str.contains(_LAUNCH)]))
 
     def cause(self, start: int, end: int, next_corr: float) -> str:
         launch = None if next_corr != next_corr else self._launch_of.get(int(next_corr))
@@ -158,11 +161,32 @@ class _HostThreads:
         if sync is not None and sync.waiting_at(start, launched_at):
             return "sync"
         late = (start, max(start + 1, min(end, launched_at)))
-        for kind in ("warm_up", "launch", "input"):
+        for kind in ("warm_up", "launch", "input", "framework"):
             intervals = self._kinds[kind].get(tid)
             if intervals is not None and intervals.covered(*late) > 0.5 * (late[1] - late[0]):
                 return kind
         return "host"
+
+
+def _launching_ops(ops: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
+    """The framework's ops that launched GPU work (a launch call on their thread while
+    they ran): the model's own ops being dispatched. record_function ranges ("name#...",
+    the older schema's way of recording them) are not ops."""
+    if ops.empty or launches.empty:
+        return pd.DataFrame(columns=["ts_ns", "dur_ns", "tid"])
+    named = ops["name"].astype(str)
+    ops = ops[~named.str.contains("#", regex=False)].dropna(subset=["tid"])
+    keep = []
+    by_thread = {int(t): np.sort(g["ts_ns"].to_numpy()) for t, g in launches.groupby("tid")}
+    for tid, g in ops.groupby("tid"):
+        at = by_thread.get(int(tid))
+        if at is None:
+            continue
+        start = g["ts_ns"].to_numpy()
+        first = np.searchsorted(at, start, side="left")  # the first launch at/after start
+        inside = (first < len(at)) & (at[np.minimum(first, len(at) - 1)] <= start + g["dur_ns"])
+        keep.append(g[inside])
+    return pd.concat(keep) if keep else pd.DataFrame(columns=["ts_ns", "dur_ns", "tid"])
 
 
 @dataclass(frozen=True)

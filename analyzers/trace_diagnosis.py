@@ -178,6 +178,7 @@ _CAUSE_WORDS = {
     "input": "waiting on the data loader",
     "sync": "host work exposed by synchronisations",
     "launch": "launch calls",
+    "framework": "the framework dispatching the model's ops (eager mode's per-op cost)",
     "queued": "work queued behind other streams or events",
     "unknown": "work launched before the trace began",
 }

@@ -3,7 +3,8 @@
 Over the traced window of a device, the GPU is either busy or idle (``gpu_timeline``).
 When it is busy more than half the window, the GPU is the limit (``gpu_compute``): the
 host keeps ahead of it. Otherwise the host is, and the cause holding most of the idle
-time names how: ``launch_bound`` (launch calls), ``gpu_starved`` (the host's other work:
+time names how: ``launch_bound`` (launch calls, or the framework dispatching the ops
+that launch: eager mode's per-op host cost), ``gpu_starved`` (the host's other work:
 Python and CPU ops, a data loader, work exposed by a synchronisation; the cause is in the
 evidence). A window mostly spent warming up (allocations, module loading, context
 creation) is not a steady state, and the verdict says so rather than diagnose it.
@@ -28,6 +29,7 @@ __all__ = ["trace_findings"]
 # the idle causes and the subkind a host-side limit of that cause is
 _SUBKIND_OF_CAUSE = {
     "launch": "launch_bound",
+    "framework": "launch_bound",
     "host": "gpu_starved",
     "input": "gpu_starved",
     "sync": "gpu_starved",

@@ -126,7 +126,7 @@ def test_analyze_diagnoses_a_kineto_trace_recorded_anywhere(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("probe: Host-bound") and "GPU idle by cause" in r.stdout
     doc = json.loads(probe("analyze", "--json", trace).stdout)
-    assert doc["source"] == "kineto" and doc["primary"]["subkind"] == "gpu_starved"
+    assert doc["source"] == "kineto" and doc["primary"]["subkind"] == "launch_bound"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["worker0.pt.trace.json.gz"]
 
 

@@ -189,5 +189,5 @@ def test_a_trace_s_report_renders_its_charts_offline_and_keeps_its_names_as_text
         ".fig", "els => els.map(e => [e.id, e.querySelectorAll('svg.main-svg').length > 0])"
     )
     assert {f for f, ok in figs if ok} == {"fig-kernels", "fig-idle", "fig-stages"}
-    assert "gpu/gpu_starved" in page.inner_text("#verdict")
+    assert "gpu/launch_bound" in page.inner_text("#verdict")
     assert page.locator("img").count() == 0

@@ -126,3 +126,14 @@ def test_idle_time_by_cause_sums_the_gaps_over_the_window():
 def test_a_trace_without_gpu_work_has_no_timeline_and_no_error():
     tl = gpu_timeline(NO_COPIES, NO_COPIES, calls(), NOTHING, NOTHING)
     assert tl.devices.empty and tl.gaps.empty and tl.steady
+
+
+def test_dispatching_the_ops_that_launch_is_the_framework_s_time_cpu_work_is_the_host_s():
+    # the gap 100-405 us: the host is inside the next op, which launches the kernel at its
+    # end (eager mode's per-op cost); a CPU op that launches nothing is other host work
+    k = kernels((0, 100, 1), (405, 50, 2))
+    rt = calls(("cudaLaunchKernel", 0, 3, 1), ("cudaLaunchKernel", 400, 4, 2))
+    dispatching = named(("aten::linear", 105, 300), ("aten::addmm", 110, 295))
+    assert causes(k, rt, ops=dispatching) == ["framework"]
+    cpu_only = named(("aten::resize", 105, 280))  # ends before the launch: launches nothing
+    assert causes(k, rt, ops=cpu_only) == ["host"]

@@ -13,7 +13,8 @@ from tests.unit.test_kineto_reader import write_trace
 
 
 def host_bound_trace(kernel_name: str = "void at::native::vectorized_elementwise_kernel<4>"):
-    """A step of 20 launches 50 us apart, each a 5-us kernel: the GPU idles on the host."""
+    """A step of 20 ops 50 us apart, each launching a 5-us kernel: the GPU idles while the
+    host dispatches the next op."""
     events = [
         {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1,
          "ts": 0.0, "dur": 1_100.0, "args": {"External id": 1}},
@@ -37,10 +38,13 @@ def host_bound_trace(kernel_name: str = "void at::native::vectorized_elementwise
 
 
 def test_a_host_bound_trace_is_said_to_be_host_bound_with_its_numbers(tmp_path):
+    # each gap is spent dispatching the next op that launches (eager mode's per-op cost)
     path = write_trace(tmp_path / "t.json", host_bound_trace(),
                        deviceProperties=[{"name": "NVIDIA Test GPU"}])  # fmt: skip
     d = diagnose_trace(read_kineto(path))
-    assert d.primary["subkind"] == "gpu_starved" and d.primary["summary"].startswith("Host-bound")
+    assert d.primary["subkind"] == "launch_bound" and d.primary["summary"].startswith("Host-bound")
+    assert d.primary["summary"].count("dispatching") == 1
+    assert [r.id for r in d.recommendations] == ["cuda_graphs"]
     doc = json.loads(DiagnosisJson(json_safe(d.to_dict())).render())
     assert doc["schema"] == "probe.diagnosis/1" and doc["source"] == "kineto"
     assert doc["run"]["gpus"] == ["NVIDIA Test GPU"] and doc["run"]["kernels"] == 20

@@ -34,10 +34,12 @@ def kernels(*rows: tuple[str, str, int, int]) -> pd.DataFrame:
     )
 
 
-def idle(**shares: float) -> pd.DataFrame:
+def idle(gaps: int = 1000, **shares: float) -> pd.DataFrame:
+    """Idle time by cause (shares of the window), each cause in ``gaps`` gaps."""
     return pd.DataFrame(
-        [{"cause": c, "idle_ns": int(shares.get(c, 0.0) * WINDOW)} for c in GAP_CAUSES]
-    )
+        [{"cause": c, "idle_ns": int(shares.get(c, 0.0) * WINDOW), "gaps": gaps}
+         for c in GAP_CAUSES]
+    )  # fmt: skip
 
 
 NO_COPIES = pd.DataFrame(columns=["host_memory", "dur_ns"])
@@ -86,12 +88,16 @@ def test_unfused_attention_is_proposed_only_where_no_fused_attention_runs():
 
 def test_host_side_fixes_remove_their_idle_time_as_an_upper_bound():
     recs = trace_recommendations(
-        evidence("launch_bound", kernels(), idle=idle(launch=0.5, input=0.3))
+        evidence("launch_bound", kernels(), idle=idle(launch=0.3, framework=0.2, input=0.3))
     )
     got = {r.id: r for r in recs}
-    assert got["cuda_graphs"].estimated_speedup == pytest.approx(2.0)
+    # CUDA graphs: 2,000 gaps of launches and dispatch shrink to 0.5 us each
+    graphs = got["cuda_graphs"]
+    assert graphs.p == pytest.approx(0.5) and graphs.s == pytest.approx(0.5e9 / (2000 * 500))
+    assert graphs.estimated_speedup == pytest.approx(1 / (0.5 + 0.5 / graphs.s))
+    assert "upper bound" in graphs.model
     assert got["dataloader_workers"].estimated_speedup == pytest.approx(1 / 0.7)
-    assert math.isinf(got["cuda_graphs"].s) and "upper bound" in got["cuda_graphs"].model
+    assert math.isinf(got["dataloader_workers"].s)
 
 
 def test_a_growing_prefix_proposes_a_kv_cache_with_its_fitted_gain():
