@@ -249,28 +249,57 @@ def _kv_cache(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
 
 
 TRACE_FIXES: tuple[TraceFix, ...] = (
-    TraceFix("fp16", "Run the FP32 matrix work in BF16/FP16",
-             "Wrap the model's forward in `torch.autocast('cuda', dtype=torch.bfloat16)` "
-             "(or keep weights in BF16: `model.to(torch.bfloat16)`).", _low_precision),
-    TraceFix("kernel_fusion", "Fuse the chains of memory-bound kernels",
-             "`model = torch.compile(model)`: Inductor fuses element-wise, normalisation "
-             "and reduction chains into single kernels.", _fusion),
-    TraceFix("fused_attention", "Use fused attention (SDPA / FlashAttention)",
-             "Replace softmax(q @ k.T) @ v with "
-             "`torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=...)`.",
-             _fused_attention),
-    TraceFix("cuda_graphs", "Replay the launches with CUDA graphs",
-             "`torch.compile(model, mode='reduce-overhead')` (CUDA graphs), or capture "
-             "with `torch.cuda.graphs` for static shapes.", _cuda_graphs),
-    TraceFix("dataloader_workers", "Load the next batch while the GPU works",
-             "`DataLoader(..., num_workers=4, pin_memory=True, persistent_workers=True)`.",
-             _removes_idle("input", "waiting on the data loader")),
-    TraceFix("pinned_copies", "Copy from pinned memory, without blocking",
-             "`tensor.pin_memory()` (or `pin_memory=True` in the DataLoader), then "
-             "`.to('cuda', non_blocking=True)`.", _pinned),
-    TraceFix("kv_cache", "Cache the keys and values instead of re-running the prefix",
-             "Pass `past_key_values` / `use_cache=True` (Hugging Face), or keep each "
-             "layer's K and V and run every step on the new token only.", _kv_cache),
+    TraceFix(
+        "fp16", "Run the FP32 matrix work in BF16/FP16",
+        "Autocast the forward (BF16 needs no loss scaling; keep FP32 where accuracy asks):\n"
+        "    with torch.autocast('cuda', dtype=torch.bfloat16):\n"
+        "        out = model(batch)\n"
+        "or keep the weights in BF16 for inference: model = model.to(torch.bfloat16)",
+        _low_precision,
+    ),
+    TraceFix(
+        "kernel_fusion", "Fuse the chains of memory-bound kernels",
+        "Let Inductor fuse element-wise, normalisation and reduction chains:\n"
+        "    model = torch.compile(model)\n"
+        "(the first calls compile; warm it up before serving)",
+        _fusion,
+    ),
+    TraceFix(
+        "fused_attention", "Use fused attention (SDPA / FlashAttention)",
+        "Replace the explicit softmax(q @ k.transpose(-2, -1) / scale) @ v with:\n"
+        "    from torch.nn.functional import scaled_dot_product_attention\n"
+        "    y = scaled_dot_product_attention(q, k, v, is_causal=True)\n"
+        "(Hugging Face: attn_implementation='sdpa' or 'flash_attention_2')",
+        _fused_attention,
+    ),
+    TraceFix(
+        "cuda_graphs", "Replay the launches with CUDA graphs",
+        "Capture the model's launches once and replay them (static shapes: pad or bucket):\n"
+        "    model = torch.compile(model, mode='reduce-overhead')\n"
+        "or by hand: g = torch.cuda.CUDAGraph(); with torch.cuda.graph(g): out = model(x)",
+        _cuda_graphs,
+    ),
+    TraceFix(
+        "dataloader_workers", "Load the next batch while the GPU works",
+        "Move loading and decoding to worker processes that prefetch:\n"
+        "    loader = DataLoader(dataset, batch_size=..., num_workers=4,\n"
+        "                        pin_memory=True, persistent_workers=True)",
+        _removes_idle("input", "waiting on the data loader"),
+    ),
+    TraceFix(
+        "pinned_copies", "Copy from pinned memory, without blocking",
+        "Stage host tensors in page-locked memory and copy asynchronously:\n"
+        "    batch = batch.pin_memory()  # or DataLoader(..., pin_memory=True)\n"
+        "    batch = batch.to('cuda', non_blocking=True)",
+        _pinned,
+    ),
+    TraceFix(
+        "kv_cache", "Cache the keys and values instead of re-running the prefix",
+        "Keep each layer's keys and values and run every step on the new token only:\n"
+        "    out = model(input_ids, past_key_values=past, use_cache=True)  # Hugging Face\n"
+        "    past = out.past_key_values",
+        _kv_cache,
+    ),
 )  # fmt: skip
 
 

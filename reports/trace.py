@@ -92,7 +92,8 @@ class TraceVerdict:
             lines += ["", "Recommendations (estimated speedup of the window, ceiling):"]
             lines += [recommendation_line(i, r) for i, r in enumerate(self.recommendations, 1)]
         if self.how is not None:
-            lines += ["", f"How ({self.how[0]}):", f"  {self.how[1]}"]
+            lines += ["", f"How ({self.how[0]}):"]
+            lines += [f"  {line}" for line in self.how[1].splitlines()]
         elif self.limit:
             lines += ["", "No fix estimated to buy 1.25× or more."]
         lines += [f"note: {n}" for n in self.notes]

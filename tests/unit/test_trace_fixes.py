@@ -118,6 +118,6 @@ def test_the_trace_catalog_is_complete_and_its_constants_sourced():
 
     ids = [fix.id for fix in TRACE_FIXES]
     assert len(ids) == len(set(ids))
-    assert all("`" in fix.how for fix in TRACE_FIXES)  # each says what to write
+    assert all("\n    " in fix.how for fix in TRACE_FIXES)  # each with a code sketch
     for name, source in sources(TRACE_MODEL).items():
         assert len(source) >= 20, f"TraceModel.{name} has no source"
