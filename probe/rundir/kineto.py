@@ -40,13 +40,16 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from sys import intern
 from typing import IO, Any, cast
 
 import ijson
+import numpy as np
 import pandas as pd
 
 from probe.errors import EXIT_USAGE, ProbeError
@@ -117,8 +120,9 @@ def read_kineto(path: str | Path) -> KinetoTrace:
     path = Path(path)
     if not path.is_file():
         raise ProbeError(f"no such trace: {path}", EXIT_USAGE)
-    rows: dict[str, dict[str, list[Any]]] = {
-        name: {c: [] for c in ("ts_ns", "dur_ns", *cols)} for name, cols in KINETO_COLUMNS.items()
+    rows: dict[str, dict[str, Any]] = {
+        name: {"ts_ns": array("q"), "dur_ns": array("q"), **{c: [] for c in cols}}
+        for name, cols in KINETO_COLUMNS.items()
     }
     unknown: Counter[str] = Counter()
     notes: list[str] = []
@@ -176,7 +180,7 @@ def _ns(value: Any) -> int | None:
     return whole * 1000 + round((us - whole) * 1000)
 
 
-def _add(e: dict[str, Any], rows: dict[str, dict[str, list[Any]]], unknown: Counter[str]) -> None:
+def _add(e: dict[str, Any], rows: dict[str, dict[str, Any]], unknown: Counter[str]) -> None:
     """One event into the row lists of its table (or counted, when its kind is unknown)."""
     ph, cat = e.get("ph"), e.get("cat")
     cat = cat.lower() if isinstance(cat, str) else None
@@ -207,7 +211,8 @@ def _add(e: dict[str, Any], rows: dict[str, dict[str, list[Any]]], unknown: Coun
 # how each column is read from an event (``e``), its ``args`` and its lower-cased ``cat``
 _Extract = Callable[[dict[str, Any], dict[str, Any], str], Any]
 _READ: dict[str, _Extract] = {
-    "name": lambda e, a, c: str(e.get("name", "")),
+    # names repeat thousands of times: one string object each (sys.intern), not one a row
+    "name": lambda e, a, c: intern(str(e.get("name", ""))),
     "category": lambda e, a, c: c,
     "side": lambda e, a, c: "gpu" if c.startswith("gpu_") else "cpu",
     "pid": lambda e, a, c: _int(e.get("pid")),
@@ -218,10 +223,10 @@ _READ: dict[str, _Extract] = {
     "stream": lambda e, a, c: _int(a.get("stream")),
     "correlation": lambda e, a, c: _int(a.get("correlation")),
     "bytes": lambda e, a, c: _int(a.get("bytes")),
-    "grid": lambda e, a, c: _dims(a.get("grid")),
-    "block": lambda e, a, c: _dims(a.get("block")),
-    "input_dims": lambda e, a, c: _compact_json(a.get("Input Dims")),
-    "input_types": lambda e, a, c: _compact_json(a.get("Input type")),
+    "grid": lambda e, a, c: _text(_dims(a.get("grid"))),
+    "block": lambda e, a, c: _text(_dims(a.get("block"))),
+    "input_dims": lambda e, a, c: _text(_compact_json(a.get("Input Dims"))),
+    "input_types": lambda e, a, c: _text(_compact_json(a.get("Input type"))),
     "python_id": lambda e, a, c: _int(a.get("Python id")),
     "parent_id": lambda e, a, c: _int(a.get("Python parent id")),
 }
@@ -277,6 +282,10 @@ def _int(value: Any) -> int | None:
         return None
 
 
+def _text(value: str | None) -> str | None:
+    return None if value is None else intern(value)
+
+
 def _dims(value: Any) -> str | None:
     if isinstance(value, list):
         return ",".join(str(v) for v in value)
@@ -287,10 +296,13 @@ def _compact_json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, separators=(",", ":"))
 
 
-def _tables(rows: dict[str, dict[str, list[Any]]]) -> dict[str, pd.DataFrame]:
+def _tables(rows: dict[str, dict[str, Any]]) -> dict[str, pd.DataFrame]:
     tables = {}
     for name, columns in rows.items():
-        frame = pd.DataFrame(columns)
+        frame = pd.DataFrame(
+            {k: np.frombuffer(v, dtype="int64") if isinstance(v, array) else v
+             for k, v in columns.items()}
+        )  # fmt: skip
         for column in frame.columns:
             if column in _CATEGORICAL:
                 frame[column] = frame[column].astype("category")
