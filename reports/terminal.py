@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DiffText",
     "Verdict",
+    "advice_lines",
+    "head_lines",
+    "limit_text",
     "printable",
     "printable_json",
     "recommendation_line",
@@ -113,17 +116,11 @@ class Verdict:
             facts.append(f"latency p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms")
         facts.append(f"CPU {run['process_cores']:.2f} of {run['cpu_count']} cores")
         facts.append("GPU" if run["gpu"] else "no GPU")
-        limit = ""
-        if primary["kind"] != "none":
-            limit = (
-                f"{primary['kind']}/{primary['subkind']} in {primary['stage']} "
-                f"({primary['share']:.0%}, confidence {primary['confidence']:.0%})"
-            )
         best = d.recommendations[0] if d.recommendations else None
         return cls(
             summary=primary["summary"],
             facts=facts,
-            limit=limit,
+            limit=limit_text(primary, where=primary["stage"]),
             stage_basis="request path" if run["requests"] else "sampled time",
             stages=_stage_lines(d, cls.max_stages),
             recommendations=recommendation_rows(d.recommendations),
@@ -145,9 +142,7 @@ class Verdict:
         )
 
     def render(self) -> str:
-        lines = [f"probe: {self.summary}", "  " + " · ".join(self.facts)]
-        if self.limit:
-            lines.append(f"  limit: {self.limit}")
+        lines = head_lines(self.summary, self.facts, self.limit)
         if self.stages:
             lines += ["", f"Where the time goes (share of {self.stage_basis}; on-CPU / top wait):"]
             for s in self.stages:
@@ -156,14 +151,9 @@ class Verdict:
                     f"  {s.name[:28]:<28} {_bar(s.path_share)} {s.path_share:6.1%}"
                     f"   on-CPU {s.cpu_share:.0%}{wait}"
                 )
-        if self.recommendations:
-            lines += ["", "Recommendations (estimated end-to-end speedup, ceiling):"]
-            lines += [recommendation_line(i, r) for i, r in enumerate(self.recommendations, 1)]
-        if self.how is not None:
-            lines += ["", f"How ({self.how[0]}):"]
-            lines += [f"  {line}" for line in self.how[1].splitlines()]
-        elif self.limit:
-            lines += ["", "No fix estimated to buy 1.25× or more."]
+        lines += advice_lines(
+            self.recommendations, self.how, self.limit, speedup="estimated end-to-end speedup"
+        )
         if self.leak is not None:
             lines += ["", *_leak_lines(self.leak)]
         lines += [f"note: {n}" for n in self.notes]
@@ -223,6 +213,41 @@ def recommendation_rows(recs: list[Recommendation], n: int = 3) -> list[dict[str
         }
         for r in recs[:n]
     ]
+
+
+def limit_text(primary: dict[str, Any], *, where: str = "") -> str:
+    """The verdict's "limit:" figure: kind/subkind [in WHERE] (share, confidence); "" when
+    nothing was judged."""
+    if primary["kind"] == "none":
+        return ""
+    place = f" in {where}" if where else ""
+    return (
+        f"{primary['kind']}/{primary['subkind']}{place} "
+        f"({primary['share']:.0%}, confidence {primary['confidence']:.0%})"
+    )
+
+
+def head_lines(summary: str, facts: list[str], limit: str) -> list[str]:
+    """A verdict's first lines: the summary, its facts, the limit when one was judged."""
+    lines = [f"probe: {summary}", "  " + " · ".join(facts)]
+    return lines + [f"  limit: {limit}"] if limit else lines
+
+
+def advice_lines(
+    recommendations: list[dict[str, Any]], how: tuple[str, str] | None, limit: str, *, speedup: str
+) -> list[str]:
+    """The recommendations (their figures named by ``speedup``), the best one's how-to, or
+    the line that says no fix was estimated to pay when a limit was judged."""
+    lines: list[str] = []
+    if recommendations:
+        lines += ["", f"Recommendations ({speedup}, ceiling):"]
+        lines += [recommendation_line(i, r) for i, r in enumerate(recommendations, 1)]
+    if how is not None:
+        lines += ["", f"How ({how[0]}):"]
+        lines += [f"  {line}" for line in how[1].splitlines()]
+    elif limit:
+        lines += ["", "No fix estimated to buy 1.25× or more."]
+    return lines
 
 
 def recommendation_line(i: int, r: dict[str, Any]) -> str:

@@ -14,7 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from probe.reports.terminal import printable, recommendation_line, recommendation_rows
+from probe.reports.terminal import (
+    advice_lines,
+    head_lines,
+    limit_text,
+    printable,
+    recommendation_rows,
+)
 
 if TYPE_CHECKING:
     from probe.analyzers.trace_diagnosis import TraceDiagnosis
@@ -47,17 +53,11 @@ class TraceVerdict:
         facts.append(f"{len(gpus)} GPU ({', '.join(sorted(set(gpus)))})" if gpus else "no GPU")
         if run["kernels"]:
             facts.append(f"{run['kernels']:,} kernels")
-        limit = ""
-        if primary["kind"] != "none":
-            limit = (
-                f"{primary['kind']}/{primary['subkind']} ({primary['share']:.0%}, "
-                f"confidence {primary['confidence']:.0%})"
-            )
         best = d.recommendations[0] if d.recommendations else None
         return cls(
             summary=primary["summary"],
             facts=facts,
-            limit=limit,
+            limit=limit_text(primary),
             kernels=d.kernels.head(cls.max_rows).to_dict("records"),
             idle=d.idle.sort_values("idle_ns", ascending=False).to_dict("records"),
             stages=d.stages.head(cls.max_rows).to_dict("records"),
@@ -67,9 +67,7 @@ class TraceVerdict:
         )
 
     def render(self) -> str:
-        lines = [f"probe: {self.summary}", "  " + " · ".join(self.facts)]
-        if self.limit:
-            lines.append(f"  limit: {self.limit}")
+        lines = head_lines(self.summary, self.facts, self.limit)
         if self.kernels:
             lines += ["", "GPU time by kernel family and precision:"]
             lines += [
@@ -88,13 +86,8 @@ class TraceVerdict:
                 f"   GPU {_ms(s['device_ns']):>12}"
                 for s in self.stages
             ]
-        if self.recommendations:
-            lines += ["", "Recommendations (estimated speedup of the window, ceiling):"]
-            lines += [recommendation_line(i, r) for i, r in enumerate(self.recommendations, 1)]
-        if self.how is not None:
-            lines += ["", f"How ({self.how[0]}):"]
-            lines += [f"  {line}" for line in self.how[1].splitlines()]
-        elif self.limit:
-            lines += ["", "No fix estimated to buy 1.25× or more."]
+        lines += advice_lines(
+            self.recommendations, self.how, self.limit, speedup="estimated speedup of the window"
+        )
         lines += [f"note: {n}" for n in self.notes]
         return printable("\n".join(lines))
