@@ -228,6 +228,7 @@ class Session:
             "kernel_states": {
                 "reads": self.stacks.kernel.reads,
                 "skipped": self.stacks.kernel_reads_skipped,
+                "stale": self.stacks.kernel_states_stale,
                 "unavailable": self.stacks.kernel.unavailable,
             },
         }

@@ -178,6 +178,7 @@ class StackSampler:
         self._max_kernel_reads = max_kernel_reads
         self._kernel_budget = 0
         self.kernel_reads_skipped = 0  # asked for beyond the budget
+        self.kernel_states_stale = 0  # read after the thread ran on: not used
         self._native_leaf: set[int] = set()  # stacks whose leaf is in an unnamed call
 
         self._frame_ids: dict[int, int] = {}  # id(code) -> frame id
@@ -187,6 +188,9 @@ class StackSampler:
         self._tid: dict[int, int] = {}  # Python ident -> thread id (OS TID when known)
         self._last: dict[int, tuple[int, int]] = {}  # tid -> (ts_ns, cpu_ns)
         self._open: dict[int, int] = {}  # tid -> index of its last pending row (merging)
+        # tid -> (ident, id, instruction) of the leaf frame read this tick: the kernel's
+        # answer is checked against it (_kernel_state). Numbers, not the frame itself.
+        self._leaf: dict[int, tuple[int, int, int]] = {}
 
         self._rows = _SampleColumns()
         self._new_frames: list[tuple[Any, ...]] = []
@@ -338,11 +342,13 @@ class StackSampler:
                 continue
             cpu_d = min(max(cpu - last[1], 0), wall)
             seen.append((tid, self._stack_id(frame), wall, cpu_d))
+            self._leaf[tid] = (ident, id(frame), frame.f_lasti)
         self.ticks += 1
         if len(self._last) > len(live):
             for tid in [t for t in self._last if t not in live]:
                 del self._last[tid]
                 self._open.pop(tid, None)
+                self._leaf.pop(tid, None)
             for ident in [i for i in self._tid if i not in frames]:
                 del self._tid[ident]
         return seen
@@ -366,7 +372,27 @@ class StackSampler:
             self.kernel_reads_skipped += 1
             return ""
         self._kernel_budget -= 1
-        return self.kernel.read(tid)
+        state = self.kernel.read(tid)
+        # The frames were read at the tick's instant; the GIL that keeps the threads where
+        # they were can still be taken from the sampler between then and now (a thread
+        # that waited a switch interval for it asks for it back). A thread found blocked
+        # in a call whose frame is no longer the one read may have blocked in a later
+        # call than its frame's (KernelStates' readers keep the GIL for the read itself).
+        # Its CPU clock cannot tell: a direct read's kernel work is the thread's CPU while
+        # it stays in the same call. One on a CPU is in its native call, or runnable.
+        if state not in ("", "R") and not self._still_at_its_leaf(tid):
+            self.kernel_states_stale += 1
+            return ""
+        return state
+
+    def _still_at_its_leaf(self, tid: int) -> bool:
+        """Is the thread's leaf frame, and its instruction, the one this tick read?"""
+        ident, frame_id, lasti = self._leaf.get(tid, (0, 0, -1))
+        with collector_held_off():  # a frame read, as in _sample
+            now = self._current_frames().get(ident)
+            same = now is not None and id(now) == frame_id and now.f_lasti == lasti
+            del now  # a frame held past the tick keeps its locals alive (see _sample)
+        return same
 
     def _emit(self, now: int, tid: int, sid: int, wall: int, cpu: int, others_cpu: int) -> None:
         rows = self._rows

@@ -279,3 +279,74 @@ def test_a_call_named_like_a_file_s_takes_what_its_descriptor_is_from_the_kernel
     )
     for state, expected in cases:
         assert reason_beside_a_busy_thread(frame_at_os_read, state) == expected, state
+
+
+class StatesAfterTheThreadMoved(FixedStates):
+    """The kernel's answer comes once thread 1 has moved on to ``moved_to`` (the GIL was
+    taken from the sampler between its frame read and its kernel read), or stayed."""
+
+    def __init__(self, state: str, frames: dict, moved_to) -> None:
+        super().__init__(state)
+        self.frames, self.moved_to = frames, moved_to
+
+    def read(self, tid: int) -> str:
+        if self.moved_to is not None:
+            self.frames[1] = self.moved_to
+        return super().read(tid)
+
+
+@pytest.mark.parametrize("moved", [False, True])
+def test_a_blocked_state_read_after_the_thread_moved_on_is_not_taken_for_its_frame_s(
+    frame_at_unnamed_call, moved
+):
+    # healthy_service.py: Python caught at `round` was read as sleeping, the kernel being
+    # asked once the request had moved on to its downstream sleep
+    clock = Clock()
+    cpu = {1: 0, 2: 0}
+    frames = {1: frame_at_unnamed_call, 2: frame_running_python()}
+    states = StatesAfterTheThreadMoved(
+        "sys clock_nanosleep", frames, frame_running_python() if moved else None
+    )
+    s = make(frames, cpu, clock, kernel_states=states)
+    s.sample()
+    clock.now = 10_000_000
+    cpu[1], cpu[2] = 1_000_000, 9_000_000  # thread 1 mostly off a CPU: the kernel is asked
+    s.sample()
+    row = next(r for r in s.drain()["samples"] if r[1] == 1)
+    assert row[5] == ("gil" if moved else "sleep")
+    assert s.kernel_states_stale == moved
+
+
+def test_a_thread_still_in_its_call_keeps_the_kernel_s_reason_though_its_cpu_clock_moved(
+    frame_at_unnamed_call,
+):
+    # O_DIRECT reads: the kernel's work in the call is the thread's CPU time
+    clock = Clock()
+    cpu = {1: 0}
+
+    class StatesWhileTheCallWorks(FixedStates):
+        def read(self, tid):
+            cpu[1] += 50_000
+            return super().read(tid)
+
+    s = make({1: frame_at_unnamed_call}, cpu, clock, kernel_states=StatesWhileTheCallWorks("D"))
+    s.sample()
+    clock.now = 10_000_000
+    cpu[1] = 1_000_000
+    s.sample()
+    [row] = s.drain()["samples"]
+    assert row[5] == "disk" and s.kernel_states_stale == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's /proc")
+def test_the_default_readers_read_proc_as_the_os_module_does_and_raise_its_errors():
+    k = KernelStates()
+    me = threading.get_native_id()
+    fields = k._read_text(f"/proc/self/task/{me}/stat").split(") ")[0]
+    with open(f"/proc/self/task/{me}/stat") as f:
+        assert fields == f.read().split(") ")[0]
+    assert k._read_link("/proc/self/exe") == os.readlink("/proc/self/exe")
+    with pytest.raises(FileNotFoundError):
+        k._read_text("/proc/self/task/0/syscall")
+    with pytest.raises(FileNotFoundError):
+        k._read_link("/proc/self/fd/100000")
