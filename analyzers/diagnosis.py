@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -23,10 +23,13 @@ from probe.analyzers.leaks import (
     growing_types,
     judge_recorded,
 )
-from probe.analyzers.recommendations import Recommendation, demands, recommend
+from probe.analyzers.recommendations import MODEL, Recommendation, demands, recommend
 from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, classify, cold_start
 from probe.analyzers.vocabulary import kind_words, subkind_words
 from probe.rundir.reader import Run
+
+if TYPE_CHECKING:
+    from probe.analyzers.torch_windows import TorchWindowsDiagnosis
 
 __all__ = ["SCHEMA", "Diagnosis", "diagnose", "run_facts"]
 
@@ -42,6 +45,7 @@ class Diagnosis:
     leak: LeakVerdict
     breakdown: Breakdown
     notes: list[str] = field(default_factory=list)
+    torch: TorchWindowsDiagnosis | None = None  # the torch.profiler windows', if any
 
     def to_dict(self) -> dict[str, Any]:
         stages = self.breakdown.stages
@@ -54,6 +58,7 @@ class Diagnosis:
             "leak": self.leak.to_dict(),
             "stages": _stages_records(stages),
             "notes": self.notes,
+            **({"torch": self.torch.to_dict()} if self.torch is not None else {}),
         }
 
 
@@ -356,6 +361,10 @@ def diagnose(run: Run) -> Diagnosis:
     cold = cold_start(bd, facts)
     leak = _leak(run, bd)
     recs = recommend(findings, bd, facts, cold=cold, leak=leak.to_dict())
+    torch = _torch(run)
+    if torch is not None:
+        recs += [r for r in torch.recommendations if r.estimated_speedup >= MODEL.min_speedup]
+        recs.sort(key=lambda r: (r.scope != "memory", -r.estimated_speedup))
     primary = findings[0] if findings else None
     primary_block = _primary_block(primary)
     primary_block["summary"] = _summary(primary, recs, bd)
@@ -372,5 +381,41 @@ def diagnose(run: Run) -> Diagnosis:
         recommendations=recs,
         leak=leak,
         breakdown=bd,
-        notes=notes,
+        notes=notes + _torch_notes(run, torch),
+        torch=torch,
     )
+
+
+def _torch(run: Run) -> TorchWindowsDiagnosis | None:
+    if not run.torch_windows:
+        return None
+    # here, not at the top: trace_diagnosis reads this module's SCHEMA
+    from probe.analyzers.torch_windows import torch_windows_diagnosis
+    from probe.analyzers.trace_diagnosis import diagnose_trace
+
+    figures = (run.meta.get("collector") or {}).get("torch") or {}
+    windows = [
+        (
+            entry,
+            diagnose_trace(trace, op_cost_ns=float(entry.get("op_cost_ns") or 0.0)),
+            len(trace.tables["ops"]),
+        )
+        for entry, trace in run.torch_windows
+    ]
+    return torch_windows_diagnosis(
+        windows,
+        forward_at_s=figures.get("forward_at_s"),
+        wall_s=float(run.meta.get("duration_s") or 0.0),
+    )
+
+
+def _torch_notes(run: Run, torch: TorchWindowsDiagnosis | None) -> list[str]:
+    figures = (run.meta.get("collector") or {}).get("torch")
+    if not figures:
+        return []
+    if torch is None:
+        why = figures.get("unavailable") or "none could be read"
+        return [f"PyTorch was imported, but no torch.profiler window was taken: {why}"]
+    files = ", ".join(w["file"] for w in torch.windows)
+    summary = torch.diagnosis.primary.get("summary", "")
+    return [f"torch.profiler: {len(torch.windows)} window(s) in {files}; {torch.chosen}: {summary}"]

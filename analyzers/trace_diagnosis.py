@@ -75,14 +75,16 @@ class TraceDiagnosis:
         }
 
 
-def diagnose_trace(trace: KinetoTrace) -> TraceDiagnosis:
+def diagnose_trace(trace: KinetoTrace, *, op_cost_ns: float = 0.0) -> TraceDiagnosis:
+    """``op_cost_ns``: the profiler's own cost per op when known (probe run's windows
+    measure it; a trace recorded elsewhere leaves it 0): see ``analyzers.ops``."""
     t = trace.tables
     kernels = classify_kernels(t["kernels"])
     copies = read_copies(t["copies"], t["runtime"])
     timeline = gpu_timeline(t["kernels"], t["copies"], t["runtime"], t["ops"], t["annotations"])
     findings = trace_findings(timeline, copies)
     window = float(timeline.devices["window_ns"].sum()) if len(timeline.devices) else 0.0
-    prefix = growing_prefix(t["ops"])
+    prefix = growing_prefix(t["ops"], op_cost_ns)
     if window == 0.0:  # no GPU work: the host's traced span is the window
         window = _host_window(t["ops"])
     evidence = TraceEvidence(findings, kernels, copies, timeline.by_cause, window, prefix)

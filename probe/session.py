@@ -34,9 +34,11 @@ from probe.samplers.heap import HeapSampler, malloc_in_use_reader
 from probe.samplers.memory import MemorySampler
 from probe.samplers.stacks import StackSampler
 from probe.samplers.ticker import Ticker
+from probe.samplers.torch_windows import TorchWindowSettings
 
 if TYPE_CHECKING:
     from probe.samplers.tasks import TaskSampler
+    from probe.samplers.torch_windows import TorchWindows
     from probe.samplers.tree import TreeSampler
 
 __all__ = ["Session", "Settings"]
@@ -66,6 +68,9 @@ class Settings:
     # the target's own threads do not contend for the GIL (probe.samplers.gil). 0 leaves
     # the target's own setting throughout.
     switch_interval_s: float = 0.0001
+    # torch.profiler windows once the target runs a forward pass (probe.samplers.
+    # torch_windows); windows=0 takes none.
+    torch_windows: TorchWindowSettings = TorchWindowSettings()
 
 
 class Session:
@@ -104,6 +109,8 @@ class Session:
         )
         self.heap = heap_sampler or HeapSampler(clock=clock, malloc_in_use=malloc_in_use_reader())
         self.tasks: TaskSampler | None = None  # once the target imports asyncio
+        self.torch: TorchWindows | None = None  # once the target imports torch
+        self._monotonic_start = 0.0
         self._known_threads: set[int] = set()  # thread ids (OS TIDs)
         self.switch: SwitchInterval | None = None  # set at start, from the target's own
         self._stack_ticker = Ticker("probe-stack-sampler", 1.0 / settings.hz, self._sample_stacks)
@@ -140,6 +147,7 @@ class Session:
         if self.settings.log_spans:
             spans.log_spans(True)
         self._last_flush = self._last_memory = self._started_ns = self._clock()
+        self._monotonic_start = time.monotonic()
         self._collector.start()
         self._stack_ticker.start()
         self.stacks.exclude.update(
@@ -168,6 +176,23 @@ class Session:
             )
         if self.tasks is not None:
             self.tasks.sample(self.stacks.last_ns)
+        if self.torch is None and "torch" in sys.modules and self.settings.torch_windows.windows:
+            self._start_torch_windows()
+
+    def _start_torch_windows(self) -> None:
+        # on the sampler's thread: its first forward pass comes after the import, and the
+        # windows' thread imports torch.profiler only when a window opens
+        from probe.samplers.torch_windows import TorchWindows
+
+        self.torch = TorchWindows(
+            self.run_dir,
+            self.settings.torch_windows,
+            exclude=self.stacks.exclude,
+            origin=self._monotonic_start,
+        )
+        self.torch.start()
+        if self.torch.ident is not None:
+            self.stacks.exclude.add(self.torch.ident)
 
     @property
     def stopped(self) -> bool:
@@ -180,6 +205,8 @@ class Session:
         if self._stopped or self._forked_child:
             return self.meta
         self._stopped = True
+        if self.torch is not None:
+            self.torch.stop()  # an open window is closed and written while spans still run
         spans.activate(None)
         self._stack_ticker.stop()
         self._collector.stop()
@@ -234,6 +261,8 @@ class Session:
         }
         if self.switch is not None:
             figures["switch_interval"] = self.switch.figures()
+        if self.torch is not None:
+            figures["torch"] = self.torch.figures()
         if self.tree is not None:
             figures.update(self.tree.stop())
         return figures

@@ -101,6 +101,7 @@ class Verdict:
     how: tuple[str, str] | None  # (id, how-to) of the best
     leak: dict[str, Any] | None  # when one was found
     notes: list[str] = field(default_factory=list)
+    torch: list[str] = field(default_factory=list)  # the torch.profiler windows' lines
 
     @classmethod
     def from_analysis(cls, analysis: Analysis) -> Verdict:
@@ -138,7 +139,8 @@ class Verdict:
                 "top_sites": d.leak.top_sites[:3],
                 "growing_types": d.leak.growing_types[:3],
             },
-            notes=list(d.notes),
+            notes=[n for n in d.notes if not n.startswith("torch.profiler: ")],
+            torch=_torch_lines(d),
         )
 
     def render(self) -> str:
@@ -151,6 +153,7 @@ class Verdict:
                     f"  {s.name[:28]:<28} {_bar(s.path_share)} {s.path_share:6.1%}"
                     f"   on-CPU {s.cpu_share:.0%}{wait}"
                 )
+        lines += self.torch
         lines += advice_lines(
             self.recommendations, self.how, self.limit, speedup="estimated end-to-end speedup"
         )
@@ -158,6 +161,20 @@ class Verdict:
             lines += ["", *_leak_lines(self.leak)]
         lines += [f"note: {n}" for n in self.notes]
         return printable("\n".join(lines))
+
+
+def _torch_lines(d: Diagnosis) -> list[str]:
+    t = d.torch
+    if t is None:
+        return []
+    shown = next((w for w in t.windows if w["file"] == t.chosen), t.windows[0])
+    length = shown["end_s"] - shown["start_s"]
+    return [
+        "",
+        f"PyTorch ops ({shown['file']}, {length:.1f} s from {shown['start_s']:.1f} s; "
+        f"{len(t.windows)} window(s) in all):",
+        f"  {t.diagnosis.primary.get('summary', '')}",
+    ]
 
 
 def _leak_lines(leak: dict[str, Any]) -> list[str]:

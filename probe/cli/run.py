@@ -11,6 +11,7 @@ import click
 from probe.cli.options import MAX_SECONDS, FiniteFloat
 from probe.launcher import default_run_dir, resolve_target, run
 from probe.rundir.writer import prepare_run_dir
+from probe.samplers.torch_windows import TorchWindowSettings
 from probe.session import Settings
 
 __all__ = ["run_command"]
@@ -110,6 +111,37 @@ _MAX_HZ = 1000.0
     "instead (at most the target's own). 0 keeps the target's own throughout.",
 )
 @click.option(
+    "--torch-windows",
+    type=click.IntRange(0, 1000),
+    default=3,
+    show_default=True,
+    metavar="N",
+    help="When the target uses PyTorch: torch.profiler windows (every thread's ops with "
+    "shapes; CUDA kernels and copies when it uses CUDA) to take, the first after its "
+    "first forward pass plus a warm-up. Written to torch/window-N.json (Perfetto opens "
+    "them). 0 takes none.",
+)
+@click.option(
+    "--torch-window",
+    "torch_window_s",
+    type=FiniteFloat(0, MAX_SECONDS, low_open=True),
+    default=0.1,
+    show_default=True,
+    metavar="SECONDS",
+    help="Length of each torch.profiler window. Closing one stops the target a few times "
+    "as long (torch writes the window's events): the next waits until the windows cost "
+    "at most 5% of the time since the last opened.",
+)
+@click.option(
+    "--torch-every",
+    "torch_every_s",
+    type=FiniteFloat(0, MAX_SECONDS, low_open=True),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="The least time from the start of one torch.profiler window to the next.",
+)
+@click.option(
     "--log-spans", is_flag=True, help="Log one JSON line per span on the 'probe.spans' logger."
 )
 @click.option("--no-gpu", is_flag=True, help="Do not query NVML for GPUs.")
@@ -129,6 +161,9 @@ def run_command(
     memory_frames: int,
     trace_s: float | None,
     switch_interval: float,
+    torch_windows: int,
+    torch_window_s: float,
+    torch_every_s: float,
     log_spans: bool,
     no_gpu: bool,
     no_report: bool,
@@ -169,6 +204,11 @@ def run_command(
         gpu=not no_gpu,
         log_spans=log_spans,
         switch_interval_s=switch_interval,
+        torch_windows=TorchWindowSettings(
+            windows=torch_windows,
+            window_s=torch_window_s,
+            every_s=max(torch_every_s, torch_window_s),
+        ),
     )
 
     from probe.cli.sidecar import Sidecar

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from probe.atomicfile import atomic_output
 from probe.errors import ProbeError
+from probe.rundir.kineto import KinetoTrace, read_kineto
 from probe.rundir.schema import COLUMNS, SCHEMA_NAME, SCHEMA_VERSION, TABLES
 from probe.rundir.validate import ARROW_TYPES, check_meta, check_table
 
@@ -37,6 +38,9 @@ class Run:
     meta: dict[str, Any]
     tables: dict[str, pd.DataFrame]
     notes: list[str] = field(default_factory=list)
+    # (meta.json's entry, the trace) of each torch.profiler window read (probe.samplers.
+    # torch_windows)
+    torch_windows: list[tuple[dict[str, Any], KinetoTrace]] = field(default_factory=list)
 
     def __getattr__(self, name: str) -> pd.DataFrame:
         tables = object.__getattribute__(self, "tables")
@@ -187,7 +191,35 @@ def load(path: str | os.PathLike[str], *, tables: list[str] | None = None) -> Ru
         notes.extend(table_notes)
     if "end" not in meta:
         notes.insert(0, "the run did not finish cleanly (no end time): data up to the last flush")
-    return Run(path=root, meta=meta, tables=frames, notes=notes)
+    windows = _torch_windows(root, meta, notes)
+    return Run(path=root, meta=meta, tables=frames, notes=notes, torch_windows=windows)
+
+
+def _torch_windows(
+    root: Path, meta: dict[str, Any], notes: list[str]
+) -> list[tuple[dict[str, Any], KinetoTrace]]:
+    """The torch.profiler windows meta.json lists that can be read (a missing or broken
+    one is a note: the rest of the run stands)."""
+    torch = (meta.get("collector") or {}).get("torch") or {}
+    out = []
+    for entry in torch.get("windows") or []:
+        path = root / str(entry.get("file", ""))
+        if not path.is_file():
+            notes.append(f"torch.profiler window {entry.get('file')} is missing")
+            continue
+        try:
+            trace = read_kineto(path)
+        except ProbeError as e:
+            notes.append(f"torch.profiler window {entry.get('file')} unreadable: {e}")
+            continue
+        # the ops probe's own thread ran to measure the profiler's cost are not the target's
+        own = entry.get("probe_tid")
+        if own is not None:
+            for name, table in trace.tables.items():
+                if "tid" in table:
+                    trace.tables[name] = table[table["tid"] != own].reset_index(drop=True)
+        out.append((entry, trace))
+    return out
 
 
 def _compact(root: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
@@ -220,6 +252,10 @@ def compact_and_load(path: str | os.PathLike[str]) -> tuple[Run, list[str]]:
     frames, notes = _compact(root)
     run = load(root, tables=[t for t in TABLES if t not in frames])
     full = Run(
-        path=root, meta=run.meta, tables={**run.tables, **frames}, notes=[*run.notes, *notes]
+        path=root,
+        meta=run.meta,
+        tables={**run.tables, **frames},
+        notes=[*run.notes, *notes],
+        torch_windows=run.torch_windows,
     )
     return full, notes

@@ -1,0 +1,96 @@
+"""The torch.profiler windows of a ``probe run`` (``probe.samplers.torch_windows``) in the
+run's diagnosis.
+
+Each window is diagnosed as any Kineto trace is (``trace_diagnosis.diagnose_trace``); the
+run's diagnosis keeps the window with the most ops (the others are listed), and its
+fixes join the run's recommendations, re-estimated for the whole run by Amdahl's law: a
+fix that speeds up a share ``p`` of a window by ``s`` applies to the part of the run the
+windows represent, the time from the first forward pass to the end (before it: imports,
+model loading, which no op-level fix touches). So ``p_run = p * steady / wall``, and
+the estimate is ``1 / ((1 - p_run) + p_run / s)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from probe.analyzers.recommendations import Recommendation
+from probe.analyzers.trace_diagnosis import TraceDiagnosis
+
+__all__ = ["TorchWindowsDiagnosis", "torch_windows_diagnosis"]
+
+
+@dataclass(frozen=True)
+class TorchWindowsDiagnosis:
+    windows: list[dict[str, Any]]  # meta.json's windows, each with its primary limit
+    chosen: str  # the file of the window the block describes
+    diagnosis: TraceDiagnosis  # that window's
+    steady_share: float  # of the run's wall, the part the windows represent
+    recommendations: list[Recommendation]  # re-estimated for the run
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.diagnosis
+        return {
+            "windows": self.windows,
+            "window": self.chosen,
+            "steady_share": round(self.steady_share, 4),
+            "primary": d.primary,
+            "run": d.run,
+            "recommendations": [r.to_dict() for r in d.recommendations],
+            "notes": d.notes,
+        }
+
+
+def torch_windows_diagnosis(
+    windows: list[tuple[dict[str, Any], TraceDiagnosis, int]],
+    *,
+    forward_at_s: float | None,
+    wall_s: float,
+) -> TorchWindowsDiagnosis | None:
+    """``windows``: (meta.json's entry, its diagnosis, its op count) per window read;
+    ``forward_at_s``: when the first forward pass was seen; ``wall_s``: the run's."""
+    if not windows:
+        return None
+    entry, chosen, _ = max(windows, key=lambda w: w[2])
+    steady = 1.0
+    if forward_at_s is not None and wall_s > 0:
+        steady = min(max((wall_s - forward_at_s) / wall_s, 0.0), 1.0)
+    listed = [{**e, "limit": d.primary.get("summary", ""), "ops": n} for e, d, n in windows]
+    return TorchWindowsDiagnosis(
+        windows=listed,
+        chosen=str(entry.get("file", "")),
+        diagnosis=chosen,
+        steady_share=steady,
+        recommendations=[
+            _for_the_run(r, steady, str(entry.get("file", "")))
+            for r in chosen.recommendations
+            if r.scope != "memory"
+        ],
+    )
+
+
+def _for_the_run(r: Recommendation, steady: float, window: str) -> Recommendation:
+    p = r.p * steady
+    s = r.s
+    speedup = 1.0 / ((1.0 - p) + p / s) if s > 0 and math.isfinite(s) else 1.0 / (1.0 - p)
+    ceiling = 1.0 / (1.0 - p) if p < 1.0 else math.inf
+    evidence = {
+        **r.evidence,
+        "torch_window": window,
+        "window_estimate": round(r.estimated_speedup, 3),
+        "window_p": round(r.p, 4),
+        "steady_share": round(steady, 4),
+    }
+    return replace(
+        r,
+        stage=r.stage or "torch ops",
+        estimated_speedup=speedup,
+        p=p,
+        ceiling=ceiling,
+        evidence=evidence,
+        model=(r.model + "; " if r.model else "")
+        + f"the window's p scaled by the run's steady share ({steady:.0%})",
+        scope="path",
+    )

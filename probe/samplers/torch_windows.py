@@ -1,0 +1,271 @@
+"""torch.profiler windows during ``probe run``: the ops (with their input shapes), and the
+CUDA kernels, copies and runtime calls when the target uses CUDA, for a few short windows
+of a run that uses PyTorch.
+
+Stack samples see a model as "native code in ``Block.forward``"; what fusion, a lower
+precision, CUDA graphs or a KV cache would buy is read from the ops and kernels
+(``analyzers.trace_diagnosis``). Recording every op of a whole run costs too much (each op
+pays the profiler's callbacks; a long run's trace grows without bound), so the session
+takes windows:
+
+* **When.** Not during the import or the model's loading: the first window opens
+  ``warmup_s`` after a thread of the target is first seen inside an ``nn.Module`` call
+  (a forward pass), the next ones every ``every_s`` after the start of the one before,
+  ``windows`` in all. A run with no module call gets no window, and says so.
+* **How long.** ``window_s`` each; the run's end closes an open window early (a short
+  run still gets its window, marked ``cut``).
+* **At what cost.** Every op pays the profiler's callbacks while a window is open, and
+  closing it stops the target: torch builds the window's events and writes them while
+  its callbacks drain. Measured on ``tests/torch_corpus/decoder.py`` (torch 2.13, CPU,
+  ~85,000 ops a second): a request took 1.5x as long inside a window, and closing a
+  0.1-s window stalled the target 0.38 s (0.3-s window: 1.1 s; 31 MB of trace). So the
+  next window waits until the last one's cost -- its opening, length and closing -- is
+  at most ``budget`` of the time since it opened (and at least ``every_s``). Each
+  window's ``open_s`` and ``stall_s`` in meta.json say what opening and closing took.
+* **Where.** ``torch/window-N.json`` in the run directory: a Kineto trace, as
+  ``torch.profiler`` writes it (it opens in Perfetto and in ``probe analyze``).
+* **Which threads.** All of them (``profile_all_threads``): a profiler started on
+  probe's own thread would otherwise record that thread only, and a service's model runs
+  on its main thread or a pool's. A torch without the option records nothing, and says
+  why.
+* **CUDA** is recorded only if the target has initialised it: probe never creates a
+  CUDA context of its own.
+
+Nothing here is imported, and no thread is started, unless the target imports torch.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from probe.samplers.collection import collector_held_off
+
+__all__ = ["TorchWindowSettings", "TorchWindows", "a_forward_pass_is_running"]
+
+_MODULE_CALL_FILE = "torch/nn/modules/module.py"
+# nn.Module.__call__ (torch 2.x: _wrapped_call_impl, then _call_impl). Not any frame of
+# that file: the module's own import runs its top level, and a window opened during the
+# import of torch caught a script that never called a module (0.2 MB of import ops).
+_MODULE_CALLS = frozenset({"_call_impl", "_wrapped_call_impl", "__call__"})
+
+
+@dataclass(frozen=True)
+class TorchWindowSettings:
+    windows: int = 3  # 0: no windows
+    # A tenth of a second holds thousands of ops of a CPU decoder (36,000 in the
+    # measurement above) and a few forward passes of most models, at 0.4-0.5 s of cost.
+    window_s: float = 0.1
+    # After the first forward pass: a model's first calls allocate, autotune and fill
+    # caches (the trace diagnosis calls a window dominated by that warm-up, not steady).
+    warmup_s: float = 1.0
+    every_s: float = 10.0  # the least time from one window's start to the next
+    # Of the time from one window's start to the next, what the windows may cost: the
+    # issue's overhead budget for op-level collection (5%).
+    budget: float = 0.05
+
+
+class Window(Protocol):
+    op_cost_ns: float  # the profiler's own cost per op, measured as the window opened
+
+    def save(self, path: Path) -> None:
+        """Stop recording and write the window's Kineto trace to ``path``."""
+
+
+class _KinetoWindow:
+    """A window on torch's profiler calls underneath ``torch.profiler.profile``: that
+    class's ``start()`` took ~1.3 s and its ``stop()`` parses every event into Python
+    objects (1.2 s for a 0.3-s window of the decoder, with the GIL held), where these
+    prepare and enable in ~1 ms and write the same Kineto JSON from C++."""
+
+    def __init__(self) -> None:
+        import torch
+        from torch.autograd import _disable_profiler, _enable_profiler, _prepare_profiler
+        from torch.autograd.profiler import ProfilerConfig, ProfilerState
+
+        try:
+            from torch._C._profiler import ProfilerActivity, _ExperimentalConfig
+
+            every_thread = _ExperimentalConfig(profile_all_threads=True)
+        except (ImportError, TypeError) as e:
+            raise RuntimeError(
+                f"torch {torch.__version__} cannot profile all threads ({e}): a window "
+                "would record probe's own thread only"
+            ) from None
+        activities = {ProfilerActivity.CPU}
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            activities.add(ProfilerActivity.CUDA)
+        # state, report_input_shapes, profile_memory, with_stack, with_flops,
+        # with_modules, experimental_config
+        config = ProfilerConfig(
+            ProfilerState.KINETO, True, False, False, False, False, every_thread
+        )
+        _prepare_profiler(config, activities)
+        unprofiled = _op_ns(torch)
+        _enable_profiler(config, activities)
+        self._disable = _disable_profiler
+        self.op_cost_ns = max(_op_ns(torch) - unprofiled, 0.0)
+
+    def save(self, path: Path) -> None:
+        self._disable().save(str(path))
+
+
+def _op_ns(torch: Any, batches: int = 20, ops: int = 25) -> float:
+    """One small op's time on this thread: the least of ``batches`` batches' mean (the
+    target's threads take the GIL in between; the least batch is the one they did not
+    interrupt). Profiled, these ops are recorded on probe's thread: the run's reader
+    drops that thread's events (the window's ``probe_tid``)."""
+    x = torch.zeros(1)
+    best = float("inf")
+    for _ in range(batches):
+        t0 = time.perf_counter_ns()
+        for _ in range(ops):
+            x.view(1)
+        best = min(best, (time.perf_counter_ns() - t0) / ops)
+    return best
+
+
+def start_kineto_window() -> Window:
+    """Every thread's ops with their input shapes (and CUDA's kernels, copies and runtime
+    calls when the target initialised CUDA). Raises with the reason when it cannot."""
+    try:
+        return _KinetoWindow()
+    except (ImportError, AttributeError, TypeError) as e:
+        raise RuntimeError(f"torch's profiler could not be started here ({e})") from None
+
+
+def a_forward_pass_is_running(exclude: set[int]) -> bool:
+    """Is any thread (not in ``exclude``) inside an ``nn.Module`` call now?"""
+    with collector_held_off():  # a read of other threads' frames (see collection)
+        frames = sys._current_frames()
+        frames.pop(threading.get_ident(), None)
+        f = None
+        try:
+            for ident, frame in frames.items():
+                if ident in exclude:
+                    continue
+                f = frame
+                while f is not None:
+                    code = f.f_code
+                    if code.co_name in _MODULE_CALLS and code.co_filename.endswith(
+                        _MODULE_CALL_FILE
+                    ):
+                        return True
+                    f = f.f_back
+            return False
+        finally:
+            del frames, f  # no frame outlives the read (see StackSampler._sample)
+
+
+class TorchWindows:
+    """Takes the windows on a thread of its own; see the module docstring. ``origin`` is
+    ``clock()`` at the session's start: windows are placed in seconds from it."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        settings: TorchWindowSettings,
+        *,
+        exclude: set[int],
+        origin: float,
+        start_window: Callable[[], Window] = start_kineto_window,
+        forward_seen: Callable[[set[int]], bool] = a_forward_pass_is_running,
+        clock: Callable[[], float] = time.monotonic,
+        poll_s: float = 0.2,
+    ) -> None:
+        self.dir = run_dir / "torch"
+        self.settings = settings
+        self._exclude = exclude
+        self._start_window, self._forward_seen = start_window, forward_seen
+        self._clock, self._poll_s = clock, poll_s
+        self._origin = origin
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.forward_at_s: float | None = None
+        self.taken: list[dict[str, Any]] = []
+        self.unavailable = ""
+
+    @property
+    def ident(self) -> int | None:
+        return self._thread.ident if self._thread is not None else None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="probe-torch-windows", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Close an open window (written, marked cut) and end the thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _at(self) -> float:
+        return round(self._clock() - self._origin, 3)
+
+    def _run(self) -> None:
+        s = self.settings
+        while self.forward_at_s is None:
+            if self._forward_seen(self._exclude):
+                self.forward_at_s = self._at()
+            elif self._stop.wait(self._poll_s):
+                return
+        due = self._clock() + s.warmup_s
+        for n in range(1, s.windows + 1):
+            if self._stop.wait(max(0.0, due - self._clock())):
+                return
+            opening = self._clock()
+            try:
+                window = self._start_window()
+            except Exception as e:  # never raised into the target: said in meta.json
+                self.unavailable = str(e) or type(e).__name__
+                return
+            started = self._clock()
+            cut = self._stop.wait(s.window_s)
+            path = self.dir / f"window-{n}.json"
+            closing = self._clock()
+            try:
+                self.dir.mkdir(exist_ok=True)
+                window.save(path)
+            except Exception as e:
+                self.unavailable = f"window {n} could not be written: {e}"
+                return
+            ended = self._clock()
+            self.taken.append(
+                {
+                    "file": f"torch/{path.name}",
+                    "start_s": round(started - self._origin, 3),
+                    "end_s": round(closing - self._origin, 3),
+                    "open_s": round(started - opening, 3),
+                    "op_cost_ns": round(float(getattr(window, "op_cost_ns", 0.0)), 1),
+                    "probe_tid": threading.get_native_id(),
+                    "stall_s": round(ended - closing, 3),
+                    "cut": cut,
+                    "bytes": path.stat().st_size,
+                }
+            )
+            if cut:
+                return
+            due = max(opening + s.every_s, opening + (ended - opening) / s.budget)
+
+    def figures(self) -> dict[str, Any]:
+        """What meta.json says of the windows: when the first forward pass was seen, each
+        window taken (file, start/end in seconds from the session's start, cut short by
+        the run's end, size), and why none could be taken."""
+        return {
+            "settings": {
+                "windows": self.settings.windows,
+                "window_s": self.settings.window_s,
+                "warmup_s": self.settings.warmup_s,
+                "every_s": self.settings.every_s,
+                "budget": self.settings.budget,
+            },
+            "forward_at_s": self.forward_at_s,
+            "windows": list(self.taken),
+            "unavailable": self.unavailable
+            or ("" if self.forward_at_s is not None else "no nn.Module call was seen"),
+        }

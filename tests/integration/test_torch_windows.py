@@ -1,0 +1,80 @@
+"""probe run on real PyTorch (CPU): torch.profiler windows in the run directory, read back
+into the diagnosis; nothing changes for a target without torch, or with the windows off.
+Skipped where torch is not installed (the README's test command installs it)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from probe.analyzers.ops import growing_prefix
+from probe.rundir.kineto import read_kineto
+from probe.rundir.reader import load
+
+from .conftest import REPO, write_script
+
+pytest.importorskip("torch")
+
+DECODER = REPO / "tests" / "torch_corpus" / "decoder.py"
+
+
+def torch_figures(run_dir):
+    return json.loads((run_dir / "meta.json").read_text())["collector"].get("torch")
+
+
+def test_a_decoder_s_window_holds_its_main_thread_s_ops_with_the_growing_prefix(run_probe):
+    r = run_probe(DECODER, "--requests", "150", timeout=300)
+    assert r.returncode == 0, r.stderr
+    figures = torch_figures(r.run_dir)
+    assert figures["forward_at_s"] is not None and figures["unavailable"] == ""
+    first = figures["windows"][0]
+    assert first["start_s"] >= figures["forward_at_s"] + figures["settings"]["warmup_s"] - 0.01
+    assert first["op_cost_ns"] > 0 and first["stall_s"] >= 0
+    # a Kineto trace a reader outside probe opens: the file as torch wrote it
+    trace = read_kineto(r.run_dir / first["file"])
+    ops = trace.tables["ops"]
+    assert set(ops["tid"]) >= {first["probe_tid"]}  # probe's own calibration ops, kept raw
+    # read back with the run, probe's ops are gone and the target's remain, with shapes
+    [(entry, window)] = load(r.run_dir).torch_windows[:1]
+    target_ops = window.tables["ops"]
+    assert first["probe_tid"] not in set(target_ops["tid"]) and len(target_ops) > 1000
+    linear = target_ops[target_ops["name"] == "aten::linear"]
+    assert linear["input_dims"].str.startswith("[[1,").mean() > 0.9
+    # the decoding steps re-run on a prefix one token longer each: what a KV cache saves
+    found = growing_prefix(target_ops, entry["op_cost_ns"])
+    assert found is not None and "T" in found.shape and found.steps >= 8
+    d = json.loads((r.run_dir / "diagnosis.json").read_text())
+    assert d["torch"]["window"] == first["file"]
+    assert 0 < d["torch"]["steady_share"] < 1  # the import and the model's build are not
+    assert "PyTorch ops (torch/window-1.json" in r.stdout
+
+
+def test_a_torch_script_with_no_module_call_takes_no_window_and_says_why(run_probe, tmp_path):
+    script = write_script(
+        tmp_path,
+        """
+        import time
+        import torch
+        x = torch.ones(64, 64)
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            x = (x @ x).clamp(-1, 1)
+        """,
+    )
+    r = run_probe(script, timeout=180)
+    assert r.returncode == 0, r.stderr
+    figures = torch_figures(r.run_dir)
+    assert figures["windows"] == [] and "no nn.Module call" in figures["unavailable"]
+    assert not (r.run_dir / "torch").exists()
+    d = json.loads((r.run_dir / "diagnosis.json").read_text())
+    assert "torch" not in d
+    assert any("no torch.profiler window was taken" in n for n in d["notes"])
+
+
+def test_windows_off_leave_the_run_as_it_was_without_torch(run_probe):
+    r = run_probe("--torch-windows", "0", DECODER, "--requests", "60", timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert torch_figures(r.run_dir) is None and not (r.run_dir / "torch").exists()
+    d = json.loads((r.run_dir / "diagnosis.json").read_text())
+    assert "torch" not in d and not any("torch.profiler" in n for n in d["notes"])

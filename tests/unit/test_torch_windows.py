@@ -1,0 +1,150 @@
+"""torch.profiler windows' schedule, on a fake profiler: when they open, how many, what
+meta.json says, and that a failure never reaches the target."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from probe.samplers.torch_windows import (
+    TorchWindows,
+    TorchWindowSettings,
+    a_forward_pass_is_running,
+)
+
+
+class FakeWindow:
+    def __init__(self, log: list, clock) -> None:
+        self.log, self.clock = log, clock
+        log.append(("start", clock()))
+
+    def save(self, path: Path) -> None:
+        self.log.append(("save", self.clock(), path.name))
+        path.write_text('{"traceEvents": []}')
+
+
+def windows(tmp_path, settings, *, forward_after: float = 0.0, start_window=None):
+    log: list = []
+    t0 = time.monotonic()
+    w = TorchWindows(
+        tmp_path,
+        settings,
+        exclude=set(),
+        origin=t0,
+        start_window=start_window or (lambda: FakeWindow(log, time.monotonic)),
+        forward_seen=lambda _: time.monotonic() - t0 >= forward_after,
+        poll_s=0.01,
+    )
+    return w, log
+
+
+def test_windows_open_after_the_first_forward_pass_and_its_warm_up_and_stop_at_the_count(
+    tmp_path,
+):
+    s = TorchWindowSettings(windows=2, window_s=0.05, warmup_s=0.1, every_s=0.15)
+    w, log = windows(tmp_path, s, forward_after=0.1)
+    w.start()
+    w._thread.join(5)
+    assert not w._thread.is_alive()  # two windows taken: the thread ends by itself
+    f = w.figures()
+    assert f["forward_at_s"] >= 0.1
+    first, second = f["windows"]
+    ms = 0.001  # the figures are rounded to the millisecond
+    assert first["start_s"] >= f["forward_at_s"] + 0.1 - ms  # after the warm-up
+    assert second["start_s"] - first["start_s"] >= 0.15 - ms  # every_s apart
+    assert [e["file"] for e in f["windows"]] == ["torch/window-1.json", "torch/window-2.json"]
+    assert not first["cut"] and first["end_s"] - first["start_s"] >= 0.05
+    assert (tmp_path / "torch" / "window-2.json").exists() and f["unavailable"] == ""
+    assert [e[0] for e in log] == ["start", "save", "start", "save"]
+
+
+def test_the_run_s_end_closes_an_open_window_and_writes_it_marked_cut(tmp_path):
+    s = TorchWindowSettings(windows=3, window_s=30.0, warmup_s=0.0, every_s=60.0)
+    w, log = windows(tmp_path, s)
+    w.start()
+    for _ in range(500):
+        if log:
+            break
+        time.sleep(0.01)
+    w.stop()
+    [window] = w.figures()["windows"]
+    assert window["cut"] and window["end_s"] - window["start_s"] < 5
+    assert (tmp_path / "torch" / "window-1.json").exists()
+
+
+def test_a_run_with_no_forward_pass_takes_no_window_and_says_why(tmp_path):
+    w, log = windows(tmp_path, TorchWindowSettings(), forward_after=1e9)
+    w.start()
+    time.sleep(0.05)
+    w.stop()
+    f = w.figures()
+    assert f["windows"] == [] and f["forward_at_s"] is None and log == []
+    assert "no nn.Module call" in f["unavailable"]
+    assert not (tmp_path / "torch").exists()
+
+
+def test_a_profiler_that_cannot_start_is_reported_not_raised(tmp_path):
+    def refuse():
+        raise RuntimeError("torch 2.0 cannot profile all threads")
+
+    s = TorchWindowSettings(windows=2, window_s=0.01, warmup_s=0.0, every_s=0.01)
+    w, _ = windows(tmp_path, s, start_window=refuse)
+    w.start()
+    w._thread.join(5)
+    f = w.figures()
+    assert f["windows"] == [] and "cannot profile all threads" in f["unavailable"]
+
+
+def test_a_forward_pass_is_seen_in_another_thread_s_frames_inside_an_nn_module_call():
+    # a function whose code claims torch's module file: a stand-in for nn.Module.__call__
+    inside = threading.Event()
+    leave = threading.Event()
+    source = "def _call_impl(inside, leave):\n    inside.set()\n    leave.wait(5)\n"
+    namespace: dict = {}
+    exec(compile(source, "/site-packages/torch/nn/modules/module.py", "exec"), namespace)
+    t = threading.Thread(target=namespace["_call_impl"], args=(inside, leave))
+    assert not a_forward_pass_is_running(set())
+    t.start()
+    try:
+        inside.wait(5)
+        assert a_forward_pass_is_running(set())
+        assert not a_forward_pass_is_running({t.ident})  # probe's own threads are skipped
+    finally:
+        leave.set()
+        t.join()
+
+
+def test_the_next_window_waits_until_the_last_one_s_cost_is_within_the_budget(tmp_path):
+    # closing a window stops the target (torch writes its events): 0.1 s here, with a
+    # 0.05-s window, is 0.15 s of cost; at a 50% budget the next opens 0.3 s after
+    log: list = []
+
+    class SlowToClose(FakeWindow):
+        def save(self, path):
+            time.sleep(0.1)
+            super().save(path)
+
+    s = TorchWindowSettings(windows=2, window_s=0.05, warmup_s=0.0, every_s=0.01, budget=0.5)
+    w, _ = windows(tmp_path, s, start_window=lambda: SlowToClose(log, time.monotonic))
+    w.start()
+    w._thread.join(5)
+    first, second = w.figures()["windows"]
+    assert first["stall_s"] >= 0.1
+    cost = first["open_s"] + first["end_s"] - first["start_s"] + first["stall_s"]
+    assert second["start_s"] - first["start_s"] >= cost / 0.5 - 0.001
+
+
+def test_the_import_of_torch_s_module_file_is_not_a_forward_pass():
+    # the file's top level runs while torch imports: a frame of the file, not a call
+    inside, leave = threading.Event(), threading.Event()
+    source = "inside.set()\nleave.wait(5)\n"
+    code = compile(source, "/site-packages/torch/nn/modules/module.py", "exec")
+    t = threading.Thread(target=exec, args=(code, {"inside": inside, "leave": leave}))
+    t.start()
+    try:
+        inside.wait(5)
+        assert not a_forward_pass_is_running(set())
+    finally:
+        leave.set()
+        t.join()
