@@ -12,10 +12,10 @@ the estimate is ``1 / ((1 - p_run) + p_run / s)``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from probe.analyzers.amdahl import amdahl, ceiling
 from probe.analyzers.recommendations import Recommendation
 from probe.analyzers.trace_diagnosis import TraceDiagnosis
 
@@ -73,9 +73,6 @@ def torch_windows_diagnosis(
 
 def _for_the_run(r: Recommendation, steady: float, window: str) -> Recommendation:
     p = r.p * steady
-    s = r.s
-    speedup = 1.0 / ((1.0 - p) + p / s) if s > 0 and math.isfinite(s) else 1.0 / (1.0 - p)
-    ceiling = 1.0 / (1.0 - p) if p < 1.0 else math.inf
     evidence = {
         **r.evidence,
         "torch_window": window,
@@ -86,9 +83,9 @@ def _for_the_run(r: Recommendation, steady: float, window: str) -> Recommendatio
     return replace(
         r,
         stage=r.stage or "torch ops",
-        estimated_speedup=speedup,
+        estimated_speedup=amdahl(p, r.s) if r.s > 0 else 1.0,
         p=p,
-        ceiling=ceiling,
+        ceiling=ceiling(p),
         evidence=evidence,
         model=(r.model + "; " if r.model else "")
         + f"the window's p scaled by the run's steady share ({steady:.0%})",

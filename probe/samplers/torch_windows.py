@@ -241,7 +241,7 @@ class TorchWindows:
                     "start_s": round(started - self._origin, 3),
                     "end_s": round(closing - self._origin, 3),
                     "open_s": round(started - opening, 3),
-                    "op_cost_ns": round(float(getattr(window, "op_cost_ns", 0.0)), 1),
+                    "op_cost_ns": round(window.op_cost_ns, 1),
                     "probe_tid": threading.get_native_id(),
                     "stall_s": round(ended - closing, 3),
                     "cut": cut,

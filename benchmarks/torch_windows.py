@@ -1,0 +1,105 @@
+"""What one torch.profiler window of ``probe run`` costs a PyTorch target (issue 15).
+
+The target is ``tests/torch_corpus/decoder.py``'s model generating on the main thread
+without a KV cache (one request after another, ~85,000 ops a second on this machine).
+From a second thread, as the session does, windows of each length are opened with
+``probe.samplers.torch_windows.start_kineto_window`` and closed with ``save``. Printed,
+per window length: the median request time inside the window over the median of the
+requests before it (the in-window slowdown), how long opening and closing took (closing
+stops the target: no request ends while torch writes the window), the requests that
+ended while it closed, the profiler's cost per op measured as the window opened, and
+the trace's size.
+
+    python benchmarks/torch_windows.py [--lengths 0.1 0.3] [--rounds 3]
+
+Needs torch (``pip install '.[torch]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lengths", type=float, nargs="+", default=[0.1, 0.3])
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    import torch
+
+    sys.path.insert(0, str(REPO / "tests" / "torch_corpus"))
+    import decoder
+
+    from probe.samplers.torch_windows import start_kineto_window
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = decoder.Decoder().eval()
+    prompt = torch.randint(0, decoder.VOCAB, (1, decoder.PROMPT))
+    ended: list[tuple[float, float]] = []  # each request's (start, end)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            decoder.generate(model, prompt, False)
+            ended.append((t0, time.perf_counter()))
+
+    worker = threading.Thread(target=serve)
+    worker.start()
+    rows = []
+    try:
+        time.sleep(1.5)  # warm-up: first-call allocations
+        with tempfile.TemporaryDirectory() as tmp:
+            for length in args.lengths:
+                for n in range(args.rounds):
+                    before = [b - a for a, b in ended[-20:]]
+                    opening = time.perf_counter()
+                    window = start_kineto_window()
+                    opened = time.perf_counter()
+                    time.sleep(length)
+                    closing = time.perf_counter()
+                    path = Path(tmp) / f"w-{length}-{n}.json"
+                    window.save(path)
+                    closed = time.perf_counter()
+                    inside = [b - a for a, b in ended if a >= opened and b <= closing]
+                    during = sum(1 for _, b in ended if closing < b < closed)
+                    rows.append(
+                        (
+                            length,
+                            statistics.median(inside) / statistics.median(before)
+                            if inside
+                            else float("nan"),
+                            opened - opening,
+                            closed - closing,
+                            during,
+                            window.op_cost_ns,
+                            path.stat().st_size / 1e6,
+                        )
+                    )
+                    time.sleep(1.0)
+    finally:
+        stop.set()
+        worker.join()
+    print(
+        "window_s  in-window request time (x)  open_s  close_s  requests ended while "
+        "closing  op_cost_ns  trace_MB"
+    )
+    for length, ratio, open_s, close_s, during, op_cost, mb in rows:
+        print(
+            f"{length:8.2f}  {ratio:27.2f}  {open_s:6.3f}  {close_s:7.3f}  {during:28d}  "
+            f"{op_cost:10.0f}  {mb:8.1f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""The torch.profiler windows in a run's diagnosis: which window speaks for the run, and
+its fixes re-estimated over the part of the run the windows represent."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from probe.analyzers.recommendations import Recommendation
+from probe.analyzers.torch_windows import torch_windows_diagnosis
+from probe.analyzers.trace_diagnosis import TraceDiagnosis
+
+
+def window(summary: str, recs: list[Recommendation]) -> TraceDiagnosis:
+    empty = pd.DataFrame()
+    return TraceDiagnosis(
+        run={}, primary={"summary": summary}, findings=[], recommendations=recs,
+        kernels=empty, idle=empty, copies=empty, stages=empty,
+    )  # fmt: skip
+
+
+def kv(p: float, s: float) -> Recommendation:
+    return Recommendation(
+        id="kv_cache", stage="", estimated_speedup=1 / ((1 - p) + p / s), p=p, s=s,
+        ceiling=1 / (1 - p), title="Cache the keys and values", how="...",
+    )  # fmt: skip
+
+
+def test_the_window_with_most_ops_speaks_for_the_run_and_its_fix_counts_on_the_steady_part():
+    small = ({"file": "torch/window-1.json", "start_s": 2.0, "end_s": 2.1}, window("a", []), 10)
+    big = (
+        {"file": "torch/window-2.json", "start_s": 12.0, "end_s": 12.1},
+        window("b", [kv(0.8, 2.0)]),
+        900,
+    )
+    t = torch_windows_diagnosis([small, big], forward_at_s=5.0, wall_s=10.0)
+    assert t is not None and t.chosen == "torch/window-2.json"
+    assert [w["ops"] for w in t.windows] == [10, 900] and t.windows[1]["limit"] == "b"
+    [r] = t.recommendations
+    # half the run is after the first forward pass: p = 0.8 * 0.5 on the run
+    assert r.p == pytest.approx(0.4) and r.estimated_speedup == pytest.approx(1 / (0.6 + 0.2))
+    assert r.ceiling == pytest.approx(1 / 0.6) and r.evidence["window_estimate"] == pytest.approx(
+        1 / 0.6, abs=1e-3
+    )
+    assert t.to_dict()["steady_share"] == 0.5
+
+
+def test_no_window_read_is_no_torch_block():
+    assert torch_windows_diagnosis([], forward_at_s=1.0, wall_s=10.0) is None
