@@ -114,14 +114,18 @@ def diagnose_trace(trace: KinetoTrace, *, op_cost_ns: float = 0.0) -> TraceDiagn
 
 
 def _host_window(ops: pd.DataFrame) -> float:
-    """The traced span of the host's ops: from the first op's start to the end of the op
-    that started last. Not the latest end: an op still running when the profiler stopped
-    is written as ending at the stop (probe run's decoder window: a linear and its addmm
-    "took" 96 ms, the window's close, and doubled a 0.1-s window)."""
+    """The traced span of the host's ops: from the first op's start to the latest of the
+    last start and the ends before the trace's final one. Not the final end: an op still
+    running when the profiler stopped is written as ending at the stop (probe run's
+    decoder windows: a linear and its addmm, or an addmm alone, "took" 80-96 ms, the
+    window's close, and nearly doubled a 0.1-s window). A trace whose last op really
+    ended last loses only that op's tail past its start."""
     if ops.empty:
         return 0.0
-    last = ops["ts_ns"].idxmax()
-    return float(ops.at[last, "ts_ns"] + ops.at[last, "dur_ns"] - ops["ts_ns"].min())
+    ends = ops["ts_ns"] + ops["dur_ns"]
+    before_final = ends[ends < ends.max()]
+    last = max(ops["ts_ns"].max(), before_final.max() if len(before_final) else 0)
+    return float(last - ops["ts_ns"].min())
 
 
 def _run_facts(

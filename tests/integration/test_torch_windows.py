@@ -65,7 +65,8 @@ def test_the_kv_cache_estimate_lands_within_a_quarter_of_what_the_cache_realises
     r = run_probe(DECODER, "--requests", "300", timeout=300)
     assert r.returncode == 0, r.stderr
     d = json.loads((r.run_dir / "diagnosis.json").read_text())
-    kv = next(x for x in d["recommendations"] if x["id"] == "kv_cache")
+    kv = next((x for x in d["recommendations"] if x["id"] == "kv_cache"), None)
+    assert kv is not None, (d["torch"], d["recommendations"])
     assert kv["evidence"]["torch_window"] == "torch/window-1.json"
     realised = wall_s("--requests", "300") / wall_s("--requests", "300", "--kv-cache")
     assert abs(kv["estimated_speedup"] / realised - 1) <= 0.25, (kv, realised)
