@@ -23,7 +23,7 @@ from probe.analyzers.leaks import (
     growing_types,
     judge_recorded,
 )
-from probe.analyzers.recommendations import MODEL, Recommendation, demands, recommend
+from probe.analyzers.recommendations import Recommendation, demands, ranked, recommend
 from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, classify, cold_start
 from probe.analyzers.vocabulary import kind_words, subkind_words
 from probe.rundir.reader import Run
@@ -363,8 +363,7 @@ def diagnose(run: Run) -> Diagnosis:
     recs = recommend(findings, bd, facts, cold=cold, leak=leak.to_dict())
     torch = _torch(run)
     if torch is not None:
-        recs += [r for r in torch.recommendations if r.estimated_speedup >= MODEL.min_speedup]
-        recs.sort(key=lambda r: (r.scope != "memory", -r.estimated_speedup))
+        recs = ranked(recs + torch.recommendations)
     primary = findings[0] if findings else None
     primary_block = _primary_block(primary)
     primary_block["summary"] = _summary(primary, recs, bd)

@@ -54,10 +54,13 @@ def growing_prefix(ops: pd.DataFrame, op_cost_ns: float = 0.0) -> PrefixFinding 
     steps (the module doc), with the KV cache's estimate; None when none grows so.
     ``op_cost_ns``: the profiler's own cost per op, taken off each step (module doc)."""
     shaped = ops[ops["name"].astype(str).isin(_SEQUENCE_OPS) & ops["input_dims"].notna()]
+    # each thread's op starts, sorted once: a step's op count is a range of them
+    starts = {
+        tid: np.sort(group.to_numpy()) for tid, group in ops.groupby("tid", observed=True)["ts_ns"]
+    }
     best: PrefixFinding | None = None
     for (name, tid), calls in shaped.groupby(["name", "tid"], observed=True):
-        starts = np.sort(ops.loc[ops["tid"] == tid, "ts_ns"].to_numpy())
-        found = _on_one_thread(str(name), calls, starts, op_cost_ns)
+        found = _on_one_thread(str(name), calls, starts[tid], op_cost_ns)
         if found is not None and (best is None or found.steps > best.steps):
             best = found
     return best

@@ -47,6 +47,7 @@ __all__ = [
     "Recommendation",
     "RuleContext",
     "demands",
+    "ranked",
     "recommend",
 ]
 
@@ -792,7 +793,11 @@ def recommend(
             proposal = fix.run_rule(ctx)
             if proposal is not None:
                 recs.append(fix.recommendation(proposal))
-    recs = [r for r in recs if r.scope == "memory" or r.estimated_speedup >= model.min_speedup]
+    return ranked(recs, model)
+
+
+def ranked(recs: list[Recommendation], model: Model = MODEL) -> list[Recommendation]:
+    """Those worth ``model.min_speedup`` or more (memory fixes always), best first."""
+    kept = [r for r in recs if r.scope == "memory" or r.estimated_speedup >= model.min_speedup]
     # a leak's fix first (a leaking service is OOM-killed whatever its speed), then by speed
-    recs.sort(key=lambda r: (r.scope != "memory", -r.estimated_speedup))
-    return recs
+    return sorted(kept, key=lambda r: (r.scope != "memory", -r.estimated_speedup))

@@ -40,7 +40,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -257,13 +257,7 @@ class TorchWindows:
         window taken (file, start/end in seconds from the session's start, cut short by
         the run's end, size), and why none could be taken."""
         return {
-            "settings": {
-                "windows": self.settings.windows,
-                "window_s": self.settings.window_s,
-                "warmup_s": self.settings.warmup_s,
-                "every_s": self.settings.every_s,
-                "budget": self.settings.budget,
-            },
+            "settings": asdict(self.settings),
             "forward_at_s": self.forward_at_s,
             "windows": list(self.taken),
             "unavailable": self.unavailable
