@@ -5,6 +5,7 @@ Skipped where torch is not installed (the README's test command installs it)."""
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -68,7 +69,10 @@ def test_the_kv_cache_estimate_lands_within_a_quarter_of_what_the_cache_realises
     kv = next((x for x in d["recommendations"] if x["id"] == "kv_cache"), None)
     assert kv is not None, (d["torch"], d["recommendations"])
     assert kv["evidence"]["torch_window"] == "torch/window-1.json"
-    realised = wall_s("--requests", "300") / wall_s("--requests", "300", "--kv-cache")
+    # one pair of wall clocks ranged 1.56-1.73x here: the median of three pairs
+    realised = statistics.median(
+        wall_s("--requests", "300") / wall_s("--requests", "300", "--kv-cache") for _ in range(3)
+    )
     assert abs(kv["estimated_speedup"] / realised - 1) <= 0.25, (kv, realised)
     assert "[kv_cache]" in r.stdout
 
