@@ -214,12 +214,36 @@ def _torch_windows(
             continue
         # the ops probe's own thread ran to measure the profiler's cost are not the target's
         own = entry.get("probe_tid")
+        own_ops = 0
         if own is not None:
             for name, table in trace.tables.items():
                 if "tid" in table:
-                    trace.tables[name] = table[table["tid"] != own].reset_index(drop=True)
+                    mine = table["tid"] == own
+                    own_ops += int(mine.sum()) if name == "ops" else 0
+                    trace.tables[name] = table[~mine].reset_index(drop=True)
+        entry = {**entry, "op_cost_ns": _op_cost_ns(entry, own_ops, notes)}
         out.append((entry, trace))
     return out
+
+
+def _op_cost_ns(entry: dict[str, Any], own_ops: int, notes: list[str]) -> float:
+    """The profiler's own cost per op in this window: what it added to each calibration
+    call (probe.samplers.torch_windows._call_ns) over the ops each call recorded, counted
+    in the trace itself (a torch that records the call with more or fewer ops stays
+    right). A run written before the calibration was recorded this way carries the cost
+    itself. 0 with a note where it cannot be known: the analyses then take off nothing."""
+    if "op_cost_ns" in entry:
+        return float(entry["op_cost_ns"] or 0.0)
+    calibration = entry.get("calibration") or {}
+    calls, added = int(calibration.get("calls") or 0), calibration.get("added_ns_per_call")
+    if calls and added is not None and own_ops >= calls and added > 0:
+        return float(added) / (own_ops / calls)
+    notes.append(
+        f"torch.profiler window {entry.get('file')}: the profiler's own cost per op could "
+        f"not be measured ({own_ops} calibration ops, {added} ns added a call); the op "
+        "timings are taken as recorded"
+    )
+    return 0.0
 
 
 def _compact(root: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:

@@ -71,7 +71,11 @@ class TorchWindowSettings:
 
 
 class Window(Protocol):
-    op_cost_ns: float  # the profiler's own cost per op, measured as the window opened
+    # The profiler's own cost, measured as the window opened: what it added to one call
+    # of ``calibration_calls`` (see _call_ns). Per op, it is this over the ops each call
+    # recorded, which the run's reader counts in the trace (probe.rundir.reader).
+    added_ns_per_call: float
+    calibration_calls: int
 
     def save(self, path: Path) -> None:
         """Stop recording and write the window's Kineto trace to ``path``."""
@@ -106,28 +110,41 @@ class _KinetoWindow:
             ProfilerState.KINETO, True, False, False, False, False, every_thread
         )
         _prepare_profiler(config, activities)
-        unprofiled = _op_ns(torch)
+        chunks = torch.zeros(_CALIBRATION_CHUNKS)
+        unprofiled = _call_ns(chunks)
         _enable_profiler(config, activities)
         self._disable = _disable_profiler
-        self.op_cost_ns = max(_op_ns(torch) - unprofiled, 0.0)
+        self.calibration_calls = _CALIBRATION_CALLS
+        self.added_ns_per_call = _call_ns(chunks) - unprofiled
 
     def save(self, path: Path) -> None:
         self._disable().save(str(path))
 
 
-def _op_ns(torch: Any, batches: int = 20, ops: int = 25) -> float:
-    """One small op's time on this thread: the least of ``batches`` batches' mean (the
-    target's threads take the GIL in between; the least batch is the one they did not
-    interrupt). Profiled, these ops are recorded on probe's thread: the run's reader
-    drops that thread's events (the window's ``probe_tid``)."""
-    x = torch.zeros(1)
+# One call of ``tensor.split(1)`` on this many elements records ~3 ops per chunk (narrow,
+# slice, as_strided: 193 in torch 2.13) and lets the GIL go once; 64 chunks make the
+# profiler's cost (~600 ns an op here) ~100 us a call, far above the clock's grain.
+_CALIBRATION_CHUNKS = 64
+_CALIBRATION_CALLS = 12
+
+
+def _call_ns(chunks: Any, calls: int = _CALIBRATION_CALLS) -> float:
+    """The least CPU time of this thread over ``calls`` calls of ``chunks.split(1)``.
+
+    Thread CPU time, not wall time, and many ops in one call, not one op a call: a small
+    op lets the GIL go and takes it back, and while the target's threads run Python each
+    op waited for the GIL; timed one op at a time by the wall clock, the profiled ops came
+    out cheaper than the unprofiled ones in 1 run in 5 beside a busy thread (the op cost
+    read 0 in a clean-clone CI run), where this read 520-760 ns an op busy and 540-670 ns
+    idle (torch 2.13, CPU; /tmp experiment of 2026-11-24, in the closing note). Profiled,
+    the calls' ops are recorded on probe's thread, which the run's reader drops from the
+    target's tables after counting them (the window's ``probe_tid``)."""
     best = float("inf")
-    for _ in range(batches):
-        t0 = time.perf_counter_ns()
-        for _ in range(ops):
-            x.view(1)
-        best = min(best, (time.perf_counter_ns() - t0) / ops)
-    return best
+    for _ in range(calls):
+        t0 = time.thread_time_ns()
+        chunks.split(1)
+        best = min(best, time.thread_time_ns() - t0)
+    return float(best)
 
 
 def start_kineto_window() -> Window:
@@ -241,7 +258,10 @@ class TorchWindows:
                     "start_s": round(started - self._origin, 3),
                     "end_s": round(closing - self._origin, 3),
                     "open_s": round(started - opening, 3),
-                    "op_cost_ns": round(window.op_cost_ns, 1),
+                    "calibration": {
+                        "calls": window.calibration_calls,
+                        "added_ns_per_call": round(window.added_ns_per_call, 1),
+                    },
                     "probe_tid": threading.get_native_id(),
                     "stall_s": round(ended - closing, 3),
                     "cut": cut,

@@ -15,7 +15,8 @@ from probe.samplers.torch_windows import (
 
 
 class FakeWindow:
-    op_cost_ns = 0.0
+    added_ns_per_call = 0.0
+    calibration_calls = 12
 
     def __init__(self, log: list, clock) -> None:
         self.log, self.clock = log, clock
