@@ -42,6 +42,7 @@ Columns of ``stages``:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +107,9 @@ class Breakdown:
     # Without spans: the function table follows the main thread's path in time (a batch
     # job, ``analyzers.path``), rather than summing every thread's samples.
     path_followed: bool = False
+    # The attributed samples of the work (idle capacity left out), for analyses that
+    # group them another way than by stage (``analyzers.endpoints``).
+    work_samples: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _empty_requests() -> RequestFigures:
@@ -385,6 +389,38 @@ def _stage_table(
     return table, requests
 
 
+def _samples_note(*, served: bool, followed: bool) -> str:
+    """Where a stage table from stack samples comes from, and what would sharpen it."""
+    return (
+        (
+            "the served app's requests are counted from probe's request spans; "
+            if served
+            else "no spans recorded: "
+        )
+        + "stages are the service's functions, from stack samples"
+        + (
+            " on the main thread's path (its waits on other threads followed to them)"
+            if followed
+            else ", every thread's summed"
+        )
+        + " (add @probe.stage for per-stage figures"
+        + (")" if served else " and probe.request for per-request ones)")
+    )
+
+
+def served_only(indexed: pd.DataFrame) -> bool:
+    """Are all the spans the ones probe's serving middleware made (``probe.serving``:
+    attribute ``served``)? Those count requests and time them exactly, but say nothing
+    of where a request's time went: an async request's span on the event loop overlaps
+    the others open there, and the loop's samples inside it are no more its work than
+    theirs (tests/threads_corpus's predict_api read as native CPU in ``POST /predict``,
+    83%, where its truth is the GIL in the handler)."""
+    attrs = indexed["attrs"].astype("string").fillna("")
+    if not attrs.str.contains('"served"', regex=False).all():
+        return False
+    return all(json.loads(a).get("served") is True for a in attrs)
+
+
 def _main_thread(run: Run) -> int | None:
     threads = run.tables["threads"]
     if threads.empty or "name" not in threads:
@@ -457,22 +493,16 @@ def breakdown(run: Run) -> Breakdown:
     if not spans.empty:
         indexed = index_spans(spans)
         indexed["is_request"] = request_mask(indexed)
+    if not spans.empty and not (served_only(indexed) and not samples.empty):
         table, requests = _stage_table(run, indexed, samples, wall_s)
         source = "spans"
     elif not samples.empty:
         on_path, queued = _on_the_path(samples, run, hz)
         followed = queued is not None
-        table, requests = _function_table(on_path, run, queued), _empty_requests()
+        table = _function_table(on_path, run, queued)
+        requests = _empty_requests() if indexed.empty else _requests(indexed, indexed["is_request"])
         source = "samples"
-        notes.append(
-            "no spans recorded: stages are the service's functions, from stack samples"
-            + (
-                " on the main thread's path (its waits on other threads followed to them)"
-                if followed
-                else ", every thread's summed"
-            )
-            + " (add @probe.stage / probe.request for per-stage and per-request figures)"
-        )
+        notes.append(_samples_note(served=not indexed.empty, followed=followed))
     else:
         table, requests, source = pd.DataFrame(), _empty_requests(), "none"
     table = _complete(table).sort_values("path_s", ascending=False, kind="stable")
@@ -493,6 +523,7 @@ def breakdown(run: Run) -> Breakdown:
         brief_lock_stacks=brief,
         loops=loops,
         path_followed=followed,
+        work_samples=samples,
     )
 
 

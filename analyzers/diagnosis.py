@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from probe.analyzers.breakdown import Breakdown, breakdown
+from probe.analyzers.endpoints import EndpointFigures, endpoints
 from probe.analyzers.leaks import (
     NO_LEAK,
     LeakVerdict,
@@ -46,6 +47,7 @@ class Diagnosis:
     breakdown: Breakdown
     notes: list[str] = field(default_factory=list)
     torch: TorchWindowsDiagnosis | None = None  # the torch.profiler windows', if any
+    endpoints: EndpointFigures | None = None  # a served HTTP app's, if any
 
     def to_dict(self) -> dict[str, Any]:
         stages = self.breakdown.stages
@@ -59,7 +61,18 @@ class Diagnosis:
             "stages": _stages_records(stages),
             "notes": self.notes,
             **({"torch": self.torch.to_dict()} if self.torch is not None else {}),
+            **({"endpoints": _endpoints_block(self.endpoints)} if self.endpoints else {}),
         }
+
+
+def _endpoints_block(figures: EndpointFigures) -> dict[str, Any]:
+    return {
+        "window_s": round(figures.window_s, 6),
+        "limiting": figures.limiting,
+        "slowest": figures.slowest,
+        "server_s": round(figures.server_s, 6),
+        "routes": _stages_records(figures.table),
+    }
 
 
 def _stages_records(stages: pd.DataFrame) -> list[dict[str, Any]]:
@@ -261,7 +274,7 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
         return "Nothing to judge: the run recorded no stack samples and no spans."
     what = f"{primary.kind}/{primary.subkind}"
     where = f"`{primary.stage}`"
-    path = "request time" if bd.requests.count else "sampled time"
+    path = "request time" if bd.requests.count and bd.source == "spans" else "sampled time"
     if primary.share < THRESHOLDS.bottleneck_share:
         return (
             f"No dominant bottleneck: the largest stage, {where}, takes {primary.share:.0%} "
@@ -364,6 +377,7 @@ def diagnose(run: Run) -> Diagnosis:
     torch = _torch(run)
     if torch is not None:
         recs = ranked(recs + torch.recommendations)
+    served = endpoints(bd.spans, bd.work_samples, run.tables["stacks"], run.tables["frames"])
     primary = findings[0] if findings else None
     primary_block = _primary_block(primary)
     primary_block["summary"] = _summary(primary, recs, bd)
@@ -380,9 +394,30 @@ def diagnose(run: Run) -> Diagnosis:
         recommendations=recs,
         leak=leak,
         breakdown=bd,
-        notes=notes + _torch_notes(run, torch),
+        notes=notes + _torch_notes(run, torch) + _endpoint_notes(served),
         torch=torch,
+        endpoints=served,
     )
+
+
+def _endpoint_notes(served: EndpointFigures | None) -> list[str]:
+    if served is None:
+        return []
+    notes = list(served.notes)
+    t = served.table
+    if served.limiting is not None:
+        row = t.loc[served.limiting]
+        shared = t["cpu_s"] + t["gil_s"]
+        share = float(shared[served.limiting] / shared.sum())
+        notes.append(
+            f"endpoint limiting throughput: {served.limiting}, {share:.0%} of the handlers' "
+            f"CPU and GIL time ({row['cpu_ms_per_request']:.2f} ms of CPU a request)"
+        )
+    if served.slowest is not None and served.slowest != served.limiting:
+        notes.append(
+            f"slowest endpoint: {served.slowest} (p99 {t.loc[served.slowest, 'p99_ms']:.1f} ms)"
+        )
+    return notes
 
 
 def _torch(run: Run) -> TorchWindowsDiagnosis | None:

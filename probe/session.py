@@ -71,6 +71,9 @@ class Settings:
     # torch.profiler windows once the target runs a forward pass (probe.samplers.
     # torch_windows); windows=0 takes none.
     torch_windows: TorchWindowSettings = TorchWindowSettings()
+    # Served ASGI/WSGI apps wrapped in request spans as their server is imported
+    # (probe.serving); False leaves every server as it is.
+    http_spans: bool = True
 
 
 class Session:
@@ -146,6 +149,10 @@ class Session:
         spans.activate(self.recorder)
         if self.settings.log_spans:
             spans.log_spans(True)
+        if self.settings.http_spans:
+            from probe import serving
+
+            serving.install()
         self._last_flush = self._last_memory = self._started_ns = self._clock()
         self._monotonic_start = time.monotonic()
         self._collector.start()
@@ -208,6 +215,10 @@ class Session:
         if self.torch is not None:
             self.torch.stop()  # an open window is closed and written while spans still run
         spans.activate(None)
+        if self.settings.http_spans:
+            from probe import serving
+
+            serving.uninstall()  # servers imported from now on are left as they are
         self._stack_ticker.stop()
         self._collector.stop()
         sys.setswitchinterval(self._saved_switch_interval)
@@ -263,6 +274,10 @@ class Session:
             figures["switch_interval"] = self.switch.figures()
         if self.torch is not None:
             figures["torch"] = self.torch.figures()
+        if self.settings.http_spans:
+            from probe.serving import hooks
+
+            figures["http_spans"] = {"servers": list(hooks.patched), "failures": hooks.failures}
         if self.tree is not None:
             figures.update(self.tree.stop())
         return figures

@@ -382,6 +382,9 @@ class HtmlReport:
     notes: list[str]
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> plotly spec
     downsampled: list[str] = field(default_factory=list)
+    # a served app's endpoints: one dict per route (diagnosis.json's endpoints.routes)
+    endpoints: list[dict[str, Any]] = field(default_factory=list)
+    limiting_endpoint: str | None = None
 
     @classmethod
     def from_analysis(cls, analysis: Analysis) -> HtmlReport:
@@ -409,6 +412,8 @@ class HtmlReport:
             notes=list(d.notes),
             figures=figures,
             downsampled=notes,
+            endpoints=d.to_dict().get("endpoints", {}).get("routes", []),
+            limiting_endpoint=d.endpoints.limiting if d.endpoints is not None else None,
         )
 
     def render(self, *, plotly_js: str | None = None) -> str:
@@ -418,8 +423,9 @@ class HtmlReport:
         notes = join(html("<li class='note'>{}</li>", n) for n in self.notes + self.downsampled)
         meta = join(html("<tr><th>{}</th><td>{}</td></tr>", k, v) for k, v in self.meta_rows)
         body = html(
-            "{}<h2>What to change</h2>{}<h2>Leak</h2>{}",
+            "{}{}<h2>What to change</h2>{}<h2>Leak</h2>{}",
             _verdict_html(self.verdict),
+            _endpoints_html(self.endpoints, self.limiting_endpoint),
             recommendations_html(self.recommendations),
             _leak_html(self.leak),
         )
@@ -454,6 +460,41 @@ def _verdict_html(v: dict[str, Any]) -> Markup:
         p99=num(lat.get("p99"), ".1f"),
         cores=num(v.get("process_cores"), ".2f"),
         cpus=v.get("cpu_count"),
+    )
+
+
+def _endpoints_html(routes: list[dict[str, Any]], limiting: str | None) -> Markup:
+    if not routes:
+        return Markup("")
+    rows = join(
+        html(
+            "<tr{cls}><td><code>{name}</code></td><td>{requests}</td><td>{errors}</td>"
+            "<td>{rate}/s</td><td>{p50} / {p90} / {p95} / {p99} ms</td><td>{cpu} ms</td>"
+            "<td>{gil}</td><td>{top}</td></tr>",
+            cls=Markup(" class='limiting'") if r["name"] == limiting else Markup(""),
+            name=r["name"],
+            requests=r["requests"],
+            errors=r["errors"],
+            rate=num(r.get("throughput_per_s"), ".1f"),
+            p50=num(r.get("p50_ms"), ".1f"),
+            p90=num(r.get("p90_ms"), ".1f"),
+            p95=num(r.get("p95_ms"), ".1f"),
+            p99=num(r.get("p99_ms"), ".1f"),
+            cpu=num(r.get("cpu_ms_per_request"), ".2f"),
+            gil=num(r.get("gil_s"), ".2f"),
+            top=", ".join(f"{f} ({s:.2f} s)" for f, s in r.get("top_frames") or []),
+        )
+        for r in routes
+    )
+    return html(
+        "<h2>Endpoints</h2><section class='card' id='endpoints'>"
+        "<p>Exact counts and latency from each HTTP request's span; CPU and waits from the "
+        "stack samples in each route's handler. Limiting throughput: <code>{limiting}</code>"
+        "</p><table><tr><th>route</th><th>requests</th><th>errors</th><th>throughput</th>"
+        "<th>latency p50 / p90 / p95 / p99</th><th>CPU a request</th><th>GIL wait s</th>"
+        "<th>top frames</th></tr>{rows}</table></section>",
+        limiting=limiting or "—",
+        rows=rows,
     )
 
 

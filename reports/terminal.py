@@ -102,6 +102,7 @@ class Verdict:
     leak: dict[str, Any] | None  # when one was found
     notes: list[str] = field(default_factory=list)
     torch: list[str] = field(default_factory=list)  # the torch.profiler windows' lines
+    endpoints: list[str] = field(default_factory=list)  # a served app's, one line each
 
     @classmethod
     def from_analysis(cls, analysis: Analysis) -> Verdict:
@@ -122,7 +123,9 @@ class Verdict:
             summary=primary["summary"],
             facts=facts,
             limit=limit_text(primary, where=primary["stage"]),
-            stage_basis="request path" if run["requests"] else "sampled time",
+            stage_basis="request path"
+            if run["requests"] and run.get("source") == "spans"
+            else "sampled time",
             stages=_stage_lines(d, cls.max_stages),
             recommendations=recommendation_rows(d.recommendations),
             how=(best.id, best.how) if best is not None else None,
@@ -141,6 +144,7 @@ class Verdict:
             },
             notes=[n for n in d.notes if not n.startswith("torch.profiler: ")],
             torch=_torch_lines(d),
+            endpoints=_endpoint_lines(d),
         )
 
     def render(self) -> str:
@@ -153,6 +157,7 @@ class Verdict:
                     f"  {s.name[:28]:<28} {_bar(s.path_share)} {s.path_share:6.1%}"
                     f"   on-CPU {s.cpu_share:.0%}{wait}"
                 )
+        lines += self.endpoints
         lines += self.torch
         lines += advice_lines(
             self.recommendations, self.how, self.limit, speedup="estimated end-to-end speedup"
@@ -161,6 +166,29 @@ class Verdict:
             lines += ["", *_leak_lines(self.leak)]
         lines += [f"note: {n}" for n in self.notes]
         return printable("\n".join(lines))
+
+
+def _endpoint_lines(d: Diagnosis, limit: int = 8) -> list[str]:
+    e = d.endpoints
+    if e is None:
+        return []
+    lines = ["", "Endpoints (requests, errors, latency p50/p99, CPU a request, top wait):"]
+    waits = [c for c in e.table.columns if c.startswith("wait_") or c == "gil_s"]
+    for name, row in e.table.head(limit).iterrows():
+        top = max(waits, key=lambda c: row[c]) if waits else ""
+        share = row[top] / row["sampled_s"] if top and row["sampled_s"] > 0 else 0.0
+        wait = (
+            f", {top.removeprefix('wait_').removesuffix('_s')} {share:.0%}" if share >= 0.05 else ""
+        )
+        mark = "  <- limits throughput" if name == e.limiting else ""
+        lines.append(
+            f"  {str(name)[:30]:<30} {int(row['requests']):>6} {int(row['errors']):>5} err"
+            f"  {row['p50_ms']:7.1f} / {row['p99_ms']:7.1f} ms"
+            f"  {row['cpu_ms_per_request']:6.2f} ms CPU{wait}{mark}"
+        )
+    if len(e.table) > limit:
+        lines.append(f"  … {len(e.table) - limit} more in diagnosis.json")
+    return lines
 
 
 def _torch_lines(d: Diagnosis) -> list[str]:

@@ -26,3 +26,12 @@ def no_leftover_probe_threads():
         time.sleep(0.02)
     spans.activate(None)
     assert not left, f"probe threads outlived the test: {[t.name for t in left]}"
+
+
+@pytest.fixture
+def recorder():
+    """A span recorder, active for the test."""
+    rec = spans.SpanRecorder()
+    spans.activate(rec)
+    yield rec
+    spans.activate(None)

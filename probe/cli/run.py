@@ -142,6 +142,13 @@ _MAX_HZ = 1000.0
     help="The least time from the start of one torch.profiler window to the next.",
 )
 @click.option(
+    "--no-http-spans",
+    is_flag=True,
+    help="Leave served web apps unwrapped. By default an ASGI app served by uvicorn or a "
+    "WSGI app served by Werkzeug (Flask's server) is wrapped in middleware: each HTTP "
+    "request becomes a probe.request span named by method and route template.",
+)
+@click.option(
     "--log-spans", is_flag=True, help="Log one JSON line per span on the 'probe.spans' logger."
 )
 @click.option("--no-gpu", is_flag=True, help="Do not query NVML for GPUs.")
@@ -164,6 +171,7 @@ def run_command(
     torch_windows: int,
     torch_window_s: float,
     torch_every_s: float,
+    no_http_spans: bool,
     log_spans: bool,
     no_gpu: bool,
     no_report: bool,
@@ -203,6 +211,7 @@ def run_command(
         memory_frames=memory_frames,
         gpu=not no_gpu,
         log_spans=log_spans,
+        http_spans=not no_http_spans,
         switch_interval_s=switch_interval,
         torch_windows=TorchWindowSettings(
             windows=torch_windows,

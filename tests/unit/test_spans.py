@@ -13,14 +13,6 @@ import probe
 from probe import spans
 
 
-@pytest.fixture
-def recorder():
-    rec = spans.SpanRecorder()
-    spans.activate(rec)
-    yield rec
-    spans.activate(None)
-
-
 def records(rec: spans.SpanRecorder) -> list[dict]:
     out = []
     for buf, rows in rec.drain():

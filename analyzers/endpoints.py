@@ -1,0 +1,262 @@
+"""Per-endpoint figures of a served HTTP app: one row per ``METHOD route`` request name.
+
+The requests are the ``probe.request`` spans the serving middleware writes
+(``probe.serving``: attributes ``method``, ``route``, ``status``, ``error``, ``handler``).
+Counts, errors and latency percentiles come from the spans, exactly. What each endpoint's
+requests did -- on-CPU, waiting and on what -- comes from the stack samples, and a
+sample belongs to an endpoint when:
+
+1. its stack holds the endpoint's handler function (the code location the middleware
+   recorded): a sync route's handler on a worker thread, an async route's coroutine on
+   the event loop; or else
+2. it fell in a span nested in one of the endpoint's requests on a thread where that
+   request was the only one open (a worker thread's span for the request's sync work).
+
+Samples of a loop thread inside a request's span but outside any handler are the
+server's and the framework's (HTTP parsing, routing, serialising the response): several
+requests are open on the loop at once, and nothing says which of them the loop worked
+for, so they are not charged to an endpoint; ``server_s`` says how much there was.
+
+The endpoint that limits the service's throughput is the one whose requests need the
+most of the resource every request shares, the CPU under one GIL (the bottleneck law:
+X <= 1/D_max): the most on-CPU plus GIL-wait seconds in total. Waits that are not a
+shared resource (sleeping, a downstream service) add latency, not a throughput limit;
+the slowest endpoint by p99 is named beside it when it is another one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from probe.analyzers.spantree import innermost_span
+from probe.rundir.schema import WAIT_REASONS
+
+__all__ = ["EndpointFigures", "endpoints"]
+
+# the request-span attributes that make a request an HTTP one (probe.serving)
+_HTTP_KEYS = ("method", "route", "status")
+
+_COLUMNS = [
+    "requests",
+    "errors",
+    "throughput_per_s",
+    "p50_ms",
+    "p90_ms",
+    "p95_ms",
+    "p99_ms",
+    "sampled_s",
+    "cpu_s",
+    "gil_s",
+    *(f"wait_{r}_s" for r in WAIT_REASONS if r != "gil"),
+    "cpu_ms_per_request",
+    "top_frames",
+]
+
+
+@dataclass(frozen=True)
+class EndpointFigures:
+    table: pd.DataFrame  # indexed by endpoint name, _COLUMNS; sorted by requests
+    window_s: float  # first request's start to the last one's end
+    server_s: float  # loop-thread samples in requests but in no handler (module doc)
+    limiting: str | None  # the endpoint with the most CPU + GIL time (module doc)
+    slowest: str | None  # the endpoint with the highest p99
+    notes: list[str] = field(default_factory=list)
+
+
+def _attrs(text: object) -> dict[str, object]:
+    if not isinstance(text, str) or not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def endpoints(
+    spans: pd.DataFrame,
+    samples: pd.DataFrame,
+    stacks: pd.DataFrame,
+    frames: pd.DataFrame,
+) -> EndpointFigures | None:
+    """``spans`` as ``spantree.index_spans`` gives them with ``is_request``; ``samples``
+    the attributed work samples (``breakdown``); ``stacks``/``frames`` the run's tables.
+    None when no request is an HTTP one."""
+    if spans.empty or "is_request" not in spans:
+        return None
+    is_request = spans["is_request"].to_numpy(dtype=bool)
+    attrs = [_attrs(a) if r else {} for a, r in zip(spans["attrs"], is_request, strict=True)]
+    http = np.array([all(k in a for k in _HTTP_KEYS) for a in attrs], dtype=bool)
+    if not http.any():
+        return None
+    table, window_s = _route_table(spans[http], [attrs[i] for i in np.flatnonzero(http)])
+    owner, server = _owners(spans, http, attrs, samples, stacks, frames)
+    cpu = samples["cpu_ns"].to_numpy(dtype="float64") / 1e9 if len(samples) else np.zeros(0)
+    wait = samples["wait_ns"].to_numpy(dtype="float64") / 1e9 if len(samples) else np.zeros(0)
+    if "awaited" in samples:
+        # a row made for a task awaiting I/O shares its loop's interval, whose CPU was the
+        # loop's work for others (analyzers.tasks): the task itself was not running
+        cpu = np.where(samples["awaited"].to_numpy(dtype=bool), 0.0, cpu)
+    table = _with_samples(table, samples, owner, cpu, wait)
+    shared = table["cpu_s"] + table["gil_s"]
+    notes = []
+    if not samples.empty and float(table["sampled_s"].sum()) == 0:
+        notes.append(
+            "no stack sample fell in an endpoint's handler: the per-endpoint on-CPU and "
+            "wait figures are empty (a run too short for the sampling rate?)"
+        )
+    return EndpointFigures(
+        table=table,
+        window_s=window_s,
+        server_s=float((cpu[server] + wait[server]).sum()),
+        limiting=str(shared.idxmax()) if float(shared.max()) > 0 else None,
+        slowest=str(table["p99_ms"].idxmax()) if table["p99_ms"].notna().any() else None,
+        notes=notes,
+    )
+
+
+def _route_table(req: pd.DataFrame, attrs: list[dict[str, object]]) -> tuple[pd.DataFrame, float]:
+    """Per route, from its request spans: counts, errors, latency percentiles, rate."""
+    window_s = (int(req["end_ns"].max()) - int(req["start_ns"].min())) / 1e9
+    by = req["name"].astype(str)
+    errors = pd.Series([bool(a.get("error")) for a in attrs], index=req.index)
+    dur_ms = req["dur_ns"].astype("float64") / 1e6
+    q = dur_ms.groupby(by).quantile([0.5, 0.9, 0.95, 0.99]).unstack()
+    table = pd.DataFrame(
+        {
+            "requests": by.value_counts(),
+            "errors": errors.groupby(by).sum(),
+            "p50_ms": q[0.5],
+            "p90_ms": q[0.9],
+            "p95_ms": q[0.95],
+            "p99_ms": q[0.99],
+        }
+    )
+    table["throughput_per_s"] = table["requests"] / window_s if window_s > 0 else np.nan
+    return table, window_s
+
+
+def _owners(
+    spans: pd.DataFrame,
+    http: np.ndarray,
+    attrs: list[dict[str, object]],
+    samples: pd.DataFrame,
+    stacks: pd.DataFrame,
+    frames: pd.DataFrame,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(each sample's endpoint, "" for none; the samples that are the server's)."""
+    owner = np.full(len(samples), "", dtype=object)
+    server = np.zeros(len(samples), dtype=bool)
+    if samples.empty:
+        return owner, server
+    names = spans["name"].astype(str).to_numpy()
+    handlers: dict[str, str] = {}
+    for i in np.flatnonzero(http):
+        where = attrs[i].get("handler")
+        if isinstance(where, str):
+            handlers.setdefault(where, names[i])
+    by_stack = _stacks_holding(handlers, stacks, frames)
+    owner = samples["stack_id"].map(by_stack).fillna("").to_numpy(dtype=object)
+    pos = innermost_span(spans, samples["thread_id"].to_numpy(), samples["ts_ns"].to_numpy())
+    root = np.where(pos >= 0, spans["root_pos"].to_numpy()[np.maximum(pos, 0)], -1)
+    in_http = (root >= 0) & http[np.maximum(root, 0)]
+    # a nested span (a worker thread's) names its request; the request span itself, on
+    # a loop thread with others open, does not (module doc)
+    nested = in_http & (pos != root)
+    fallback = (owner == "") & nested
+    owner[fallback] = names[root[fallback]]
+    return owner, in_http & ~nested & (owner == "")
+
+
+def _with_samples(
+    table: pd.DataFrame,
+    samples: pd.DataFrame,
+    owner: np.ndarray,
+    cpu: np.ndarray,
+    wait: np.ndarray,
+) -> pd.DataFrame:
+    """The route table with its samples' on-CPU and wait seconds, CPU a request and top
+    frames, in ``_COLUMNS`` order, most requests first."""
+    mine = owner != ""
+    reason = samples["reason"].to_numpy(dtype=object) if len(samples) else np.zeros(0, object)
+    sums = (
+        pd.DataFrame(
+            {
+                "endpoint": owner[mine],
+                "cpu_s": cpu[mine],
+                "sampled_s": cpu[mine] + wait[mine],
+                **{
+                    (f"wait_{r}_s" if r != "gil" else "gil_s"): np.where(
+                        reason[mine] == r, wait[mine], 0.0
+                    )
+                    for r in WAIT_REASONS
+                },
+            }
+        )
+        .groupby("endpoint")
+        .sum()
+    )
+    table = table.join(sums, how="left")
+    for column in _COLUMNS:
+        if column != "top_frames":
+            table[column] = table[column].fillna(0.0) if column in table else 0.0
+    table["cpu_ms_per_request"] = table["cpu_s"] * 1e3 / table["requests"]
+    table["top_frames"] = _top_frames(samples, owner, mine, cpu + wait, table.index)
+    table = table[_COLUMNS].sort_values("requests", ascending=False, kind="stable")
+    table.index.name = "endpoint"
+    return table
+
+
+def _stacks_holding(
+    handlers: dict[str, str], stacks: pd.DataFrame, frames: pd.DataFrame
+) -> dict[int, str]:
+    """stack id -> the endpoint whose handler (``filename:first_line``) is in the stack;
+    the innermost handler where a stack holds two (one endpoint calling another's)."""
+    if not handlers or stacks.empty or frames.empty:
+        return {}
+    where = frames["filename"].astype(str) + ":" + frames["first_line"].astype("Int64").astype(str)
+    endpoint_of_frame = {
+        int(fid): handlers[w]
+        for fid, w in zip(frames["frame_id"], where, strict=True)
+        if w in handlers
+    }
+    if not endpoint_of_frame:
+        return {}
+    out: dict[int, str] = {}
+    for sid, ids in zip(stacks["stack_id"], stacks["frame_ids"].fillna(""), strict=True):
+        for f in reversed(str(ids).split(";")):  # root first: the leaf end is innermost
+            name = endpoint_of_frame.get(int(f)) if f.lstrip("-").isdigit() else None
+            if name is not None:
+                out[int(sid)] = name
+                break
+    return out
+
+
+def _top_frames(
+    samples: pd.DataFrame,
+    owner: np.ndarray,
+    mine: np.ndarray,
+    seconds: np.ndarray,
+    index: pd.Index,
+) -> list[list[tuple[str, float]]]:
+    """Per endpoint, its three user functions with the most sampled seconds."""
+    if not mine.any():
+        return [[] for _ in index]
+    functions = samples["user_function"].to_numpy(dtype=object)[mine]
+    per = (
+        pd.DataFrame({"endpoint": owner[mine], "function": functions, "s": seconds[mine]})
+        .groupby(["endpoint", "function"])["s"]
+        .sum()
+    )
+    out = []
+    for name in index:
+        if name in per.index.get_level_values(0):
+            top = per.loc[name].sort_values(ascending=False).head(3)
+            out.append([(str(f), round(float(s), 4)) for f, s in top.items()])
+        else:
+            out.append([])
+    return out

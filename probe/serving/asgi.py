@@ -1,0 +1,126 @@
+"""ASGI middleware: one ``probe.request`` span per HTTP request (see the package doc).
+
+The span is opened in the request's own task before the app runs, so everything the app
+does for the request -- its awaits, the tasks it starts, the work it sends to a worker
+thread -- runs in the request's context. It is named when the app is done, from the
+route the router matched. Its attributes: ``method``, ``route`` (the template, or None),
+``status`` (the response's, None if none was started), ``error`` (an exception escaped
+the app, or a 5xx), ``handler`` (``filename:first_line`` of the endpoint function, which
+the per-endpoint analysis finds in stack samples) and ``handler_name``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, MutableMapping
+from contextvars import ContextVar
+from typing import Any
+
+from probe.serving.routes import code_location, request_attrs
+from probe.spans import Span, active_recorder, current_request_id
+
+__all__ = ["RequestSpans", "route_of", "worker_thread_spans"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+NO_ROUTE = "(no route)"
+
+# The scope of the request the caller runs in: a worker-thread span is named after the
+# route's endpoint when it runs it (FastAPI hands the worker a runner with the endpoint
+# as an argument).
+_scope: ContextVar[Scope | None] = ContextVar("probe_request_scope", default=None)
+
+
+def route_of(scope: Scope) -> str | None:
+    """The route template the app's router matched: Starlette's (and FastAPI's) router
+    leaves the route in ``scope["route"]``; under a ``Mount`` the scope's ``root_path``
+    holds the mount's prefix."""
+    route = scope.get("route")
+    template = getattr(route, "path_format", None) or getattr(route, "path", None)
+    if not isinstance(template, str):
+        return None
+    return f"{scope.get('root_path') or ''}{template}"
+
+
+class RequestSpans:
+    """Wraps an ASGI app; anything but an HTTP request passes through untouched."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http" or active_recorder() is None:
+            await self.app(scope, receive, send)
+            return
+        method = str(scope.get("method") or "GET")
+        attrs = request_attrs(method)
+        span = Span(f"{method} {NO_ROUTE}", "request", attrs)
+
+        async def send_seen(message: Message) -> None:
+            if message.get("type") == "http.response.start":
+                attrs["status"] = int(message.get("status") or 0)
+            await send(message)
+
+        with span:
+            token = _scope.set(scope)
+            try:
+                await self.app(scope, receive, send_seen)
+            except BaseException:
+                attrs["error"] = True
+                raise
+            finally:
+                _scope.reset(token)
+                route = route_of(scope)
+                attrs["route"] = route
+                span.name = f"{method} {route or NO_ROUTE}"
+                status = attrs["status"]
+                attrs["error"] = attrs["error"] or (status is not None and status >= 500)
+                handler = code_location(scope.get("endpoint"))
+                if handler is not None:
+                    attrs["handler"], attrs["handler_name"] = handler
+
+
+def worker_thread_spans(run_sync: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """``anyio.to_thread.run_sync`` that, inside a request, runs the function in a span
+    of its own on the worker thread (named after the function): AnyIO hands the worker
+    the caller's context, so the span is the request's, and the worker's stack samples
+    fall in it. Outside a request, the call is left as it was."""
+
+    @functools.wraps(run_sync)
+    async def run_sync_in_request(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if current_request_id() is None:
+            return await run_sync(func, *args, **kwargs)
+        return await run_sync(_in_span(func), *args, **kwargs)
+
+    return run_sync_in_request
+
+
+def _in_span(func: Callable[..., Any]) -> Callable[..., Any]:
+    span = Span(_worker_name(func, _scope.get()), "span", {"served": True})
+
+    def in_span(*args: Any) -> Any:
+        with span:
+            return func(*args)
+
+    return in_span
+
+
+def _worker_name(func: Callable[..., Any], scope: Scope | None) -> str:
+    """The route's endpoint's name when the call runs it (as the function, or as an
+    argument of a partial: FastAPI's runner), else the function's own."""
+    endpoint = scope.get("endpoint") if scope is not None else None
+    inner: Any = func
+    while isinstance(inner, functools.partial):
+        if endpoint is not None and (
+            inner.func is endpoint
+            or any(a is endpoint for a in inner.args)
+            or any(v is endpoint for v in inner.keywords.values())
+        ):
+            inner = endpoint
+            break
+        inner = inner.func
+    name = getattr(inner, "__qualname__", None) or getattr(inner, "__name__", None) or "worker"
+    return str(name).rsplit("<locals>.", 1)[-1]

@@ -1,0 +1,44 @@
+"""What the middlewares read off a route: the template's display form and where the
+handler's code is."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+__all__ = ["code_location", "request_attrs", "werkzeug_template"]
+
+# <name>, <int:name>, <any(a,b):name>: Werkzeug's converters
+_CONVERTER = re.compile(r"<(?:[^<>:]+:)?([^<>:]+)>")
+
+
+def werkzeug_template(rule: str) -> str:
+    """``/items/<int:item_id>`` as ``/items/{item_id}``: one spelling of a path parameter
+    for every framework, the one Starlette and OpenAPI use."""
+    return _CONVERTER.sub(r"{\1}", rule)
+
+
+def code_location(handler: Any) -> tuple[str, str] | None:
+    """``("filename:first_line", qualname)`` of a handler function (through decorators
+    that kept ``__wrapped__``), or None for what is not a Python function."""
+    if handler is None:
+        return None
+    try:
+        function = inspect.unwrap(handler)
+    except ValueError:  # a __wrapped__ cycle
+        function = handler
+    code = getattr(function, "__code__", None)
+    if code is None:
+        call = getattr(function, "__call__", None)  # noqa: B004 - a class-based endpoint
+        code = getattr(getattr(call, "__func__", None), "__code__", None)
+    if code is None:
+        return None
+    name = getattr(function, "__qualname__", code.co_name)
+    return f"{code.co_filename}:{code.co_firstlineno}", str(name)
+
+
+def request_attrs(method: str) -> dict[str, Any]:
+    """A request span's attributes as the request starts; filled in as it ends. ``served``
+    marks the spans the middlewares make (the analysis tells them from the user's)."""
+    return {"served": True, "method": method, "route": None, "status": None, "error": False}

@@ -1,0 +1,107 @@
+"""Served apps under ``probe run``, unmodified: every HTTP request becomes a span named by
+method and route template, and the diagnosis carries per-endpoint figures held to what
+the clients saw (``tests/serving_corpus``: the apps, the driver, the truth)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import statistics
+import threading
+
+import pytest
+
+from tests.serving_corpus.drive import drive
+from tests.threads_corpus.drive import free_port, wait_for_port
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+CORPUS = REPO / "tests" / "serving_corpus"
+CPU_ROUTE, SLEEP_ROUTE = "POST /predict", "GET /items/{item_id}"
+
+
+def served(run_probe, tmp_path, *command: str):
+    """Start ``probe run COMMAND`` (it serves on a free port), drive it, stop it with
+    Ctrl-C; (answers per (route, status), client latencies, diagnosis.json, stdout)."""
+    port = free_port()
+    server = run_probe.spawn(*(c.replace("PORT", str(port)) for c in command))
+    output: list[str] = []
+    # the servers log to stderr: read it while the clients drive, or the pipe fills
+    drain = threading.Thread(target=output.extend, args=(server.stderr,), daemon=True)
+    drain.start()
+    wait_for_port(port)
+    answers, latency = drive(port, clients=4, per_client=100)
+    server.send_signal(signal.SIGINT)
+    stdout, _ = server.communicate(timeout=120)
+    drain.join(10)
+    assert server.returncode in (0, 130), "".join(output)[-3000:]
+    d = json.loads((tmp_path / "run" / "diagnosis.json").read_text())
+    return answers, latency, d, stdout
+
+
+def routes_of(d: dict) -> dict[str, dict]:
+    return {r["name"]: r for r in d["endpoints"]["routes"]}
+
+
+def check_routes(answers, latency, d) -> dict[str, dict]:
+    routes = routes_of(d)
+    # named by the template the router matched, never by the raw path (/items/13...)
+    assert set(routes) == {CPU_ROUTE, SLEEP_ROUTE}, set(routes)
+    for name, route in routes.items():
+        sent = sum(n for (r, status), n in answers.items() if r == name and status)
+        # the driver's warm-up-free mix: exact counts, every answered request a span
+        assert route["requests"] == sent, (name, route["requests"], answers)
+        errors = sum(n for (r, status), n in answers.items() if r == name and status >= 500)
+        assert route["errors"] == errors, (name, route["errors"], answers)
+        # the server's time is part of what the client waited for
+        assert route["p50_ms"] < statistics.median(latency[name]), (name, route, latency)
+    # the async route awaits 10 ms a request: its server-side median holds it
+    assert routes[SLEEP_ROUTE]["p50_ms"] >= 10.0
+    # the CPU route is the one that loads the CPU (truth: ~2 ms of CPU a request, the
+    # sleeping route's CPU is a small fraction of that); it limits the throughput
+    assert d["endpoints"]["limiting"] == CPU_ROUTE, d["endpoints"]
+    assert routes[CPU_ROUTE]["cpu_ms_per_request"] > routes[SLEEP_ROUTE]["cpu_ms_per_request"]
+    assert routes[SLEEP_ROUTE]["wait_sleep_s"] > routes[SLEEP_ROUTE]["cpu_s"]
+    assert any("crunch" in f for f, _ in routes[CPU_ROUTE]["top_frames"]), routes[CPU_ROUTE]
+    return routes
+
+
+def test_a_fastapi_app_under_uvicorn_gets_a_span_per_request_named_by_its_route(
+    run_probe, tmp_path
+):
+    pytest.importorskip("fastapi")
+    answers, latency, d, stdout = served(
+        run_probe, tmp_path,
+        "-m", "uvicorn", "shop_api:app", "--app-dir", str(CORPUS), "--port", "PORT",
+        "--log-level", "critical",
+    )  # fmt: skip
+    check_routes(answers, latency, d)
+    assert d["run"]["requests"] == sum(n for (_, status), n in answers.items() if status)
+    assert "Endpoints (requests, errors" in stdout and "<- limits throughput" in stdout
+    # the requests are counted from the middleware's spans, the stages still come from
+    # the stack samples (the spans of async requests overlap on the loop: module doc of
+    # analyzers.endpoints), so the verdict's stage is the handler's code
+    assert d["run"]["source"] == "samples"
+
+
+def test_a_flask_app_on_werkzeug_s_server_gets_a_span_per_request_named_by_its_rule(
+    run_probe, tmp_path
+):
+    pytest.importorskip("flask")
+    answers, latency, d, _ = served(run_probe, tmp_path, str(CORPUS / "shop_flask.py"), "PORT")
+    routes = check_routes(answers, latency, d)
+    # Flask's rule /items/<int:item_id> is spelled as the other frameworks spell it
+    assert SLEEP_ROUTE in routes
+
+
+def test_with_http_spans_off_the_app_is_left_as_it_was(run_probe, tmp_path):
+    pytest.importorskip("fastapi")
+    _, _, d, stdout = served(
+        run_probe, tmp_path,
+        "--no-http-spans", "-m", "uvicorn", "shop_api:app", "--app-dir", str(CORPUS),
+        "--port", "PORT", "--log-level", "critical",
+    )  # fmt: skip
+    assert "endpoints" not in d and not d["run"]["requests"]
+    assert "Endpoints" not in stdout

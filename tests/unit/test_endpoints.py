@@ -1,0 +1,121 @@
+"""Per-endpoint figures from request spans and samples built by hand: counts, errors and
+percentiles from the spans; a sample's endpoint from its handler's frame or its worker
+span; the loop's samples between handlers are the server's; the limiting endpoint is
+the one that needs the most CPU."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from probe.analyzers.endpoints import endpoints
+from probe.analyzers.spantree import index_spans, request_mask
+
+LOOP, WORKER = 1, 2
+MS = 1_000_000
+
+
+def span(sid, thread, name, start_ms, end_ms, *, category="request", parent=None, **attrs):
+    return {
+        "thread_id": thread, "span_id": sid, "parent_id": parent, "name": name,
+        "category": category, "start_ns": start_ms * MS, "end_ns": end_ms * MS,
+        "request_id": f"r{sid}", "attrs": json.dumps({"served": True, **attrs}),
+    }  # fmt: skip
+
+
+def http(sid, name, start_ms, end_ms, status=200, handler="app.py:10", thread=LOOP):
+    method, route = name.split(" ", 1)
+    return span(
+        sid, thread, name, start_ms, end_ms, method=method, route=route, status=status,
+        error=status >= 500, handler=handler, handler_name=handler,
+    )  # fmt: skip
+
+
+def indexed(rows):
+    table = index_spans(pd.DataFrame(rows).astype({"parent_id": "Int64"}))
+    table["is_request"] = request_mask(table)
+    return table
+
+
+# frames: 1 the server's loop, 2 the async handler (app.py:10), 3 the sync handler
+# (app.py:20), 4 its helper; stacks root first
+FRAMES = pd.DataFrame(
+    {
+        "frame_id": [1, 2, 3, 4],
+        "function": ["run_forever", "item", "predict", "crunch"],
+        "filename": ["uvicorn/server.py", "app.py", "app.py", "app.py"],
+        "first_line": [5, 10, 20, 30],
+    }
+)
+STACKS = pd.DataFrame(
+    {"stack_id": [1, 2, 3, 4], "frame_ids": ["1", "1;2", "3;4", "9"], "leaf_line": [0] * 4,
+     "leaf_call": [""] * 4}
+)  # fmt: skip
+
+
+def sample(ts_ms, thread, stack, cpu_ms, wait_ms=0.0, reason="", function="<library>"):
+    return {
+        "ts_ns": ts_ms * MS, "thread_id": thread, "stack_id": stack, "cpu_ns": cpu_ms * MS,
+        "wait_ns": wait_ms * MS, "reason": reason, "user_function": function,
+    }  # fmt: skip
+
+
+def test_counts_errors_and_percentiles_come_from_the_request_spans():
+    rows = [http(i, "GET /items/{item_id}", i * 10, i * 10 + 5 + i) for i in range(1, 11)]
+    rows.append(http(20, "GET /items/{item_id}", 200, 230, status=500))
+    rows.append(http(21, "POST /predict", 240, 242, status=404, handler="app.py:20"))
+    figures = endpoints(indexed(rows), pd.DataFrame(), STACKS, FRAMES)
+    t = figures.table
+    assert list(t.index) == ["GET /items/{item_id}", "POST /predict"]  # most requests first
+    assert t.loc["GET /items/{item_id}", "requests"] == 11
+    assert t.loc["GET /items/{item_id}", "errors"] == 1  # the 500, not the 404
+    assert t.loc["POST /predict", "errors"] == 0
+    durations = [5 + i for i in range(1, 11)] + [30]
+    assert t.loc["GET /items/{item_id}", "p50_ms"] == pytest.approx(np.median(durations))
+    assert figures.window_s == pytest.approx(0.232)
+    assert t.loc["POST /predict", "throughput_per_s"] == pytest.approx(1 / 0.232)
+
+
+def test_a_sample_is_its_handler_s_endpoint_and_the_loop_s_other_work_is_the_server_s():
+    rows = [
+        http(1, "GET /items/{item_id}", 0, 100),  # async: on the loop
+        http(2, "POST /predict", 0, 100, handler="app.py:20"),  # sync: worker span below
+        span(3, WORKER, "predict", 10, 90, category="span", parent=2),
+    ]
+    samples = pd.DataFrame(
+        [
+            sample(20, LOOP, 2, 1.0, 9.0, "sleep", "item"),  # the async handler, awaiting
+            sample(30, LOOP, 1, 10.0),  # the loop parsing HTTP for both: the server's
+            sample(40, WORKER, 3, 10.0, function="crunch"),  # the sync handler's frame
+            sample(50, WORKER, 4, 4.0, 6.0, "gil", "crunch"),  # no handler frame, in its span
+            sample(95, WORKER, 4, 5.0),  # outside any span: nobody's
+        ]
+    )
+    figures = endpoints(indexed(rows), samples, STACKS, FRAMES)
+    t = figures.table
+    assert t.loc["POST /predict", "cpu_s"] == pytest.approx(0.014)
+    assert t.loc["POST /predict", "gil_s"] == pytest.approx(0.006)
+    assert t.loc["GET /items/{item_id}", "wait_sleep_s"] == pytest.approx(0.009)
+    assert t.loc["GET /items/{item_id}", "cpu_s"] == pytest.approx(0.001)
+    assert figures.server_s == pytest.approx(0.010)
+    assert figures.limiting == "POST /predict"
+    assert t.loc["POST /predict", "top_frames"] == [("crunch", 0.02)]
+
+
+def test_the_slowest_endpoint_is_named_apart_from_the_one_that_limits_throughput():
+    rows = [
+        http(1, "GET /items/{item_id}", 0, 100),
+        http(2, "POST /predict", 0, 5, handler="app.py:20"),
+    ]
+    samples = pd.DataFrame([sample(50, LOOP, 2, 0.0, 10.0, "sleep"), sample(3, WORKER, 3, 5.0)])
+    figures = endpoints(indexed(rows), samples, STACKS, FRAMES)
+    assert figures.limiting == "POST /predict" and figures.slowest == "GET /items/{item_id}"
+
+
+def test_requests_that_are_not_http_ones_give_no_endpoints():
+    rows = [span(1, LOOP, "request", 0, 10)]  # a probe.request of the user's: no method
+    assert endpoints(indexed(rows), pd.DataFrame(), STACKS, FRAMES) is None
+    assert endpoints(pd.DataFrame(), pd.DataFrame(), STACKS, FRAMES) is None
