@@ -14,6 +14,7 @@ import click
 from probe import __version__
 from probe.cli.analyze import analyze_command
 from probe.cli.diff import diff_command
+from probe.cli.load import load_command
 from probe.cli.report import report_command
 from probe.cli.run import run_command
 from probe.cli.watch import watch_command
@@ -32,6 +33,7 @@ def cli() -> None:
     Start with:  probe run service.py [ARGS]...
     Then:        probe report RUN_DIR --open · probe diff RUN_A RUN_B
     Staging:     probe watch --pid PID · probe watch -- CMD [ARGS]...
+    Load:        probe load http://127.0.0.1:8000/predict --rate 100
     """
 
 
@@ -40,6 +42,7 @@ cli.add_command(analyze_command)
 cli.add_command(diff_command)
 cli.add_command(report_command)
 cli.add_command(watch_command)
+cli.add_command(load_command)
 
 
 def main(argv: list[str] | None = None) -> None:

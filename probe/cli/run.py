@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import click
 
 from probe.cli.options import MAX_SECONDS, FiniteFloat
-from probe.launcher import default_run_dir, resolve_target, run
+from probe.errors import ProbeError
+from probe.launcher import Outcome, default_run_dir, resolve_target, run
 from probe.rundir.writer import prepare_run_dir
 from probe.samplers.torch_windows import TorchWindowSettings
 from probe.session import Settings
@@ -142,6 +146,16 @@ _MAX_HZ = 1000.0
     help="The least time from the start of one torch.profiler window to the next.",
 )
 @click.option(
+    "--load",
+    "load_spec",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    metavar="SPEC",
+    help="Drive the service while it runs, then stop it: SPEC is a probe load mix file "
+    "with url, concurrency or rate, duration and warmup at its top level. The load runs "
+    "in a process of its own once the URL listens; the clients' latency is printed beside "
+    "the server's time for the same requests.",
+)
+@click.option(
     "--no-http-spans",
     is_flag=True,
     help="Leave served web apps unwrapped. By default an ASGI app served by uvicorn or a "
@@ -171,6 +185,7 @@ def run_command(
     torch_windows: int,
     torch_window_s: float,
     torch_every_s: float,
+    load_spec: Path | None,
     no_http_spans: bool,
     log_spans: bool,
     no_gpu: bool,
@@ -220,9 +235,17 @@ def run_command(
         ),
     )
 
+    if load_spec is not None:
+        from probe.load.mix import read_spec
+        from probe.load.target import parse_target
+
+        _, spec = read_spec(load_spec)  # a bad spec is an error before anything runs
+        parse_target(str(spec["url"]))
+
     from probe.cli.sidecar import Sidecar
 
     sidecar = Sidecar.spawn(run_dir, resource_hz=resource_hz, gpu=not no_gpu)
+    loader = _start_load(run_dir, load_spec) if load_spec is not None else None
     outcome = run(
         resolved,
         run_dir,
@@ -236,8 +259,12 @@ def run_command(
         argv=["probe", *sys.argv[1:]],
         sample_tree=not sidecar.running,
     )
+    if loader is not None and not outcome.forked_child:
+        outcome = _finish_load(loader, run_dir, outcome)
     if not outcome.forked_child:
         sidecar.finish(report=not no_report)
+    if loader is not None and not outcome.forked_child:
+        _print_load(run_dir)
     if outcome.threads_cut_short:
         # the target's non-daemon threads outlived --duration: the interpreter would wait
         # for them for ever (the run directory and the verdict are complete)
@@ -256,3 +283,66 @@ def _ensure_span_log_handler() -> None:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))
         logger.addHandler(handler)
+
+
+def _start_load(run_dir: Path, spec: Path) -> subprocess.Popen[bytes]:
+    """The load's process (probe.load.runner): it waits for the service, drives it, and
+    stops it with SIGINT. In a session of its own: a Ctrl-C at the terminal is for the
+    service, and the load is ended from here."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "probe.load.runner", str(run_dir), str(spec), str(os.getpid())],
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _finish_load(loader: subprocess.Popen[bytes], run_dir: Path, outcome: Outcome) -> Outcome:
+    """End the load's process with the run; a service the load stopped as planned (its
+    SIGINT) ended as it should: status 0."""
+    if loader.poll() is None:
+        loader.terminate()
+    try:
+        loader.wait(10)
+    except subprocess.TimeoutExpired:
+        loader.kill()
+        loader.wait()
+    from probe.load.runner import FIGURES
+
+    try:
+        figures = json.loads((run_dir / FIGURES).read_text())
+    except (OSError, ValueError):
+        return outcome
+    if "error" in figures:  # the service was stopped for it: the run is complete, not good
+        return dataclasses.replace(outcome, status=2)
+    if outcome.ended_by in ("SIGINT", "completed", "sys.exit") and outcome.status in (0, 130):
+        return dataclasses.replace(outcome, status=0)
+    return outcome
+
+
+def _print_load(run_dir: Path) -> None:
+    from probe.load.runner import FIGURES, REQUESTS
+
+    try:
+        figures = json.loads((run_dir / FIGURES).read_text())
+    except (OSError, ValueError):
+        click.echo("probe: error: the load wrote no figures", err=True)
+        return
+    if "error" in figures:
+        click.echo(f"probe: error: the load did not run: {figures['error']}", err=True)
+        return
+    import pandas as pd
+
+    from probe.analyzers.load_split import client_server_split
+    from probe.load.figures import LoadFigures
+    from probe.reports.load import LoadText, split_lines
+    from probe.rundir.reader import load
+
+    click.echo("")
+    click.echo(LoadText.from_figures(LoadFigures.from_dict(figures)).render())
+    try:
+        requests = pd.read_parquet(run_dir / REQUESTS)
+        spans = load(run_dir).tables["spans"]
+    except (OSError, ProbeError, ValueError) as e:
+        click.echo(f"probe: the client/server split is missing: {e}", err=True)
+        return
+    click.echo("\n".join(split_lines(client_server_split(requests, spans))))

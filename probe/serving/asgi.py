@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from contextvars import ContextVar
 from typing import Any
 
-from probe.serving.routes import code_location, request_attrs
+from probe.serving.routes import ID_HEADER, client_request_id, code_location, request_attrs
 from probe.spans import Span, active_recorder, current_request_id
 
 __all__ = ["RequestSpans", "route_of", "worker_thread_spans"]
@@ -27,6 +27,7 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 NO_ROUTE = "(no route)"
+_ID_KEY = ID_HEADER.encode()  # ASGI headers: lower-case bytes
 
 # The scope of the request the caller runs in: a worker-thread span is named after the
 # route's endpoint when it runs it (FastAPI hands the worker a runner with the endpoint
@@ -57,7 +58,8 @@ class RequestSpans:
             return
         method = str(scope.get("method") or "GET")
         attrs = request_attrs(method)
-        span = Span(f"{method} {NO_ROUTE}", "request", attrs)
+        sent_id = next((v for k, v in scope.get("headers") or () if k == _ID_KEY), None)
+        span = Span(f"{method} {NO_ROUTE}", "request", attrs, client_request_id(sent_id))
 
         async def send_seen(message: Message) -> None:
             if message.get("type") == "http.response.start":

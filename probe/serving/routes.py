@@ -7,7 +7,13 @@ import inspect
 import re
 from typing import Any
 
-__all__ = ["code_location", "request_attrs", "werkzeug_template"]
+__all__ = ["ID_HEADER", "client_request_id", "code_location", "request_attrs", "werkzeug_template"]
+
+# The header ``probe load`` puts on each request (probe.load.client): the request span
+# takes it as its id, so a client's latency and the server's span join on it.
+ID_HEADER = "x-probe-request-id"
+# longer is not an id of ours: a header is the client's to write
+_ID_MAX = 64
 
 # <name>, <int:name>, <any(a,b):name>: Werkzeug's converters
 _CONVERTER = re.compile(r"<(?:[^<>:]+:)?([^<>:]+)>")
@@ -42,3 +48,12 @@ def request_attrs(method: str) -> dict[str, Any]:
     """A request span's attributes as the request starts; filled in as it ends. ``served``
     marks the spans the middlewares make (the analysis tells them from the user's)."""
     return {"served": True, "method": method, "route": None, "status": None, "error": False}
+
+
+def client_request_id(value: object) -> str | None:
+    """The id the client sent in ``ID_HEADER`` (bytes or text), if it looks like one."""
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    if not isinstance(value, str) or not value or len(value) > _ID_MAX or not value.isprintable():
+        return None
+    return value

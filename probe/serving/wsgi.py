@@ -14,12 +14,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from probe.serving.routes import code_location, request_attrs, werkzeug_template
+from probe.serving.routes import (
+    ID_HEADER,
+    client_request_id,
+    code_location,
+    request_attrs,
+    werkzeug_template,
+)
 from probe.spans import Span, active_recorder
 
 __all__ = ["RequestSpans"]
 
 NO_ROUTE = "(no route)"
+_ID_KEY = "HTTP_" + ID_HEADER.upper().replace("-", "_")  # as WSGI names a header
 _ROUTE_KEY, _HANDLER_KEY = "probe.route", "probe.handler"
 
 StartResponse = Callable[..., Any]
@@ -40,7 +47,8 @@ class RequestSpans:
             return self.app(environ, start_response)
         method = str(environ.get("REQUEST_METHOD") or "GET")
         attrs = request_attrs(method)
-        span = Span(f"{method} {NO_ROUTE}", "request", attrs)
+        sent_id = client_request_id(environ.get(_ID_KEY))
+        span = Span(f"{method} {NO_ROUTE}", "request", attrs, sent_id)
 
         def start_seen(status: str, headers: Any, exc_info: Any = None) -> Any:
             try:

@@ -29,12 +29,12 @@ def recorded(rec: spans.SpanRecorder) -> list[dict]:
     ]
 
 
-def call_asgi(app, method: str, path: str, body: bytes = b"") -> list[dict]:
+def call_asgi(app, method: str, path: str, body: bytes = b"", headers=()) -> list[dict]:
     """One HTTP request through an ASGI app, as a server would make it; the messages sent."""
     scope = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
         "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
-        "root_path": "", "headers": [(b"content-type", b"application/json")],
+        "root_path": "", "headers": [(b"content-type", b"application/json"), *headers],
         "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8000),
     }  # fmt: skip
     sent: list[dict] = []
@@ -200,3 +200,23 @@ def test_a_server_imported_later_is_patched_right_after_its_own_code(tmp_path, m
     assert fake_server.__spec__.loader.__class__.__name__ != "_PatchingLoader"
     assert "internals moved" in hooks.failures.pop("broken_server")
     hooks.patched.remove("fake_server")
+
+
+def test_the_id_a_load_client_sent_is_the_request_span_s_id_and_a_foreign_one_is_not(
+    recorder, shop
+):
+    call_asgi(AsgiSpans(shop), "GET", "/items/7", headers=[(b"x-probe-request-id", b"L42")])
+    call_asgi(AsgiSpans(shop), "GET", "/items/7", headers=[(b"x-probe-request-id", b"x" * 500)])
+    sent, foreign = recorded(recorder)
+    assert sent["request_id"] == "L42"
+    assert foreign["request_id"] == f"r{foreign['span_id']}"  # probe's own, not the header
+
+
+def test_a_wsgi_request_takes_the_load_client_s_id_too(recorder, flask_app):
+    from werkzeug.test import Client
+
+    Client(WsgiSpans(flask_app)).get(
+        "/items/7", headers={"X-Probe-Request-Id": "L7"}, buffered=True
+    )
+    [span] = recorded(recorder)
+    assert span["request_id"] == "L7"

@@ -1,0 +1,150 @@
+"""probe load against real servers on 127.0.0.1: open-loop figures that keep a stall in
+every request due during it (where a closed loop hides it), a 20-ms route read as 20 ms
+plus the overhead, the loopback rule; and probe run --load, which drives a served app,
+stops it and joins each client's latency to the server's span of the same request."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from tests.threads_corpus.drive import free_port, wait_for_port
+
+from .conftest import REPO, probe_cmd, write_script
+
+pytestmark = pytest.mark.integration
+
+CORPUS = REPO / "tests" / "serving_corpus"
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+
+@pytest.fixture
+def stall_api():
+    """The stall app under plain uvicorn (no probe): its port."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "stall_api:app", "--app-dir", str(CORPUS),
+         "--port", str(port), "--log-level", "critical"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_for_port(port)
+        yield port
+    finally:
+        server.kill()
+        server.wait()
+
+
+def load(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        probe_cmd("load", *args), capture_output=True, text=True, timeout=timeout,
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+
+
+def stall_after(port: int, seconds: float) -> threading.Thread:
+    def stall() -> None:
+        time.sleep(seconds)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn.request("POST", "/stall")
+        conn.getresponse().read()
+        conn.close()
+
+    thread = threading.Thread(target=stall)
+    thread.start()
+    return thread
+
+
+def test_a_20ms_route_reads_as_20ms_plus_the_measured_overhead(stall_api):
+    figures = {}
+    for route in ("noop", "sleep"):
+        r = load(f"http://127.0.0.1:{stall_api}/{route}", "--rate", "20", "-d", "3", "--json")
+        assert r.returncode == 0, r.stderr
+        figures[route] = json.loads(r.stdout)
+    overhead = figures["noop"]["total"]["latency_ms"]["p50"]
+    p50 = figures["sleep"]["total"]["latency_ms"]["p50"]
+    # driven well under capacity (20 a second against ~45 of 20-ms sleeps per core)
+    assert 20.0 <= p50 <= 1.1 * 20.0 + overhead, (p50, overhead)
+    assert figures["sleep"]["total"]["errors"] == 0 and figures["sleep"]["total"]["sent"] == 60
+
+
+def test_a_1s_stall_is_in_every_request_due_during_it_open_loop_and_hidden_closed_loop(
+    stall_api, tmp_path
+):
+    url = f"http://127.0.0.1:{stall_api}/sleep"
+    slow = {}
+    for mode, args in (("open", ("--rate", "50")), ("closed", ("-c", "1"))):
+        out = tmp_path / f"{mode}.parquet"
+        staller = stall_after(stall_api, 1.0)
+        r = load(url, *args, "-d", "3", "--out", str(out), "--json")
+        staller.join()
+        assert r.returncode == 0, r.stderr
+        requests = pd.read_parquet(out)
+        latency_ms = (requests["done_ns"] - requests["intended_ns"]) / 1e6
+        slow[mode] = int((latency_ms > 200).sum())
+        if mode == "open":
+            figures = json.loads(r.stdout)
+            # ~50 requests were due in the stalled second, each waiting out the rest of
+            # it: the ones due in its first 0.8 s waited over 200 ms (~40)
+            assert slow["open"] >= 30, slow
+            assert figures["total"]["latency_ms"]["p90"] > 200
+            assert any("went out more than" in w for w in figures["warnings"])
+    # one client waits out the stall once, and sends nothing meanwhile: one slow request
+    assert slow["closed"] <= 1, slow
+
+
+def test_a_target_off_this_host_s_loopback_is_refused_before_anything_is_sent():
+    r = load("http://10.20.30.40:8000/predict", "-d", "1")
+    assert r.returncode == 2 and "not this host's loopback" in r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def spec(tmp_path, port: int, extra: str = "") -> str:
+    path = tmp_path / "spec.toml"
+    path.write_text(
+        f'url = "http://127.0.0.1:{port}"\nconcurrency = 4\nduration = 2\nwarmup = 0.5\n{extra}'
+        '[[request]]\nmethod = "POST"\npath = "/predict"\njson = { n = 40000 }\n'
+        '[[request]]\npath = "/items/7"\n'
+    )
+    return str(path)
+
+
+def test_probe_run_load_drives_the_app_stops_it_and_joins_each_request_to_its_span(
+    run_probe, tmp_path
+):
+    port = free_port()
+    r = run_probe(
+        "--load", spec(tmp_path, port), "-m", "uvicorn", "shop_api:app",
+        "--app-dir", str(CORPUS), "--port", str(port), "--log-level", "critical",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    requests = pd.read_parquet(r.run_dir / "load" / "requests.parquet")
+    answered = requests[requests["status"] > 0]
+    d = json.loads((r.run_dir / "diagnosis.json").read_text())
+    # every answered request, warm-up included, is one server span of the same id
+    assert d["run"]["requests"] == len(answered) > 100
+    routes = {e["name"]: e["requests"] for e in d["endpoints"]["routes"]}
+    assert routes["POST /predict"] == int((answered["label"] == "POST /predict").sum())
+    assert "Client and server, the same requests" in r.stdout
+    measured = int((~answered["warmup"]).sum())
+    assert f"{measured} answers" in r.stdout
+
+
+def test_a_service_that_never_listens_is_a_clear_error_and_is_stopped(run_probe, tmp_path):
+    port = free_port()
+    script = write_script(tmp_path, "import time\ntime.sleep(60)\n")
+    started = time.monotonic()
+    r = run_probe("--load", spec(tmp_path, port, "wait = 2\n"), script, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert f"the load did not run: nothing listens on 127.0.0.1:{port} after 2 s" in r.stderr
+    assert time.monotonic() - started < 30  # stopped, not left to its 60 s
+    assert (r.run_dir / "meta.json").is_file()  # the run directory is complete
