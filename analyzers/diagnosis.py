@@ -394,10 +394,25 @@ def diagnose(run: Run) -> Diagnosis:
         recommendations=recs,
         leak=leak,
         breakdown=bd,
-        notes=notes + _torch_notes(run, torch) + _endpoint_notes(served),
+        notes=notes + _torch_notes(run, torch) + _endpoint_notes(served) + _unwrapped(run),
         torch=torch,
         endpoints=served,
     )
+
+
+def _unwrapped(run: Run) -> list[str]:
+    """A server probe does not wrap (probe.serving): how to get request spans anyway."""
+    http = (run.meta.get("collector") or {}).get("http_spans") or {}
+    names = list(http.get("unrecognised") or [])
+    failed = dict(http.get("failures") or {})
+    notes = [f"request spans: patching {m} failed ({why})" for m, why in failed.items()]
+    if names and not http.get("servers"):
+        notes.append(
+            f"served by {', '.join(names)}, which probe does not wrap yet: no per-request "
+            "figures; wrap the handler in `with probe.request():` (or serve it with uvicorn "
+            "or Werkzeug under probe run)"
+        )
+    return notes
 
 
 def _endpoint_notes(served: EndpointFigures | None) -> list[str]:

@@ -277,7 +277,11 @@ class Session:
         if self.settings.http_spans:
             from probe.serving import hooks
 
-            figures["http_spans"] = {"servers": list(hooks.patched), "failures": hooks.failures}
+            figures["http_spans"] = {
+                "servers": list(hooks.patched),
+                "failures": hooks.failures,
+                "unrecognised": [m for m in hooks.UNRECOGNISED if m in sys.modules],
+            }
         if self.tree is not None:
             figures.update(self.tree.stop())
         return figures

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -240,7 +241,7 @@ def run_command(
         from probe.load.target import parse_target
 
         _, spec = read_spec(load_spec)  # a bad spec is an error before anything runs
-        parse_target(str(spec["url"]))
+        _port_free(parse_target(str(spec["url"])))
 
     from probe.cli.sidecar import Sidecar
 
@@ -346,3 +347,18 @@ def _print_load(run_dir: Path) -> None:
         click.echo(f"probe: the client/server split is missing: {e}", err=True)
         return
     click.echo("\n".join(split_lines(client_server_split(requests, spans))))
+
+
+def _port_free(target: Any) -> None:
+    """Nothing may listen at the load's URL before the service starts: the load would
+    drive whatever holds the port (and the service would fail to bind it)."""
+    import socket
+
+    try:
+        socket.create_connection((target.host, target.port), timeout=0.5).close()
+    except OSError:
+        return
+    raise ProbeError(
+        f"something already listens on {target.host}:{target.port}: the load would drive "
+        "it, not the service; stop it or give the service (and the spec's url) a free port"
+    )

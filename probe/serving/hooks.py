@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-__all__ = ["SERVERS", "failures", "install", "patched", "uninstall"]
+__all__ = ["SERVERS", "UNRECOGNISED", "failures", "install", "patched", "uninstall"]
 
 Patch = Callable[[ModuleType], None]
 
@@ -72,6 +72,12 @@ SERVERS: dict[str, Patch] = {
     # Starlette's run_in_threadpool (sync routes, sync dependencies) goes through it
     "anyio.to_thread": _patch_anyio,
 }
+
+
+# Servers probe does not wrap, seen imported at the run's end: said in meta.json, and the
+# diagnosis says how to get request spans without them. Servers only: a framework that is
+# also a client (aiohttp) or an ORM (Django) says nothing of serving when imported.
+UNRECOGNISED = ("gunicorn", "hypercorn", "waitress")
 
 
 def _apply(name: str, module: ModuleType, patch: Patch) -> None:

@@ -148,3 +148,17 @@ def test_a_service_that_never_listens_is_a_clear_error_and_is_stopped(run_probe,
     assert f"the load did not run: nothing listens on 127.0.0.1:{port} after 2 s" in r.stderr
     assert time.monotonic() - started < 30  # stopped, not left to its 60 s
     assert (r.run_dir / "meta.json").is_file()  # the run directory is complete
+
+
+def test_a_port_already_taken_is_refused_before_the_service_starts(run_probe, tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        marker = tmp_path / "ran"
+        script = write_script(tmp_path, f"open({str(marker)!r}, 'w').close()\n")
+        r = run_probe("--load", spec(tmp_path, port), script, timeout=60)
+    assert r.returncode == 2 and f"something already listens on 127.0.0.1:{port}" in r.stderr
+    assert not marker.exists()  # nothing ran, and nothing was driven
