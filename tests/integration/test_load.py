@@ -97,7 +97,9 @@ def test_a_1s_stall_is_in_every_request_due_during_it_open_loop_and_hidden_close
             # it: the ones due in its first 0.8 s waited over 200 ms (~40)
             assert slow["open"] >= 30, slow
             assert figures["total"]["latency_ms"]["p90"] > 200
-            assert any("went out more than" in w for w in figures["warnings"])
+            # (its sends need not go out late: the kernel accepts new connections while
+            # the server's loop is stalled, so the driver keeps its schedule on fresh ones;
+            # the stall is in the latency from the due time, which is the point)
     # one client waits out the stall once, and sends nothing meanwhile: one slow request
     assert slow["closed"] <= 1, slow
 
