@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from contextvars import ContextVar
 from typing import Any
 
-from probe.serving.routes import ID_HEADER, client_request_id, code_location, request_attrs
+from probe.serving.routes import ID_HEADER, code_location, end_request, start_request
 from probe.spans import Span, active_recorder, current_request_id
 
 __all__ = ["RequestSpans", "route_of", "worker_thread_spans"]
@@ -26,7 +26,6 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-NO_ROUTE = "(no route)"
 _ID_KEY = ID_HEADER.encode()  # ASGI headers: lower-case bytes
 
 # The scope of the request the caller runs in: a worker-thread span is named after the
@@ -56,33 +55,23 @@ class RequestSpans:
         if scope.get("type") != "http" or active_recorder() is None:
             await self.app(scope, receive, send)
             return
-        method = str(scope.get("method") or "GET")
-        attrs = request_attrs(method)
         sent_id = next((v for k, v in scope.get("headers") or () if k == _ID_KEY), None)
-        span = Span(f"{method} {NO_ROUTE}", "request", attrs, client_request_id(sent_id))
+        span, attrs = start_request(str(scope.get("method") or "GET"), sent_id)
 
         async def send_seen(message: Message) -> None:
             if message.get("type") == "http.response.start":
                 attrs["status"] = int(message.get("status") or 0)
             await send(message)
 
-        with span:
-            token = _scope.set(scope)
-            try:
-                await self.app(scope, receive, send_seen)
-            except BaseException:
-                attrs["error"] = True
-                raise
-            finally:
-                _scope.reset(token)
-                route = route_of(scope)
-                attrs["route"] = route
-                span.name = f"{method} {route or NO_ROUTE}"
-                status = attrs["status"]
-                attrs["error"] = attrs["error"] or (status is not None and status >= 500)
-                handler = code_location(scope.get("endpoint"))
-                if handler is not None:
-                    attrs["handler"], attrs["handler_name"] = handler
+        token = _scope.set(scope)
+        try:
+            await self.app(scope, receive, send_seen)
+        except BaseException:
+            attrs["error"] = True
+            raise
+        finally:
+            _scope.reset(token)
+            end_request(span, attrs, route_of(scope), code_location(scope.get("endpoint")))
 
 
 def worker_thread_spans(run_sync: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:

@@ -1,5 +1,5 @@
-"""What the middlewares read off a route: the template's display form and where the
-handler's code is."""
+"""What the ASGI and WSGI middlewares share: a request span's start and end, the
+template's display form, and where the handler's code is."""
 
 from __future__ import annotations
 
@@ -7,7 +7,18 @@ import inspect
 import re
 from typing import Any
 
-__all__ = ["ID_HEADER", "client_request_id", "code_location", "request_attrs", "werkzeug_template"]
+from probe.spans import Span
+
+__all__ = [
+    "ID_HEADER",
+    "NO_ROUTE",
+    "code_location",
+    "end_request",
+    "start_request",
+    "werkzeug_template",
+]
+
+NO_ROUTE = "(no route)"
 
 # The header ``probe load`` puts on each request (probe.load.client): the request span
 # takes it as its id, so a client's latency and the server's span join on it.
@@ -44,13 +55,37 @@ def code_location(handler: Any) -> tuple[str, str] | None:
     return f"{code.co_filename}:{code.co_firstlineno}", str(name)
 
 
-def request_attrs(method: str) -> dict[str, Any]:
-    """A request span's attributes as the request starts; filled in as it ends. ``served``
-    marks the spans the middlewares make (the analysis tells them from the user's)."""
-    return {"served": True, "method": method, "route": None, "status": None, "error": False}
+def start_request(method: str, sent_id: object) -> tuple[Span, dict[str, Any]]:
+    """A request span, entered, and its attributes, filled in by ``end_request``. Its id
+    is the one the client sent in ``ID_HEADER`` when that looks like one of ours, else
+    probe's own. ``served`` marks the spans the middlewares make (the analysis tells them
+    from the user's)."""
+    attrs: dict[str, Any] = {
+        "served": True,
+        "method": method,
+        "route": None,
+        "status": None,
+        "error": False,
+    }
+    span = Span(f"{method} {NO_ROUTE}", "request", attrs, _client_request_id(sent_id))
+    span.__enter__()
+    return span, attrs
 
 
-def client_request_id(value: object) -> str | None:
+def end_request(
+    span: Span, attrs: dict[str, Any], route: str | None, handler: tuple[str, str] | None
+) -> None:
+    """Name the request by the route its app matched, mark a 5xx an error, and end it."""
+    attrs["route"] = route
+    span.name = f"{attrs['method']} {route or NO_ROUTE}"
+    status = attrs["status"]
+    attrs["error"] = attrs["error"] or (status is not None and status >= 500)
+    if handler is not None:
+        attrs["handler"], attrs["handler_name"] = handler
+    span.__exit__(None, None, None)
+
+
+def _client_request_id(value: object) -> str | None:
     """The id the client sent in ``ID_HEADER`` (bytes or text), if it looks like one."""
     if isinstance(value, bytes):
         value = value.decode("latin-1")

@@ -16,16 +16,15 @@ from typing import Any
 
 from probe.serving.routes import (
     ID_HEADER,
-    client_request_id,
     code_location,
-    request_attrs,
+    end_request,
+    start_request,
     werkzeug_template,
 )
 from probe.spans import Span, active_recorder
 
 __all__ = ["RequestSpans"]
 
-NO_ROUTE = "(no route)"
 _ID_KEY = "HTTP_" + ID_HEADER.upper().replace("-", "_")  # as WSGI names a header
 _ROUTE_KEY, _HANDLER_KEY = "probe.route", "probe.handler"
 
@@ -45,10 +44,9 @@ class RequestSpans:
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         if active_recorder() is None:
             return self.app(environ, start_response)
-        method = str(environ.get("REQUEST_METHOD") or "GET")
-        attrs = request_attrs(method)
-        sent_id = client_request_id(environ.get(_ID_KEY))
-        span = Span(f"{method} {NO_ROUTE}", "request", attrs, sent_id)
+        span, attrs = start_request(
+            str(environ.get("REQUEST_METHOD") or "GET"), environ.get(_ID_KEY)
+        )
 
         def start_seen(status: str, headers: Any, exc_info: Any = None) -> Any:
             try:
@@ -59,7 +57,6 @@ class RequestSpans:
                 return start_response(status, headers)
             return start_response(status, headers, exc_info)
 
-        span.__enter__()
         try:
             body = self.app(environ, start_seen)
         except BaseException:
@@ -102,15 +99,7 @@ class _Body:
 
 
 def _finish(span: Span, attrs: dict[str, Any], environ: dict[str, Any]) -> None:
-    route = environ.get(_ROUTE_KEY)
-    attrs["route"] = route
-    span.name = f"{attrs['method']} {route or NO_ROUTE}"
-    status = attrs["status"]
-    attrs["error"] = attrs["error"] or (status is not None and status >= 500)
-    handler = environ.get(_HANDLER_KEY)
-    if handler is not None:
-        attrs["handler"], attrs["handler_name"] = handler
-    span.__exit__(None, None, None)
+    end_request(span, attrs, environ.get(_ROUTE_KEY), environ.get(_HANDLER_KEY))
 
 
 def _watch_flask_rules(app: Any) -> None:
