@@ -54,27 +54,23 @@ class Connection:
 
     async def send(self, spec: RequestSpec, request_id: str) -> Answer:
         stale = self._writer is not None and self.used
-        try:
-            return await self._exchange(spec, request_id)
-        except (OSError, h11.ProtocolError, asyncio.IncompleteReadError) as e:
-            got_nothing = not self._answering
-            self.close()
-            if not (stale and got_nothing):
-                return Answer(0, f"{type(e).__name__}: {e}", False)
-        except TimeoutError:
-            self.close()
-            return Answer(0, f"no answer in {self.timeout_s:g} s", False)
-        try:
-            answer = await self._exchange(spec, request_id)
-        except (OSError, h11.ProtocolError, asyncio.IncompleteReadError) as e:
-            self.close()
-            return Answer(0, f"{type(e).__name__}: {e}", True)
-        except TimeoutError:
-            self.close()
-            return Answer(0, f"no answer in {self.timeout_s:g} s", True)
-        return Answer(answer.status, answer.error, True)
+        for resent in (False, True):
+            try:
+                status = await self._exchange(spec, request_id)
+            except TimeoutError:  # before OSError, of which it is a subclass
+                self.close()
+                return Answer(0, f"no answer in {self.timeout_s:g} s", resent)
+            except (OSError, h11.ProtocolError, asyncio.IncompleteReadError) as e:
+                again = stale and not resent and not self._answering
+                self.close()
+                if not again:
+                    return Answer(0, f"{type(e).__name__}: {e}", resent)
+            else:
+                return Answer(status, "", resent)
+        raise AssertionError("unreachable: the second try always answers")
 
-    async def _exchange(self, spec: RequestSpec, request_id: str) -> Answer:
+    async def _exchange(self, spec: RequestSpec, request_id: str) -> int:
+        """The answer's status."""
         if self._writer is None:
             await self._open()
         assert self._reader is not None and self._writer is not None
@@ -97,7 +93,7 @@ class Connection:
             conn.start_next_cycle()
         else:  # the server closes it (Connection: close) or the exchange broke off
             self.close()
-        return Answer(status, "", False)
+        return status
 
     async def _response(self) -> int:
         assert self._reader is not None and self._writer is not None

@@ -164,3 +164,36 @@ def test_a_port_already_taken_is_refused_before_the_service_starts(run_probe, tm
         r = run_probe("--load", spec(tmp_path, port), script, timeout=60)
     assert r.returncode == 2 and f"something already listens on 127.0.0.1:{port}" in r.stderr
     assert not marker.exists()  # nothing ran, and nothing was driven
+
+
+def test_a_server_that_never_answers_is_a_timeout_not_a_resend():
+    import asyncio
+
+    from probe.load.client import Connection
+    from probe.load.mix import Mix
+
+    async def scenario():
+        done = asyncio.Event()
+        handled = []
+
+        async def silent(reader, writer):
+            await reader.read(65536)  # takes the request, never answers
+            await done.wait()
+            writer.close()
+            await writer.wait_closed()
+            handled.append(True)
+
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            conn = Connection("127.0.0.1", port, timeout_s=0.2)
+            return await conn.send(Mix.single("/").requests[0], "L1")
+        finally:
+            done.set()
+            server.close()
+            await server.wait_closed()
+            while not handled:  # the handler closed its side
+                await asyncio.sleep(0.01)
+
+    answer = asyncio.run(scenario())
+    assert (answer.status, answer.error, answer.resent) == (0, "no answer in 0.2 s", False)
