@@ -238,10 +238,16 @@ def run_command(
 
     if load_spec is not None:
         from probe.load.mix import read_spec
-        from probe.load.target import parse_target
+        from probe.load.target import listening, parse_target
 
         _, spec = read_spec(load_spec)  # a bad spec is an error before anything runs
-        _port_free(parse_target(str(spec["url"])))
+        url = parse_target(str(spec["url"]))
+        if listening(url):  # the load would drive whatever holds the port
+            raise ProbeError(
+                f"something already listens on {url.host}:{url.port}: the load would "
+                "drive it, not the service; stop it or give the service (and the spec's url) "
+                "a free port"
+            )
 
     from probe.cli.sidecar import Sidecar
 
@@ -260,12 +266,13 @@ def run_command(
         argv=["probe", *sys.argv[1:]],
         sample_tree=not sidecar.running,
     )
+    load_figures = None
     if loader is not None and not outcome.forked_child:
-        outcome = _finish_load(loader, run_dir, outcome)
+        outcome, load_figures = _finish_load(loader, run_dir, outcome)
     if not outcome.forked_child:
         sidecar.finish(report=not no_report)
     if loader is not None and not outcome.forked_child:
-        _print_load(run_dir)
+        _print_load(run_dir, load_figures)
     if outcome.threads_cut_short:
         # the target's non-daemon threads outlived --duration: the interpreter would wait
         # for them for ever (the run directory and the verdict are complete)
@@ -297,9 +304,12 @@ def _start_load(run_dir: Path, spec: Path) -> subprocess.Popen[bytes]:
     )
 
 
-def _finish_load(loader: subprocess.Popen[bytes], run_dir: Path, outcome: Outcome) -> Outcome:
-    """End the load's process with the run; a service the load stopped as planned (its
-    SIGINT) ended as it should: status 0."""
+def _finish_load(
+    loader: subprocess.Popen[bytes], run_dir: Path, outcome: Outcome
+) -> tuple[Outcome, dict[str, Any] | None]:
+    """End the load's process with the run; its figures (None if it wrote none), and the
+    outcome: a service the load stopped as planned (its SIGINT) ended as it should
+    (status 0); one stopped because the load could not run, with status 2."""
     if loader.poll() is None:
         loader.terminate()
     try:
@@ -312,20 +322,18 @@ def _finish_load(loader: subprocess.Popen[bytes], run_dir: Path, outcome: Outcom
     try:
         figures = json.loads((run_dir / FIGURES).read_text())
     except (OSError, ValueError):
-        return outcome
+        return outcome, None
     if "error" in figures:  # the service was stopped for it: the run is complete, not good
-        return dataclasses.replace(outcome, status=2)
+        return dataclasses.replace(outcome, status=2), figures
     if outcome.ended_by in ("SIGINT", "completed", "sys.exit") and outcome.status in (0, 130):
-        return dataclasses.replace(outcome, status=0)
-    return outcome
+        return dataclasses.replace(outcome, status=0), figures
+    return outcome, figures
 
 
-def _print_load(run_dir: Path) -> None:
-    from probe.load.runner import FIGURES, REQUESTS
+def _print_load(run_dir: Path, figures: dict[str, Any] | None) -> None:
+    from probe.load.runner import REQUESTS
 
-    try:
-        figures = json.loads((run_dir / FIGURES).read_text())
-    except (OSError, ValueError):
+    if figures is None:
         click.echo("probe: error: the load wrote no figures", err=True)
         return
     if "error" in figures:
@@ -347,18 +355,3 @@ def _print_load(run_dir: Path) -> None:
         click.echo(f"probe: the client/server split is missing: {e}", err=True)
         return
     click.echo("\n".join(split_lines(client_server_split(requests, spans))))
-
-
-def _port_free(target: Any) -> None:
-    """Nothing may listen at the load's URL before the service starts: the load would
-    drive whatever holds the port (and the service would fail to bind it)."""
-    import socket
-
-    try:
-        socket.create_connection((target.host, target.port), timeout=0.5).close()
-    except OSError:
-        return
-    raise ProbeError(
-        f"something already listens on {target.host}:{target.port}: the load would drive "
-        "it, not the service; stop it or give the service (and the spec's url) a free port"
-    )

@@ -81,8 +81,8 @@ _SETTINGS: dict[str, type | tuple[type, ...]] = {
 
 def read_spec(path: Path) -> tuple[Mix, dict[str, Any]]:
     """The mix and the top-level load settings of a ``probe run --load`` file."""
-    mix = read_mix(path)
     document = _document(path)
+    mix = _mix(path, document)
     settings = {k: v for k, v in document.items() if k != "request"}
     for key, value in settings.items():
         if key not in _SETTINGS:
@@ -125,7 +125,11 @@ def _document(path: Path) -> dict[str, Any]:
 
 def read_mix(path: Path) -> Mix:
     """The mix in ``path``; a ProbeError (exit 2) naming the file and the entry at fault."""
-    entries = _document(path).get("request")
+    return _mix(path, _document(path))
+
+
+def _mix(path: Path, document: dict[str, Any]) -> Mix:
+    entries = document.get("request")
     if not isinstance(entries, list) or not entries:
         raise ProbeError(f"{path}: no [[request]] entries")
     return Mix(tuple(_spec(path, i, e) for i, e in enumerate(entries, 1)))

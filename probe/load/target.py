@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from probe.errors import ProbeError
 
-__all__ = ["Target", "parse_target", "wait_until_listening"]
+__all__ = ["Target", "listening", "parse_target", "wait_until_listening"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,15 @@ def parse_target(url: str, *, allow_remote: bool = False) -> Target:
     return Target(address, port, parts.path or "/")
 
 
+def listening(target: Target) -> bool:
+    """Does something accept TCP connections at the target now?"""
+    try:
+        socket.create_connection((target.host, target.port), timeout=0.5).close()
+    except OSError:
+        return False
+    return True
+
+
 def wait_until_listening(
     target: Target,
     timeout_s: float,
@@ -58,12 +67,7 @@ def wait_until_listening(
     """Until a TCP connection to the target succeeds; a ProbeError after ``timeout_s``, or
     as soon as ``alive()`` says the service is gone."""
     deadline = clock() + timeout_s
-    while True:
-        try:
-            socket.create_connection((target.host, target.port), timeout=0.5).close()
-            return
-        except OSError:
-            pass
+    while not listening(target):
         if not alive():
             raise ProbeError(
                 f"the service exited before it listened on {target.host}:{target.port}"
