@@ -135,7 +135,11 @@ def test_the_next_window_waits_until_the_last_one_s_cost_is_within_the_budget(tm
     first, second = w.figures()["windows"]
     assert first["stall_s"] >= 0.1
     cost = first["open_s"] + first["end_s"] - first["start_s"] + first["stall_s"]
-    assert second["start_s"] - first["start_s"] >= cost / 0.5 - 0.001
+    # the budget runs from the first window's opening (its start less the time opening
+    # took); every figure is rounded to the millisecond: the cost's four to 2 ms at most,
+    # 4 ms once divided by the budget, the two instants 1.5 ms more
+    opened = first["start_s"] - first["open_s"]
+    assert second["start_s"] - opened >= cost / 0.5 - 0.0055
 
 
 def test_the_import_of_torch_s_module_file_is_not_a_forward_pass():
