@@ -563,3 +563,47 @@ def test_a_batch_job_s_followed_path_keeps_each_phase_s_gil_waits_where_they_wer
     assert d.breakdown.path_followed
     assert d.primary["stage"].startswith("split_tokens") and d.primary["subkind"] == "gil"
     assert d.primary["share"] == pytest.approx(0.9, abs=0.02), d.primary
+
+
+def test_a_minor_stage_waiting_out_another_thread_s_gil_is_not_gil_contention(tmp_path):
+    # ingest_pipeline in CI: one producer parsing on a CPU, four consumers woken by its
+    # puts that wait out its switch interval for the GIL; their stage reached 5% of the
+    # path, 58% of it GIL waits, holding ~3% of the on-CPU time
+    b = RunBuilder(duration_s=2.0)
+    parse = b.stack("main", "produce", "parse_line")
+    consume = b.stack("main", "consume", "store_record")
+    join = b.stack("main", "main", leaf_call="thread.join")
+    for k in range(200):
+        b.sample(0, k * 10.0, join, cpu_ms=0.0, reason="lock")  # the batch's path: followed
+        b.sample(1, k * 10.0, parse)
+    for thread in range(2, 6):
+        for k in range(5):
+            b.sample(thread, k * 350.0 + 5, consume)
+            b.sample(thread, k * 350.0 + 15, consume, cpu_ms=0.0, reason="gil")
+            b.sample(thread, k * 350.0 + 25, consume, cpu_ms=0.0, reason="gil")
+    add_cpu(b, 2000, 1.0)
+    b.rows["threads"] = [
+        (t, i, "MainThread" if t == 0 else n, ts) for t, i, n, ts in b.rows["threads"]
+    ]
+    d = diagnose(load(b.write(tmp_path / "starved")))
+    assert d.breakdown.path_followed
+    assert d.primary["stage"].startswith("parse_line"), d.primary
+    consumers = [f for f in d.findings if f.stage.startswith("store_record")]
+    assert consumers and consumers[0].share >= 0.05, d.findings  # a finding, and minor
+    assert consumers[0].evidence["gil"] > 0.6  # its waits are the GIL's, and said so
+    assert (consumers[0].kind, consumers[0].subkind) == ("cpu", "python"), consumers[0]
+
+
+def test_a_stage_waiting_for_a_contended_gil_is_gil_contention(tmp_path):
+    # the same consumers, now four pure-Python threads that mostly wait for each other
+    b = RunBuilder(duration_s=2.0)
+    work = b.stack("main", "consume", "store_record")
+    for thread in range(2, 6):
+        for k in range(200):
+            running = (k + thread) % 4 == 0
+            b.sample(
+                thread, k * 10.0, work, **({} if running else {"cpu_ms": 0.0, "reason": "gil"})
+            )
+    add_cpu(b, 2000, 1.0)
+    d = diagnose(load(b.write(tmp_path / "contended")))
+    assert d.primary["stage"].startswith("store_record") and d.primary["subkind"] == "gil"
