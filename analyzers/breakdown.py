@@ -51,7 +51,7 @@ import pandas as pd
 
 from probe.analyzers.attribution import attribute
 from probe.analyzers.constants import constant
-from probe.analyzers.path import critical_path
+from probe.analyzers.path import PATH, critical_path
 from probe.analyzers.spantree import covered_ns, index_spans, innermost_span, request_mask
 from probe.analyzers.stacks import label_stacks
 from probe.analyzers.tasks import loop_lag, loop_lag_notes, with_task_waits
@@ -421,21 +421,33 @@ def served_only(indexed: pd.DataFrame) -> bool:
     return all(json.loads(a).get("served") is True for a in attrs)
 
 
-def _main_thread(run: Run) -> int | None:
+def _main_thread(run: Run, attributed: pd.DataFrame) -> int | None:
+    """The profiled process's main thread, when it runs a batch job's path: None when it
+    supervises worker processes from a loop that waits on them (``analyzers.roles``:
+    idle, so its samples left the work's), as a server's does."""
     threads = run.tables["threads"]
     if threads.empty or "name" not in threads:
         return None
-    main = threads.loc[threads["name"] == "MainThread", "thread_id"]
-    return int(main.iloc[0]) if len(main) else None
+    main = threads["name"] == "MainThread"
+    if "pid" in threads and threads["pid"].notna().any():
+        main &= threads["pid"] == int(run.meta.get("pid") or threads["pid"].iloc[0])
+    ids = threads.loc[main, "thread_id"]
+    if not len(ids):
+        return None
+    tid = int(ids.iloc[0])
+    mine = attributed[attributed["thread_id"] == tid]
+    time = mine["cpu_ns"] + mine["wait_ns"]
+    supervising = float(time[mine["idle_role"] == "worker supervisor"].sum())
+    return None if supervising > PATH.serving_majority * float(time.sum()) else tid
 
 
 def _on_the_path(
-    samples: pd.DataFrame, run: Run, hz: float
+    samples: pd.DataFrame, run: Run, hz: float, main: int | None
 ) -> tuple[pd.DataFrame, pd.Series | None]:
     """The samples as they count on a batch job's critical path (``analyzers.path``), and
     per function the mean number of threads queued on a mutex in it while it ran; else (no batch
     path) the threads that ran the service's own code, summed, and None."""
-    factors = critical_path(samples, _main_thread(run), round(1e9 / hz))
+    factors = critical_path(samples, main, round(1e9 / hz))
     if factors is None:
         users = samples.loc[samples["user_function"] != "<library>", "thread_id"].unique()
         return samples[samples["thread_id"].isin(users)], None
@@ -497,7 +509,7 @@ def breakdown(run: Run) -> Breakdown:
         table, requests = _stage_table(run, indexed, samples, wall_s)
         source = "spans"
     elif not samples.empty:
-        on_path, queued = _on_the_path(samples, run, hz)
+        on_path, queued = _on_the_path(samples, run, hz, _main_thread(run, attributed))
         followed = queued is not None
         table = _function_table(on_path, run, queued)
         requests = _empty_requests() if indexed.empty else _requests(indexed, indexed["is_request"])

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from probe.analyzers.breakdown import Breakdown, breakdown
+from probe.analyzers.capacity import Capacity, Demands, capacity
 from probe.analyzers.endpoints import EndpointFigures, endpoints
 from probe.analyzers.leaks import (
     NO_LEAK,
@@ -48,6 +49,7 @@ class Diagnosis:
     notes: list[str] = field(default_factory=list)
     torch: TorchWindowsDiagnosis | None = None  # the torch.profiler windows', if any
     endpoints: EndpointFigures | None = None  # a served HTTP app's, if any
+    capacity: Capacity | None = None  # a served HTTP app's (analyzers.capacity), if any
 
     def to_dict(self) -> dict[str, Any]:
         stages = self.breakdown.stages
@@ -62,6 +64,7 @@ class Diagnosis:
             "notes": self.notes,
             **({"torch": self.torch.to_dict()} if self.torch is not None else {}),
             **({"endpoints": _endpoints_block(self.endpoints)} if self.endpoints else {}),
+            **({"capacity": self.capacity.to_dict()} if self.capacity is not None else {}),
         }
 
 
@@ -72,7 +75,27 @@ def _endpoints_block(figures: EndpointFigures) -> dict[str, Any]:
         "slowest": figures.slowest,
         "server_s": round(figures.server_s, 6),
         "routes": _stages_records(figures.table),
+        **({"workers": _workers_records(figures.workers)} if figures.workers is not None else {}),
     }
+
+
+def _rounded(value: Any) -> float | None:
+    return round(float(value), 6) if pd.notna(value) else None
+
+
+def _workers_records(workers: pd.DataFrame) -> list[dict[str, Any]]:
+    return [
+        {
+            "pid": int(pid),
+            "requests": int(row["requests"]),
+            "errors": int(row["errors"]),
+            "p50_ms": _rounded(row["p50_ms"]),
+            "p99_ms": _rounded(row["p99_ms"]),
+            "cpu_s": round(float(row["cpu_s"]), 6),
+            "routes": dict(row["routes"]),
+        }
+        for pid, row in workers.iterrows()
+    ]
 
 
 def _stages_records(stages: pd.DataFrame) -> list[dict[str, Any]]:
@@ -90,8 +113,15 @@ def _stages_records(stages: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def _process_cores(resources: pd.DataFrame, lo: int | None, hi: int | None) -> float:
-    """Mean cores the process tree used between ``lo`` and ``hi`` (the whole run if None)."""
+def _process_cores(
+    resources: pd.DataFrame,
+    lo: int | None,
+    hi: int | None,
+    *,
+    modes: tuple[str, ...] = ("user", "system"),
+) -> float:
+    """Mean cores the process tree used between ``lo`` and ``hi`` (the whole run if None),
+    in the CPU ``modes`` given."""
     if resources.empty:
         return 0.0
     r = resources
@@ -99,13 +129,20 @@ def _process_cores(resources: pd.DataFrame, lo: int | None, hi: int | None) -> f
         inside = r[(r["ts_ns"] >= lo) & (r["ts_ns"] <= hi)]
         if inside["ts_ns"].nunique() >= 2:
             r = inside
-    cpu = r["cpu_user_s"] + r["cpu_system_s"]
+    cpu = sum(r[f"cpu_{mode}_s"] for mode in modes)
     span_s = float(r["ts_ns"].max() - r["ts_ns"].min()) / 1e9
     if span_s <= 0:
         return 0.0
     ordered = r.assign(cpu=cpu).sort_values("ts_ns").groupby("pid")["cpu"]
     used = float((ordered.last() - ordered.first()).clip(lower=0).sum())
     return used / span_s
+
+
+def _user_share(resources: pd.DataFrame, lo: int | None, hi: int | None) -> float:
+    """The share of the process tree's CPU in user mode over the window (1.0 unknown)."""
+    total = _process_cores(resources, lo, hi)
+    user = _process_cores(resources, lo, hi, modes=("user",))
+    return min(1.0, user / total) if total > 0 else 1.0
 
 
 def _host_cores(system: pd.DataFrame, cpu_count: int, lo: int | None, hi: int | None) -> float:
@@ -204,6 +241,7 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
         process_cores=max(
             0.0, _process_cores(run.tables["resources"], lo, hi) - _probe_cores(meta)
         ),
+        user_share=_user_share(run.tables["resources"], lo, hi),
         host_cores_busy=_host_cores(run.tables["system"], cpu_count, lo, hi),
         gpu_util_mean=util,
         starved_time_share=starved,
@@ -366,8 +404,9 @@ def _primary_block(primary: Finding | None) -> dict[str, Any]:
     }
 
 
-def diagnose(run: Run) -> Diagnosis:
-    """Diagnose a loaded run (``probe.rundir.load``)."""
+def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
+    """Diagnose a loaded run (``probe.rundir.load``). ``sla_s``: the latency a served
+    app's p99 must stay within (default: the run's ``probe run --sla``, if any)."""
     bd = breakdown(run)
     facts = run_facts(run, bd)
     findings = classify(bd, facts)
@@ -377,7 +416,17 @@ def diagnose(run: Run) -> Diagnosis:
     torch = _torch(run)
     if torch is not None:
         recs = ranked(recs + torch.recommendations)
-    served = endpoints(bd.spans, bd.work_samples, run.tables["stacks"], run.tables["frames"])
+    served = endpoints(
+        bd.spans,
+        bd.work_samples,
+        run.tables["stacks"],
+        run.tables["frames"],
+        run.tables.get("threads"),
+        tuple(int(w["pid"]) for w in run.workers),
+    )
+    if sla_s is None:
+        sla_s = (run.meta.get("settings") or {}).get("sla_s")
+    limits = _capacity(run, bd, facts, cold, served, sla_s)
     primary = findings[0] if findings else None
     primary_block = _primary_block(primary)
     primary_block["summary"] = _summary(primary, recs, bd)
@@ -397,6 +446,52 @@ def diagnose(run: Run) -> Diagnosis:
         notes=notes + _torch_notes(run, torch) + _endpoint_notes(served) + _unwrapped(run),
         torch=torch,
         endpoints=served,
+        capacity=limits,
+    )
+
+
+def _capacity(
+    run: Run,
+    bd: Breakdown,
+    facts: RunFacts,
+    cold: dict[str, Any] | None,
+    served: EndpointFigures | None,
+    sla_s: float | None,
+) -> Capacity | None:
+    """A served app's capacity (``analyzers.capacity``) from its requests' demands, the
+    server's configured limits (meta.json's ``collector.http_spans.limits``) and, when
+    the load driver ran, what its clients saw."""
+    per_request = demands(bd, facts, cold)
+    spans = bd.spans
+    if served is None or not per_request or spans.empty:
+        return None
+    requests = spans[spans["is_request"].astype(bool)]
+    requests = requests[requests["start_ns"] >= (bd.requests.start_ns or 0)]
+    limits = ((run.meta.get("collector") or {}).get("http_spans") or {}).get("limits") or {}
+    workers = served.workers
+    slots = limits.get("requests_at_once")
+    table = served.table.assign(
+        mean_ms=requests.groupby("name")["dur_ns"].mean().reindex(served.table.index) / 1e6
+    )
+    clients = None
+    load = run.load_requests
+    if load is not None and not load.empty:
+        measured = load[~load["warmup"].astype(bool) & (load["status"] > 0)]
+        clients = (measured["done_ns"] - measured["intended_ns"]).to_numpy(dtype="float64") / 1e9
+    return capacity(
+        requests=bd.requests.count,
+        window_s=bd.requests.window_s,
+        latencies_s=(requests["dur_ns"]).to_numpy(dtype="float64") / 1e9,
+        demands=Demands(
+            cpu_s=float(per_request["cpu_s_per_request"]),
+            gil_s=float(per_request["gil_s_per_request"]),
+            free_cores=float(per_request["cores_available"]),
+            processes=int(limits.get("workers") or (len(workers) if workers is not None else 1)),
+            slots=None if slots is None else int(slots),
+        ),
+        endpoints=table,
+        client_latencies_s=clients,
+        sla_s=sla_s,
     )
 
 
@@ -409,8 +504,8 @@ def _unwrapped(run: Run) -> list[str]:
     if names and not http.get("servers"):
         notes.append(
             f"served by {', '.join(names)}, which probe does not wrap yet: no per-request "
-            "figures; wrap the handler in `with probe.request():` (or serve it with uvicorn "
-            "or Werkzeug under probe run)"
+            "figures; wrap the handler in `with probe.request():` (or serve it with uvicorn, "
+            "Werkzeug or gunicorn under probe run)"
         )
     return notes
 

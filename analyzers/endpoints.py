@@ -22,6 +22,11 @@ most of the resource every request shares, the CPU under one GIL (the bottleneck
 X <= 1/D_max): the most on-CPU plus GIL-wait seconds in total. Waits that are not a
 shared resource (sleeping, a downstream service) add latency, not a throughput limit;
 the slowest endpoint by p99 is named beside it when it is another one.
+
+Served by several worker processes (gunicorn -w N, uvicorn --workers N; each recorded
+in a shard, ``probe.workers``), the requests are counted per worker as well, from the
+process each request's thread belongs to (``threads.pid``): how evenly the workers
+shared the load, and what each spent on CPU in the handlers.
 """
 
 from __future__ import annotations
@@ -65,6 +70,12 @@ class EndpointFigures:
     limiting: str | None  # the endpoint with the most CPU + GIL time (module doc)
     slowest: str | None  # the endpoint with the highest p99
     notes: list[str] = field(default_factory=list)
+    # per worker process, when requests were served by more than one (module doc):
+    # indexed by pid, _WORKER_COLUMNS, most requests first
+    workers: pd.DataFrame | None = None
+
+
+_WORKER_COLUMNS = ["requests", "errors", "p50_ms", "p99_ms", "cpu_s", "routes"]
 
 
 def _attrs(text: object) -> dict[str, object]:
@@ -82,10 +93,13 @@ def endpoints(
     samples: pd.DataFrame,
     stacks: pd.DataFrame,
     frames: pd.DataFrame,
+    threads: pd.DataFrame | None = None,
+    worker_pids: tuple[int, ...] = (),
 ) -> EndpointFigures | None:
     """``spans`` as ``spantree.index_spans`` gives them with ``is_request``; ``samples``
-    the attributed work samples (``breakdown``); ``stacks``/``frames`` the run's tables.
-    None when no request is an HTTP one."""
+    the attributed work samples (``breakdown``); ``stacks``/``frames``/``threads`` the
+    run's tables (``threads.pid``: the per-worker figures), ``worker_pids`` the worker
+    processes recorded (``Run.workers``). None when no request is an HTTP one."""
     if spans.empty or "is_request" not in spans:
         return None
     is_request = spans["is_request"].to_numpy(dtype=bool)
@@ -109,6 +123,18 @@ def endpoints(
             "no stack sample fell in an endpoint's handler: the per-endpoint on-CPU and "
             "wait figures are empty (a run too short for the sampling rate?)"
         )
+    pid_of = _pid_of_thread(threads)
+    workers = _worker_table(
+        spans[http], [attrs[i] for i in np.flatnonzero(http)], pid_of, samples, owner, cpu,
+        worker_pids,
+    )  # fmt: skip
+    if workers is not None and (workers["requests"] == 0).any():
+        idle = [str(p) for p in workers.index[workers["requests"] == 0]]
+        notes.append(
+            f"worker process{'es' if len(idle) > 1 else ''} {', '.join(idle)} served no "
+            f"request of the {int(workers['requests'].sum())}: the other workers took every "
+            "connection (a keep-alive connection stays with the worker that accepted it)"
+        )
     return EndpointFigures(
         table=table,
         window_s=window_s,
@@ -116,7 +142,60 @@ def endpoints(
         limiting=str(shared.idxmax()) if float(shared.max()) > 0 else None,
         slowest=str(table["p99_ms"].idxmax()) if table["p99_ms"].notna().any() else None,
         notes=notes,
+        workers=workers,
     )
+
+
+def _pid_of_thread(threads: pd.DataFrame | None) -> dict[int, int]:
+    if threads is None or threads.empty or "pid" not in threads:
+        return {}
+    known = threads[threads["pid"].notna()]
+    return dict(zip(known["thread_id"].astype(int), known["pid"].astype(int), strict=True))
+
+
+def _worker_table(
+    req: pd.DataFrame,
+    attrs: list[dict[str, object]],
+    pid_of: dict[int, int],
+    samples: pd.DataFrame,
+    owner: np.ndarray,
+    cpu: np.ndarray,
+    worker_pids: tuple[int, ...],
+) -> pd.DataFrame | None:
+    """Per worker process (module doc), one that served nothing included; None where no
+    worker process served a request (one process, or a root serving with a pool)."""
+    pid = req["thread_id"].map(pid_of)
+    if not pid.isin(worker_pids).any():
+        return None
+    errors = pd.Series([bool(a.get("error")) for a in attrs], index=req.index)
+    dur_ms = req["dur_ns"].astype("float64") / 1e6
+    known = pid.notna()
+    pid, errors, dur_ms, names = (
+        pid[known].astype(int),
+        errors[known],
+        dur_ms[known],
+        req["name"].astype(str)[known],
+    )
+    table = pd.DataFrame(
+        {
+            "requests": pid.value_counts(),
+            "errors": errors.groupby(pid).sum().astype(int),
+            "p50_ms": dur_ms.groupby(pid).quantile(0.5),
+            "p99_ms": dur_ms.groupby(pid).quantile(0.99),
+        }
+    )
+    idle = sorted(set(worker_pids) - set(table.index))
+    table = table.reindex([*table.index, *idle])
+    table[["requests", "errors"]] = table[["requests", "errors"]].fillna(0).astype(int)
+    mine = owner != ""
+    sample_pid = samples["thread_id"].map(pid_of).to_numpy() if len(samples) else np.zeros(0)
+    handler_cpu = pd.Series(cpu[mine]).groupby(sample_pid[mine]).sum() if mine.any() else {}
+    table["cpu_s"] = [float(handler_cpu.get(p, 0.0)) for p in table.index]
+    table["routes"] = [
+        {str(k): int(v) for k, v in names[pid == p].value_counts().items()} for p in table.index
+    ]
+    table.index.name = "pid"
+    return table[_WORKER_COLUMNS].sort_values("requests", ascending=False, kind="stable")
 
 
 def _route_table(req: pd.DataFrame, attrs: list[dict[str, object]]) -> tuple[pd.DataFrame, float]:

@@ -72,6 +72,17 @@ IDLE_LOOPS: dict[tuple[str, str], IdleLoop] = {
     ("concurrent/futures/process.py", "_ExecutorManagerThread.run"): IdleLoop(
         "process-pool helper", None
     ),
+    # a server's supervisor of its worker processes (probe.workers records each worker):
+    # it waits on them and their signals, the requests are served in the workers. Its own
+    # waits only: a forked gunicorn worker's stack still holds Arbiter.run, under
+    # spawn_worker, all the way down to its handler
+    ("gunicorn/arbiter.py", "Arbiter.run"): IdleLoop(
+        "worker supervisor", frozenset({"Arbiter.sleep", "Arbiter.stop"})
+    ),
+    ("uvicorn/supervisors/multiprocess.py", "Multiprocess.run"): IdleLoop(
+        "worker supervisor",
+        frozenset({"Event.wait", "Multiprocess.keep_subprocess_alive", "Multiprocess.join_all"}),
+    ),
     # logging's QueueListener: waits for records
     ("logging/handlers.py", "QueueListener._monitor"): IdleLoop("log listener", _QUEUE_GET),
 }
@@ -118,6 +129,7 @@ SERVING_LOOPS: frozenset[tuple[str, str]] = frozenset(
         ("asyncio/base_events.py", "BaseEventLoop.run_forever"),  # uvicorn, hypercorn, aiohttp
         ("socketserver.py", "BaseServer.serve_forever"),  # http.server, wsgiref, Werkzeug
         ("gunicorn/arbiter.py", "Arbiter.run"),
+        ("uvicorn/supervisors/multiprocess.py", "Multiprocess.run"),
     }
 )
 

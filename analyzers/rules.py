@@ -142,6 +142,9 @@ class RunFacts:
     has_gpu: bool = False
     cpu_count: int = 1
     process_cores: float = 0.0  # mean cores the process tree used over the run
+    # of that CPU, the share in user mode: system time is the kernel's work in syscalls,
+    # which CPython makes with the GIL released (sockets, files, even non-blocking ones)
+    user_share: float = 1.0
     host_cores_busy: float = 0.0  # mean cores busy on the host (all processes)
     gpu_util_mean: float = float("nan")
     starved_time_share: float = 0.0  # share of time with GPU < 10% and CPU > 90%

@@ -395,7 +395,11 @@ def run(
         # In a child the target forked that ends through our frames (sys.exit rather than
         # os._exit), the run belongs to the parent: touch nothing of it.
         forked_child = os.getpid() != profiled_pid
-        if not forked_child:
+        if forked_child:  # a worker (gunicorn's end by sys.exit): close its own shard
+            from probe import workers
+
+            workers.stop_shard(exit_status=status, ended_by=ended_by)
+        else:
             if stopper is not None:
                 stopper.done.set()
                 if stopper.hit.is_set() and ended_by in ("completed", "sys.exit"):

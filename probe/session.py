@@ -11,9 +11,10 @@ no sidecar runs).
 ``start()``/``stop()`` bracket the target; ``stop()`` is safe to call from any exit path
 and more than once.
 
-After ``os.fork()`` the child stops recording (its copies of our buffers are emptied
-under the writer lock, so nothing is written twice); its resources are still sampled by
-the parent as part of the process tree.
+After ``os.fork()`` the child stops recording into this session (its copies of our
+buffers are emptied under the writer lock, so nothing is written twice) and, with
+``follow_workers``, records itself into a shard of the run (``probe.workers``); its
+resources are sampled with the rest of the process tree.
 """
 
 from __future__ import annotations
@@ -74,6 +75,12 @@ class Settings:
     # Served ASGI/WSGI apps wrapped in request spans as their server is imported
     # (probe.serving); False leaves every server as it is.
     http_spans: bool = True
+    # Child processes (server workers, process pools) each record a shard of the run
+    # (probe.workers); False: the root process only.
+    follow_workers: bool = True
+    # Not collection: the latency a served app's p99 must stay within (probe run --sla),
+    # kept with the run's settings for its analysis (analyzers.capacity) and re-analyses.
+    sla_s: float | None = None
 
 
 class Session:
@@ -91,8 +98,12 @@ class Session:
         heap_sampler: HeapSampler | None = None,
         sample_tree: bool = False,
         clock: Any = time.perf_counter_ns,
+        top_dir: Path | None = None,
     ) -> None:
         self.run_dir = run_dir
+        # the run directory whose workers/ folder holds the shards: this one, or for a
+        # worker's shard session the run it belongs to
+        self.top_dir = top_dir if top_dir is not None else run_dir
         self.settings = settings
         self.meta = meta
         self._clock = clock
@@ -153,6 +164,10 @@ class Session:
             from probe import serving
 
             serving.install()
+        if self.settings.follow_workers:
+            from probe import workers
+
+            workers.follow(self)
         self._last_flush = self._last_memory = self._started_ns = self._clock()
         self._monotonic_start = time.monotonic()
         self._collector.start()
@@ -280,6 +295,7 @@ class Session:
             figures["http_spans"] = {
                 "servers": list(hooks.patched),
                 "failures": hooks.failures,
+                "limits": hooks.limits,
                 "unrecognised": [m for m in hooks.UNRECOGNISED if m in sys.modules],
             }
         if self.tree is not None:
@@ -359,12 +375,17 @@ class Session:
             self._write_lock.release()
 
     def _after_fork_child(self) -> None:
-        if not self._started or self._stopped:
+        # _forked_child: a session of an ancestor, already left behind in this lineage
+        if not self._started or self._stopped or self._forked_child:
             return
         self._forked_child = True
         spans.activate(None)
         self.writer._files.clear()  # emptied by the pre-fork flush; the parent owns them
         self._write_lock = threading.Lock()
+        if self.settings.follow_workers:
+            from probe import workers
+
+            workers.start_after_fork(self)
 
 
 def _due(now_ns: int, last_ns: int, interval_s: float) -> bool:

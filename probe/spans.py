@@ -130,6 +130,12 @@ class SpanRecorder:
         return out
 
 
+def reset_ids(first: int) -> None:
+    """Number spans from ``first`` on (a worker process: ids unique across the run)."""
+    global _ids
+    _ids = itertools.count(first)
+
+
 def activate(recorder: SpanRecorder | None) -> None:
     """Route finished spans to ``recorder`` (None: record nothing)."""
     global _recorder

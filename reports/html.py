@@ -15,6 +15,7 @@ page says what was downsampled.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -101,6 +102,100 @@ def _amdahl_figure(d: Diagnosis) -> dict[str, Any]:
             yaxis={"title": "end-to-end speedup S"},
         ),
     }
+
+
+def _capacity_figure(d: Diagnosis) -> dict[str, Any] | None:
+    """Throughput and latency against the clients in a closed loop (``analyzers.
+    capacity``): the MVA curve, the ceiling, the measured point and, with an SLA, its
+    line."""
+    c = d.capacity
+    if c is None or c.curve.empty:
+        return None
+    curve = c.curve
+    x = curve["clients"].tolist()
+    ends = [x[0], x[-1]]
+    data = [
+        _line("throughput (predicted)", x, curve["throughput_per_s"].round(3).tolist()),
+        _line(
+            "latency, mean (predicted)",
+            x,
+            curve["latency_ms"].round(3).tolist(),
+            yaxis="y2",
+            line={"dash": "dash"},
+        ),
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": "measured",
+            "x": [round(c.measured_per_s * (c.latency_ms + c.beyond_server_ms) / 1e3, 3)],
+            "y": [round(c.measured_per_s, 3)],
+            "marker": {"size": 11, "symbol": "diamond"},
+        },
+    ]
+    if curve["p99_ms"].notna().any():
+        p99 = curve["p99_ms"].round(3).tolist()
+        data.append(_line("latency, p99 (predicted)", x, p99, yaxis="y2", line={"dash": "dot"}))
+    if math.isfinite(c.ceiling_per_s):
+        ceiling = [round(c.ceiling_per_s, 3)] * 2
+        data.append(_line(f"ceiling ({chart_text(c.bound_by)})", ends, ceiling, line={"width": 1}))
+    if c.sla_ms is not None:
+        sla = [c.sla_ms, c.sla_ms]
+        style = {"yaxis": "y2", "line": {"width": 1, "dash": "longdash"}}
+        data.append(_line(f"SLA p99 {c.sla_ms:g} ms", ends, sla, **style))
+    return {
+        "data": data,
+        "layout": layout(
+            "Capacity: throughput and latency against the clients in a closed loop",
+            xaxis={"title": "clients (requests in flight, counting their time on the wire)"},
+            yaxis={"title": "requests / s", "rangemode": "tozero"},
+            yaxis2={"title": "latency ms", "overlaying": "y", "side": "right",
+                    "rangemode": "tozero"},
+        ),
+    }  # fmt: skip
+
+
+def _capacity_html(c: dict[str, Any] | None) -> Markup:
+    if not c:
+        return Markup("")
+    stations = join(
+        html(
+            "<tr><td>{name}</td><td>{demand} ms</td><td>{servers}</td><td>{ceiling}/s</td></tr>",
+            name=st["name"],
+            demand=num(st.get("demand_ms"), ".3f"),
+            servers=num(st.get("servers"), "g"),
+            ceiling=num(st.get("ceiling_per_s"), ".1f"),
+        )
+        for st in c.get("stations", [])
+    )
+    sla = (
+        html(
+            "<p>SLA p99 {sla} ms: met up to {clients} in flight, {rate}/s (predicted); "
+            "goodput {goodput}/s ({within} within it, as the {source} saw them).</p>",
+            sla=num(c["sla_ms"], "g"),
+            clients=c.get("clients_at_sla") if c.get("clients_at_sla") is not None else "no load",
+            rate=num(c.get("rate_at_sla_per_s"), ".1f"),
+            goodput=num(c.get("goodput_per_s"), ".1f"),
+            within=num(c.get("within_sla"), ".1%"),
+            source=c.get("goodput_from") or "—",
+        )
+        if c.get("sla_ms") is not None
+        else Markup("")
+    )
+    return html(
+        "<h2>Capacity</h2><section class='card' id='capacity'>"
+        "<p>Ceiling <b>{ceiling}/s</b>, bound by <code>{bound}</code>; measured {measured}/s "
+        "with {in_flight} in flight; the knee at {knee} in flight. Bottleneck law on what "
+        "each request needed; mean-value analysis for the curve (chart below).</p>{sla}"
+        "<table><tr><th>station</th><th>demand a request</th><th>servers</th>"
+        "<th>its ceiling</th></tr>{stations}</table></section>",
+        ceiling=num(c.get("ceiling_per_s"), ".1f"),
+        bound=c.get("bound_by") or "—",
+        measured=num(c.get("measured_per_s"), ".1f"),
+        in_flight=num(c.get("measured_in_flight"), ".1f"),
+        knee=num(c.get("knee_in_flight"), ".1f"),
+        sla=sla,
+        stations=stations,
+    )
 
 
 def _stage_figure(d: Diagnosis) -> dict[str, Any]:
@@ -250,7 +345,7 @@ _FLAME_MENU = {
 }
 
 
-def _line(name: str, x: list[float], y: list[float | None], **extra: Any) -> dict[str, Any]:
+def _line(name: str, x: Sequence[float], y: Sequence[float | None], **extra: Any) -> dict[str, Any]:
     return {"type": "scatter", "mode": "lines", "name": name, "x": x, "y": y, **extra}
 
 
@@ -358,6 +453,7 @@ def _meta_rows(meta: dict[str, Any], d: Diagnosis) -> list[tuple[str, str]]:
 
 _SECTIONS = {
     "amdahl": "Amdahl: what each fix can buy",
+    "capacity": "Capacity",
     "stages": "Stage breakdown",
     "timeline": "Timeline",
     "flame": "Flame graph",
@@ -385,6 +481,10 @@ class HtmlReport:
     # a served app's endpoints: one dict per route (diagnosis.json's endpoints.routes)
     endpoints: list[dict[str, Any]] = field(default_factory=list)
     limiting_endpoint: str | None = None
+    # the same app's worker processes (diagnosis.json's endpoints.workers), if several
+    endpoint_workers: list[dict[str, Any]] = field(default_factory=list)
+    # the same app's capacity (diagnosis.json's capacity), if served
+    capacity: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_analysis(cls, analysis: Analysis) -> HtmlReport:
@@ -398,10 +498,12 @@ class HtmlReport:
             "flame": _flame_figure(analysis.call_tree, notes),
             "resources": _resource_figure(analysis.series, notes),
             "memory": _memory_figure(analysis),
+            "capacity": _capacity_figure(d),
         }
         figures.update({k: f for k, f in optional.items() if f is not None and f["data"]})
         name = str((analysis.meta.get("target") or {}).get("name", "run")).rsplit("/", 1)[-1]
         shown = ("requests", "throughput_per_s", "latency_ms", "wall_s", "process_cores")
+        served = d.to_dict().get("endpoints", {})
         return cls(
             title=f"probe: {name}",
             verdict={**d.primary, **{k: d.run[k] for k in (*shown, "cpu_count")}},
@@ -412,8 +514,10 @@ class HtmlReport:
             notes=list(d.notes),
             figures=figures,
             downsampled=notes,
-            endpoints=d.to_dict().get("endpoints", {}).get("routes", []),
+            endpoints=served.get("routes", []),
             limiting_endpoint=d.endpoints.limiting if d.endpoints is not None else None,
+            endpoint_workers=served.get("workers", []),
+            capacity=d.capacity.to_dict() if d.capacity is not None else {},
         )
 
     def render(self, *, plotly_js: str | None = None) -> str:
@@ -423,9 +527,10 @@ class HtmlReport:
         notes = join(html("<li class='note'>{}</li>", n) for n in self.notes + self.downsampled)
         meta = join(html("<tr><th>{}</th><td>{}</td></tr>", k, v) for k, v in self.meta_rows)
         body = html(
-            "{}{}<h2>What to change</h2>{}<h2>Leak</h2>{}",
+            "{}{}{}<h2>What to change</h2>{}<h2>Leak</h2>{}",
             _verdict_html(self.verdict),
-            _endpoints_html(self.endpoints, self.limiting_endpoint),
+            _endpoints_html(self.endpoints, self.limiting_endpoint, self.endpoint_workers),
+            _capacity_html(self.capacity),
             recommendations_html(self.recommendations),
             _leak_html(self.leak),
         )
@@ -463,7 +568,9 @@ def _verdict_html(v: dict[str, Any]) -> Markup:
     )
 
 
-def _endpoints_html(routes: list[dict[str, Any]], limiting: str | None) -> Markup:
+def _endpoints_html(
+    routes: list[dict[str, Any]], limiting: str | None, workers: list[dict[str, Any]]
+) -> Markup:
     if not routes:
         return Markup("")
     rows = join(
@@ -492,8 +599,35 @@ def _endpoints_html(routes: list[dict[str, Any]], limiting: str | None) -> Marku
         "stack samples in each route's handler. Limiting throughput: <code>{limiting}</code>"
         "</p><table><tr><th>route</th><th>requests</th><th>errors</th><th>throughput</th>"
         "<th>latency p50 / p90 / p95 / p99</th><th>CPU a request</th><th>GIL wait s</th>"
-        "<th>top frames</th></tr>{rows}</table></section>",
+        "<th>top frames</th></tr>{rows}</table>{workers}</section>",
         limiting=limiting or "—",
+        rows=rows,
+        workers=_workers_html(workers),
+    )
+
+
+def _workers_html(workers: list[dict[str, Any]]) -> Markup:
+    if not workers:
+        return Markup("")
+    rows = join(
+        html(
+            "<tr><td>{pid}</td><td>{requests}</td><td>{errors}</td><td>{p50} / {p99} ms</td>"
+            "<td>{cpu} s</td><td>{routes}</td></tr>",
+            pid=w["pid"],
+            requests=w["requests"],
+            errors=w["errors"],
+            p50=num(w.get("p50_ms"), ".1f"),
+            p99=num(w.get("p99_ms"), ".1f"),
+            cpu=num(w.get("cpu_s"), ".2f"),
+            routes=", ".join(f"{k} {v}" for k, v in (w.get("routes") or {}).items()),
+        )
+        for w in workers
+    )
+    return html(
+        "<h3>Worker processes</h3><p>Each request counted in the process that served it.</p>"
+        "<table id='workers'><tr><th>pid</th><th>requests</th><th>errors</th>"
+        "<th>latency p50 / p99</th><th>CPU in the handlers</th><th>routes</th></tr>"
+        "{rows}</table>",
         rows=rows,
     )
 

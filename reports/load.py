@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pandas as pd
 
 from probe.load.figures import LoadFigures
+from probe.load.sweep import SweepStep
 from probe.reports.terminal import printable
 
-__all__ = ["LoadText", "split_lines"]
+__all__ = ["LoadText", "SweepText", "split_lines"]
 
 
 @dataclass(frozen=True)
@@ -70,3 +71,55 @@ def split_lines(split: pd.DataFrame) -> list[str]:
             "wraps, or --no-http-spans"
         )
     return [printable(line) for line in lines]
+
+
+@dataclass(frozen=True)
+class SweepText:
+    """``probe load --sweep``: a line a step, the prediction beside it when given."""
+
+    format: ClassVar[str] = "text"
+
+    steps: list[SweepStep]
+    capacity: dict[str, Any] | None = None
+
+    @staticmethod
+    def step_line(s: SweepStep) -> str:
+        total = s.figures.total
+        ms = total.latency_ms
+        predicted = (
+            f"   predicted {s.predicted_per_s:8.1f}/s {s.predicted_ms:8.2f} ms"
+            if s.predicted_per_s is not None and s.predicted_ms is not None
+            else ""
+        )
+        late = f", {s.figures.late} late" if s.figures.late else ""
+        return printable(
+            f"  {s.step.label():>12}  {total.throughput_per_s:9.1f}/s"
+            f"  {ms.get('mean', float('nan')):8.2f} {ms.get('p50', float('nan')):8.2f}"
+            f" {ms.get('p99', float('nan')):8.2f} ms  {total.errors:>5} err{late}{predicted}"
+        )
+
+    def render(self) -> str:
+        lines = [
+            f"probe load --sweep: {len(self.steps)} steps",
+            "",
+            f"  {'step':>12}  {'throughput':>11}  {'mean':>8} {'p50':>8} {'p99':>8}",
+        ]
+        lines += [self.step_line(s) for s in self.steps]
+        best = max(self.steps, key=lambda s: s.figures.total.throughput_per_s)
+        lines += [
+            "",
+            f"measured maximum: {best.figures.total.throughput_per_s:.1f} requests/s "
+            f"at {best.step.label()}",
+        ]
+        capacity = self.capacity or {}
+        ceiling = capacity.get("ceiling_per_s")
+        if ceiling:
+            measured = best.figures.total.throughput_per_s
+            off = ceiling / measured - 1 if measured else float("inf")
+            lines.append(
+                f"predicted ceiling: {ceiling:.1f} requests/s, bound by "
+                f"{capacity.get('bound_by')} ({off:+.1%} of the measured maximum)"
+            )
+        for s in self.steps:
+            lines += [f"warning: {s.step.label()}: {w}" for w in s.figures.warnings]
+        return printable("\n".join(lines))

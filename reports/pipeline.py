@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from probe.analyzers.analysis import Analysis, analyze
+from probe.analyzers.diagnosis import diagnose
 from probe.atomicfile import write_atomic, write_json_atomic
 from probe.reports import output
 from probe.reports.terminal import Verdict, printable
@@ -57,8 +58,10 @@ def _warn(message: str) -> None:
     print(printable(f"probe: {message}"), file=sys.stderr)
 
 
-def _diagnosed(run: Run, run_dir: Path, *, write_json: bool) -> Analysis:
-    analysis = analyze(run)
+def _diagnosed(
+    run: Run, run_dir: Path, *, write_json: bool, sla_s: float | None = None
+) -> Analysis:
+    analysis = analyze(run, diagnose(run, sla_s=sla_s) if sla_s is not None else None)
     if write_json:
         try:
             write_output(analysis, "json", run_dir / "diagnosis.json")
@@ -67,9 +70,12 @@ def _diagnosed(run: Run, run_dir: Path, *, write_json: bool) -> Analysis:
     return analysis
 
 
-def load_analysis(run_dir: Path, *, write_json: bool = False) -> Analysis:
-    """Load ``run_dir`` and diagnose it; ``write_json``: (re)write its diagnosis.json."""
-    return _diagnosed(load(run_dir), run_dir, write_json=write_json)
+def load_analysis(
+    run_dir: Path, *, write_json: bool = False, sla_s: float | None = None
+) -> Analysis:
+    """Load ``run_dir`` and diagnose it; ``write_json``: (re)write its diagnosis.json;
+    ``sla_s``: the SLA to judge its capacity by, in place of the run's own (--sla)."""
+    return _diagnosed(load(run_dir), run_dir, write_json=write_json, sla_s=sla_s)
 
 
 def finish_run(run_dir: Path, *, report: bool, out: IO[str] | None = None) -> list[str]:

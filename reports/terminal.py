@@ -22,6 +22,7 @@ from probe.analyzers.vocabulary import WAITS
 
 if TYPE_CHECKING:
     from probe.analyzers.analysis import Analysis
+    from probe.analyzers.capacity import Capacity
     from probe.analyzers.diagnosis import Diagnosis
     from probe.analyzers.diff import Comparison
     from probe.analyzers.recommendations import Recommendation
@@ -144,7 +145,7 @@ class Verdict:
             },
             notes=[n for n in d.notes if not n.startswith("torch.profiler: ")],
             torch=_torch_lines(d),
-            endpoints=_endpoint_lines(d),
+            endpoints=_endpoint_lines(d) + capacity_lines(d.capacity),
         )
 
     def render(self) -> str:
@@ -188,6 +189,68 @@ def _endpoint_lines(d: Diagnosis, limit: int = 8) -> list[str]:
         )
     if len(e.table) > limit:
         lines.append(f"  … {len(e.table) - limit} more in diagnosis.json")
+    if e.workers is not None:
+        lines += ["", "Workers (requests, errors, latency p50/p99, CPU in the handlers):"]
+        for pid, row in e.workers.head(limit).iterrows():
+            latency = (
+                f"{row['p50_ms']:7.1f} / {row['p99_ms']:7.1f} ms"
+                if row["requests"]
+                else f"{'served no request':>20}"
+            )
+            lines.append(
+                f"  pid {int(pid):<10} {int(row['requests']):>6} {int(row['errors']):>5} err"
+                f"  {latency}  {row['cpu_s']:6.2f} s CPU"
+            )
+        if len(e.workers) > limit:
+            lines.append(f"  … {len(e.workers) - limit} more in diagnosis.json")
+    return lines
+
+
+_STATION_WORDS = {
+    "gil": "the GIL (CPU holding the interpreter)",
+    "cpu": "the cores",
+    "server slots": "the server's slots (requests it takes at once)",
+}
+
+
+def capacity_lines(c: Capacity | None) -> list[str]:
+    """A served app's capacity (``analyzers.capacity``): ceiling, knee, SLA, goodput."""
+    if c is None:
+        return []
+    lines = ["", "Capacity (bottleneck law and MVA on the measured demands):"]
+    ceiling = (
+        f"{c.ceiling_per_s:.1f} requests/s, bound by {_STATION_WORDS.get(c.bound_by, c.bound_by)}"
+        if math.isfinite(c.ceiling_per_s)
+        else "no ceiling: no request needed CPU"
+    )
+    lines.append(f"  ceiling      {ceiling}")
+    lines.append(
+        f"  measured     {c.measured_per_s:.1f} requests/s with {c.measured_in_flight:.1f} in "
+        f"flight ({c.headroom():.1f}x headroom)"
+    )
+    if math.isfinite(c.knee_in_flight):
+        lines.append(
+            f"  knee         {c.knee_in_flight:.1f} requests in flight: past it latency grows "
+            "with every client added, throughput no more"
+        )
+    demands = ", ".join(
+        f"{s.name} {1e3 * s.demand_s:.2f} ms x {s.servers:g}" for s in c.stations if s.demand_s > 0
+    )
+    lines.append(f"  per request  {demands}; waits {1e3 * c.delay_s:.1f} ms")
+    if c.sla_ms is not None:
+        if c.clients_at_sla is not None and c.rate_at_sla is not None:
+            lines.append(
+                f"  SLA p99 {c.sla_ms:g} ms  met up to {c.clients_at_sla} in flight, "
+                f"{c.rate_at_sla:.1f} requests/s (predicted)"
+            )
+        else:
+            lines.append(f"  SLA p99 {c.sla_ms:g} ms  met at no load (predicted)")
+        if c.goodput_per_s is not None and c.within_sla is not None:
+            lines.append(
+                f"  goodput      {c.goodput_per_s:.1f} requests/s within the SLA "
+                f"({c.within_sla:.1%} of them, as the {c.goodput_from} saw them)"
+            )
+    lines += [f"  note: {n}" for n in c.notes]
     return lines
 
 

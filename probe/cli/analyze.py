@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from probe.cli.options import Latency
+
 __all__ = ["analyze_command"]
 
 
@@ -17,7 +19,14 @@ __all__ = ["analyze_command"]
     "--json", "as_json", is_flag=True, help="Print diagnosis.json instead of the verdict."
 )
 @click.option("--no-write", is_flag=True, help="Do not (re)write RUN_DIR/diagnosis.json.")
-def analyze_command(run_dir: Path, as_json: bool, no_write: bool) -> None:
+@click.option(
+    "--sla",
+    "sla_s",
+    type=Latency(),
+    metavar="LATENCY",
+    help="Judge a served app's capacity by this p99 (200ms, 0.5s) instead of the run's own --sla.",
+)
+def analyze_command(run_dir: Path, as_json: bool, no_write: bool, sla_s: float | None) -> None:
     """Diagnose RUN_DIR: what limits the service, what each fix would buy.
 
     \b
@@ -45,7 +54,7 @@ def analyze_command(run_dir: Path, as_json: bool, no_write: bool) -> None:
         return
     from probe.reports.pipeline import load_analysis, verdict_text
 
-    analysis = load_analysis(run_dir, write_json=not no_write)
+    analysis = load_analysis(run_dir, write_json=not no_write, sla_s=sla_s)
     if as_json:
         # names from the service: no escape sequence or bidi override reaches the terminal
         click.echo(printable_json(DiagnosisJson.from_analysis(analysis).render()), nl=False)

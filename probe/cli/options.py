@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-__all__ = ["MAX_SECONDS", "FiniteFloat"]
+__all__ = ["MAX_SECONDS", "FiniteFloat", "Latency"]
 
 # The longest duration an option takes: a year. Threading's timers accept far more (a
 # wait past ~9e12 s overflows), but no profile or watch is meant to run longer.
@@ -42,3 +42,29 @@ class FiniteFloat(click.ParamType):
             bound = ">" if self.low_open else ">="
             self.fail(f"{number:g} is not {bound} {self.low:g} and <= {self.high:g}", param, ctx)
         return number
+
+
+class Latency(click.ParamType):
+    """A latency with its unit: ``200ms``, ``0.2s``, ``1500us``; in seconds. A bare number
+    is refused: an SLA of "200" is 200 ms to some and 200 s to others."""
+
+    name = "latency"
+    _UNITS = (("ms", 1e-3), ("us", 1e-6), ("s", 1.0))
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        if isinstance(value, float):
+            return value
+        text = str(value).strip().lower()
+        for unit, scale in self._UNITS:
+            if text.endswith(unit):
+                number = text[: -len(unit)].strip()
+                try:
+                    seconds = float(number) * scale
+                except ValueError:
+                    break
+                if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_SECONDS:
+                    self.fail(f"{value!r} is not a positive, finite latency", param, ctx)
+                return seconds
+        self.fail(f"{value!r} is not a latency with its unit (200ms, 0.2s, 1500us)", param, ctx)

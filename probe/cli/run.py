@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from probe.cli.options import MAX_SECONDS, FiniteFloat
+from probe.cli.options import MAX_SECONDS, FiniteFloat, Latency
 from probe.errors import ProbeError
 from probe.launcher import Outcome, default_run_dir, resolve_target, run
 from probe.rundir.writer import prepare_run_dir
@@ -157,11 +157,26 @@ _MAX_HZ = 1000.0
     "the server's time for the same requests.",
 )
 @click.option(
+    "--sla",
+    "sla_s",
+    type=Latency(),
+    metavar="LATENCY",
+    help="The p99 a served app must answer within (200ms, 0.5s): the capacity analysis "
+    "gives the load that keeps p99 within it and the goodput (requests within it a second).",
+)
+@click.option(
+    "--no-workers",
+    is_flag=True,
+    help="Record the profiled process only. By default every Python child process it "
+    "forks or spawns (gunicorn's and uvicorn's workers, a process pool's) records itself "
+    "into workers/<pid>/ of the run directory, merged into the analysis.",
+)
+@click.option(
     "--no-http-spans",
     is_flag=True,
     help="Leave served web apps unwrapped. By default an ASGI app served by uvicorn or a "
-    "WSGI app served by Werkzeug (Flask's server) is wrapped in middleware: each HTTP "
-    "request becomes a probe.request span named by method and route template.",
+    "WSGI app served by Werkzeug (Flask's server) or gunicorn is wrapped in middleware: "
+    "each HTTP request becomes a probe.request span named by method and route template.",
 )
 @click.option(
     "--log-spans", is_flag=True, help="Log one JSON line per span on the 'probe.spans' logger."
@@ -187,6 +202,8 @@ def run_command(
     torch_window_s: float,
     torch_every_s: float,
     load_spec: Path | None,
+    sla_s: float | None,
+    no_workers: bool,
     no_http_spans: bool,
     log_spans: bool,
     no_gpu: bool,
@@ -228,6 +245,8 @@ def run_command(
         gpu=not no_gpu,
         log_spans=log_spans,
         http_spans=not no_http_spans,
+        follow_workers=not no_workers,
+        sla_s=sla_s,
         switch_interval_s=switch_interval,
         torch_windows=TorchWindowSettings(
             windows=torch_windows,

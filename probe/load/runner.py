@@ -21,22 +21,15 @@ from typing import Any
 
 from probe.atomicfile import atomic_output
 from probe.errors import ProbeError
+from probe.pids import alive
+from probe.rundir.reader import LOAD_REQUESTS
 
 __all__ = ["FIGURES", "REQUESTS", "main"]
 
-FIGURES, REQUESTS = "load/figures.json", "load/requests.parquet"
+FIGURES = "load/figures.json"
+REQUESTS = LOAD_REQUESTS  # the reader gives them to the analysis as Run.load_requests
 # how long the service may take to listen: a model's loading comes first
 WAIT_S = 120.0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _write_json(path: Path, document: dict[str, Any]) -> None:
@@ -65,7 +58,7 @@ def drive_and_stop(run_dir: Path, spec: Path, pid: int, *, wait_s: float = WAIT_
             seed=int(s.get("seed", 0)),
         )
         wait = float(s.get("wait", wait_s))
-        wait_until_listening(target, wait, alive=lambda: _alive(pid))
+        wait_until_listening(target, wait, alive=lambda: alive(pid))
         records = drive(target.host, target.port, mix, settings)
         write_records(records, run_dir / REQUESTS)
         result = figures(
@@ -76,7 +69,7 @@ def drive_and_stop(run_dir: Path, spec: Path, pid: int, *, wait_s: float = WAIT_
     except ProbeError as e:
         _write_json(run_dir / FIGURES, {"error": str(e)})
         status = e.exit_code
-    if _alive(pid):
+    if alive(pid):
         os.kill(pid, signal.SIGINT)
     return status
 

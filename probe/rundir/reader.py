@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,8 @@ import pyarrow.parquet as pq
 
 from probe.atomicfile import atomic_output
 from probe.errors import ProbeError
+from probe.pids import alive
+from probe.rundir import shards
 from probe.rundir.kineto import KinetoTrace, read_kineto
 from probe.rundir.schema import COLUMNS, SCHEMA_NAME, SCHEMA_VERSION, TABLES
 from probe.rundir.validate import ARROW_TYPES, check_meta, check_table
@@ -41,6 +43,12 @@ class Run:
     # (meta.json's entry, the trace) of each torch.profiler window read (probe.samplers.
     # torch_windows)
     torch_windows: list[tuple[dict[str, Any], KinetoTrace]] = field(default_factory=list)
+    # The worker processes whose shards were merged (probe.rundir.shards.worker_summary):
+    # empty for a run of one process.
+    workers: list[dict[str, Any]] = field(default_factory=list)
+    # What the load driver's clients saw (``probe run --load``: RUN_DIR/load/requests.parquet,
+    # ``probe.load.store``), one row a request; None when no load ran.
+    load_requests: pd.DataFrame | None = None
 
     def __getattr__(self, name: str) -> pd.DataFrame:
         tables = object.__getattribute__(self, "tables")
@@ -179,31 +187,92 @@ def _read_table(path: Path, table: str) -> tuple[pd.DataFrame, list[str]]:
 
 
 def load(path: str | os.PathLike[str], *, tables: list[str] | None = None) -> Run:
-    """Load a run directory (complete, live or left behind by a killed process)."""
-    root = Path(path)
+    """Load a run directory (complete, live or left behind by a killed process), its
+    workers' shards merged in (``probe.rundir.shards``)."""
+    return _assemble(Path(path), tables, {})
+
+
+def _assemble(root: Path, tables: list[str] | None, read: dict[str, pd.DataFrame]) -> Run:
+    """``load``, with the tables in ``read`` already parsed."""
     meta = read_meta(root)
-    frames: dict[str, pd.DataFrame] = {}
+    frames: dict[str, pd.DataFrame] = dict(read)
     notes: list[str] = []
     for table in TABLES if tables is None else tables:
         if table not in COLUMNS:
             raise ProbeError(f"unknown table {table!r}; tables are {', '.join(TABLES)}")
+        if table in frames:
+            continue
         frames[table], table_notes = _read_table(root, table)
         notes.extend(table_notes)
     if "end" not in meta:
         notes.insert(0, "the run did not finish cleanly (no end time): data up to the last flush")
     windows = _torch_windows(root, meta, notes)
-    return Run(path=root, meta=meta, tables=frames, notes=notes, torch_windows=windows)
+    workers: list[dict[str, Any]] = []
+    merged = [t for t in frames if t in shards.MERGED]
+    if merged:
+        loaded = _load_shards(root, notes)
+        frames = shards.merge(int(meta.get("pid") or 0), frames, loaded)
+        workers, worker_notes = shards.worker_summary(loaded)
+        notes.extend(worker_notes)
+        for shard in loaded:
+            windows.extend(_torch_windows(shard.path, shard.meta, notes, within=root))
+    return Run(
+        path=root,
+        meta=meta,
+        tables=frames,
+        notes=notes,
+        torch_windows=windows,
+        workers=workers,
+        load_requests=_load_requests(root, notes),
+    )
+
+
+# the load driver's records in a run directory (probe.load.runner.REQUESTS)
+LOAD_REQUESTS = "load/requests.parquet"
+
+
+def _load_requests(root: Path, notes: list[str]) -> pd.DataFrame | None:
+    path = root / LOAD_REQUESTS
+    if not path.is_file():
+        return None
+    try:
+        return pq.read_table(path).to_pandas()
+    except (OSError, ValueError, pa.ArrowException) as e:
+        notes.append(f"the load's records ({LOAD_REQUESTS}) unreadable, left out: {e}")
+        return None
+
+
+def _load_shards(root: Path, notes: list[str]) -> list[shards.Shard]:
+    """The workers' shards (``probe.rundir.shards``); a shard that cannot be read is a
+    note, and the rest of the run stands."""
+    out = []
+    for path in shards.shard_dirs(root):
+        try:
+            meta = read_meta(path)
+            tables, shard_notes = {}, []
+            for table in shards.MERGED:
+                tables[table], table_notes = _read_table(path, table)
+                shard_notes.extend(table_notes)
+        except ProbeError as e:
+            notes.append(f"worker shard {path.name} unreadable, left out: {e}")
+            continue
+        notes.extend(f"worker {path.name}: {n}" for n in shard_notes)
+        out.append(shards.Shard(path=path, meta=meta, tables=tables))
+    return out
 
 
 def _torch_windows(
-    root: Path, meta: dict[str, Any], notes: list[str]
+    root: Path, meta: dict[str, Any], notes: list[str], within: Path | None = None
 ) -> list[tuple[dict[str, Any], KinetoTrace]]:
     """The torch.profiler windows meta.json lists that can be read (a missing or broken
-    one is a note: the rest of the run stands)."""
+    one is a note: the rest of the run stands). ``within``: the run a worker's shard
+    ``root`` belongs to; the window's file is then named from the run's folder."""
     torch = (meta.get("collector") or {}).get("torch") or {}
     out = []
     for entry in torch.get("windows") or []:
         path = root / str(entry.get("file", ""))
+        if within is not None:
+            entry = {**entry, "file": os.path.relpath(path, within)}
         if not path.is_file():
             notes.append(f"torch.profiler window {entry.get('file')} is missing")
             continue
@@ -262,9 +331,33 @@ def _compact(root: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
     return frames, notes
 
 
+def _compact_shards(root: Path) -> list[str]:
+    """Compact each worker's shard whose process is gone (a live one still appends)."""
+    notes: list[str] = []
+    for path in shards.shard_dirs(root):
+        try:
+            pid = int(path.name.split("-")[0])
+        except ValueError:
+            continue
+        if (path / "meta.json").is_file() and "end" not in _quiet_meta(path) and alive(pid):
+            notes.append(f"worker {pid} still runs: its shard is left as journals")
+            continue
+        notes.extend(f"worker {path.name}: {n}" for n in _compact(path)[1])
+    return notes
+
+
+def _quiet_meta(path: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
 def compact(path: str | os.PathLike[str]) -> list[str]:
-    """Convert every ``.jsonl`` table of a run directory to Parquet; returns notes."""
-    return _compact(Path(path))[1]
+    """Convert every ``.jsonl`` table of a run directory (and of its workers' shards) to
+    Parquet; returns notes."""
+    return _compact(Path(path))[1] + _compact_shards(Path(path))
 
 
 def compact_and_load(path: str | os.PathLike[str]) -> tuple[Run, list[str]]:
@@ -274,12 +367,6 @@ def compact_and_load(path: str | os.PathLike[str]) -> tuple[Run, list[str]]:
     """
     root = Path(path)
     frames, notes = _compact(root)
-    run = load(root, tables=[t for t in TABLES if t not in frames])
-    full = Run(
-        path=root,
-        meta=run.meta,
-        tables={**run.tables, **frames},
-        notes=[*run.notes, *notes],
-        torch_windows=run.torch_windows,
-    )
-    return full, notes
+    notes = notes + _compact_shards(root)
+    run = _assemble(root, None, frames)
+    return replace(run, notes=[*run.notes, *notes]), notes

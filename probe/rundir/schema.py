@@ -57,14 +57,18 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("request_id", "string"),
         ("attrs", "string"),
     ],
-    # Threads seen by the span recorder or the stack sampler. thread_id, in every table,
-    # is the OS thread id (Linux TID): Python's thread idents are reused as soon as a
-    # thread ends, TIDs only after the pid space wraps. ident is Python's.
+    # Threads seen by the span recorder or the stack sampler, in every process recorded.
+    # thread_id, in every table, is the OS thread id (Linux TID): Python's thread idents
+    # are reused as soon as a thread ends, TIDs only after the pid space wraps (and are
+    # unique across the processes alive at once). ident is Python's.
     "threads": [
         ("thread_id", "int64"),
         ("ident", "Int64"),
         ("name", "string"),
         ("first_seen_ns", "int64"),
+        # The process the thread belongs to: not written, filled in by the reader from
+        # meta.json's pid (the run's own) or the worker's shard (probe.rundir.shards).
+        ("pid", "Int64"),
     ],
     # One row per sampled interval of one thread: the interval ends at ts_ns (the instant
     # the stack was taken) and lasted wall_ns, of which the thread used cpu_ns of CPU

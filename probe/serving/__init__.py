@@ -15,6 +15,9 @@ Servers recognised (``hooks.SERVERS``):
   ``uvicorn.Config.load``.
 * **Werkzeug's server** (``flask run``'s and ``app.run()``'s development server):
   ``werkzeug.serving.run_simple``.
+* **gunicorn**'s own workers (sync, gthread, ...): ``Worker.load_wsgi``, in each worker
+  process (``probe.workers`` records every worker into a shard of the run directory);
+  its uvicorn workers go through ``uvicorn.Config.load`` as above.
 
 Route templates come from Starlette's router (FastAPI's too: ``scope["route"]``) and from
 Flask's URL rule; an app whose router probe does not know gives ``METHOD (no route)``.
@@ -25,8 +28,7 @@ request on the worker thread (``asgi.worker_thread_spans``), so the worker's sta
 samples are the request's.
 
 Not recognised yet (the run proceeds without request spans; ``@probe.request`` still
-works): gunicorn (its workers are forked processes, which probe does not follow),
-hypercorn, Django's server.
+works): hypercorn, waitress, Django's server.
 
 Nothing here imports a web framework: patches are applied as the target imports them.
 """

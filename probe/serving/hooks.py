@@ -1,31 +1,29 @@
 """Patches applied to servers as the target imports them (see the package docstring).
 
-A finder placed first on ``sys.meta_path`` answers for a few module names only: it asks
-the other finders for the real spec and wraps its loader, so that the patch runs right
-after the module's own code. A module already imported when ``install`` is called is
-patched at once. A patch that fails (a server version whose internals moved) costs the
-run its request spans, never the target: the failure is kept in ``failures`` for
-meta.json.
+Each patch runs right after the module's own code (``probe.afterimport``); a module
+already imported when ``install`` is called is patched at once. A patch that fails (a
+server version whose internals moved) costs the run its request spans, never the
+target: the failure is kept in ``failures`` for meta.json.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.machinery
-import sys
-from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-__all__ = ["SERVERS", "UNRECOGNISED", "failures", "install", "patched", "uninstall"]
+from probe.afterimport import AfterImport, Patch
 
-Patch = Callable[[ModuleType], None]
+__all__ = ["SERVERS", "UNRECOGNISED", "failures", "install", "limits", "patched", "uninstall"]
 
 # What went wrong patching a server, by module name (said in meta.json).
 failures: dict[str, str] = {}
 # The modules patched in this process.
 patched: list[str] = []
+# How many requests the server in this process takes at once, as configured (said in
+# meta.json; ``analyzers.capacity``'s server slots): ``server``, ``workers`` (processes),
+# ``requests_at_once`` (None: no fixed limit, an async server's), and what set it.
+limits: dict[str, Any] = {}
 
 
 def _patch_uvicorn(module: ModuleType) -> None:
@@ -33,6 +31,23 @@ def _patch_uvicorn(module: ModuleType) -> None:
 
     config = module.Config
     load = config.load
+    init = config.__init__
+
+    @functools.wraps(init)
+    def init_and_note_limits(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        # the parent of uvicorn --workers N builds the Config; its workers load the app
+        if limits.get("server") in (None, "uvicorn"):
+            workers = max(1, int(getattr(self, "workers", None) or 1))
+            at_once = getattr(self, "limit_concurrency", None)
+            limits.update(
+                server="uvicorn",
+                workers=workers,
+                limit_concurrency=at_once,
+                requests_at_once=None if at_once is None else int(at_once) * workers,
+            )
+
+    config.__init__ = init_and_note_limits
 
     @functools.wraps(load)
     def load_with_request_spans(self: Any) -> None:
@@ -59,6 +74,50 @@ def _patch_werkzeug(module: ModuleType) -> None:
     setattr(module, "run_simple", run_simple_with_request_spans)  # noqa: B010 - typed module
 
 
+def _patch_gunicorn(module: ModuleType) -> None:
+    from probe.serving.wsgi import RequestSpans
+
+    worker = module.Worker
+    load_wsgi = worker.load_wsgi
+
+    @functools.wraps(load_wsgi)
+    def load_wsgi_with_request_spans(self: Any) -> None:
+        load_wsgi(self)
+        # gunicorn's own workers serve WSGI; an ASGI worker class (uvicorn's) hands the
+        # app to uvicorn.Config, whose patch wraps it as ASGI
+        own = type(self).__module__.startswith("gunicorn.workers")
+        if own and self.wsgi is not None and not isinstance(self.wsgi, RequestSpans):
+            self.wsgi = RequestSpans(self.wsgi)
+
+    worker.load_wsgi = load_wsgi_with_request_spans
+
+
+def _patch_gunicorn_arbiter(module: ModuleType) -> None:
+    arbiter = module.Arbiter
+    setup = arbiter.setup
+
+    @functools.wraps(setup)
+    def setup_and_note_limits(self: Any, app: Any) -> None:
+        setup(self, app)
+        cfg = self.cfg
+        worker_class = getattr(cfg, "worker_class", None)
+        name = getattr(worker_class, "__name__", str(worker_class))
+        workers, threads = int(cfg.workers), max(1, int(cfg.threads))
+        # gunicorn's sync worker serves one request at a time, gthread one per thread;
+        # the others (gevent, eventlet, uvicorn's) take whatever arrives
+        at_once = workers * threads if name in ("SyncWorker", "ThreadWorker") else None
+        limits.clear()
+        limits.update(
+            server="gunicorn",
+            workers=workers,
+            threads=threads,
+            worker_class=name,
+            requests_at_once=at_once,
+        )
+
+    arbiter.setup = setup_and_note_limits
+
+
 def _patch_anyio(module: ModuleType) -> None:
     from probe.serving.asgi import worker_thread_spans
 
@@ -69,6 +128,10 @@ def _patch_anyio(module: ModuleType) -> None:
 SERVERS: dict[str, Patch] = {
     "uvicorn.config": _patch_uvicorn,
     "werkzeug.serving": _patch_werkzeug,
+    # each worker loads the app after the fork (or gets it from the arbiter, --preload)
+    "gunicorn.workers.base": _patch_gunicorn,
+    # the arbiter knows the workers and how many requests each takes at once
+    "gunicorn.arbiter": _patch_gunicorn_arbiter,
     # Starlette's run_in_threadpool (sync routes, sync dependencies) goes through it
     "anyio.to_thread": _patch_anyio,
 }
@@ -77,7 +140,7 @@ SERVERS: dict[str, Patch] = {
 # Servers probe does not wrap, seen imported at the run's end: said in meta.json, and the
 # diagnosis says how to get request spans without them. Servers only: a framework that is
 # also a client (aiohttp) or an ORM (Django) says nothing of serving when imported.
-UNRECOGNISED = ("gunicorn", "hypercorn", "waitress")
+UNRECOGNISED = ("hypercorn", "waitress")
 
 
 def _apply(name: str, module: ModuleType, patch: Patch) -> None:
@@ -89,49 +152,7 @@ def _apply(name: str, module: ModuleType, patch: Patch) -> None:
         patched.append(name)
 
 
-class _PatchingLoader(importlib.abc.Loader):
-    """The module's own loader, then the patch."""
-
-    def __init__(self, loader: Any, name: str, patch: Patch) -> None:
-        self._loader, self._name, self._patch = loader, name, patch
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        # the module sees its own loader, as it would without probe
-        module.__loader__ = self._loader
-        if module.__spec__ is not None:
-            module.__spec__.loader = self._loader
-        self._loader.exec_module(module)
-        _apply(self._name, module, self._patch)
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self._loader, attr)
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    def __init__(self, patches: dict[str, Patch]) -> None:
-        self._patches = dict(patches)
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        patch = self._patches.pop(fullname, None)  # once: a reload is the target's own
-        if patch is None:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _PatchingLoader(spec.loader, fullname, patch)
-                return spec
-        return None
-
-
-_finder: _AfterImport | None = None
+_finder: AfterImport | None = None
 
 
 def install(servers: dict[str, Patch] | None = None) -> None:
@@ -140,20 +161,13 @@ def install(servers: dict[str, Patch] | None = None) -> None:
     global _finder
     if _finder is not None:
         return
-    pending = {}
-    for name, patch in (SERVERS if servers is None else servers).items():
-        module = sys.modules.get(name)
-        if module is not None:
-            _apply(name, module, patch)
-        else:
-            pending[name] = patch
-    _finder = _AfterImport(pending)
-    sys.meta_path.insert(0, _finder)
+    _finder = AfterImport(SERVERS if servers is None else servers, _apply)
+    _finder.install()
 
 
 def uninstall() -> None:
     """Stop patching modules imported from now on (the ones patched stay patched)."""
     global _finder
-    if _finder is not None and _finder in sys.meta_path:
-        sys.meta_path.remove(_finder)
+    if _finder is not None:
+        _finder.uninstall()
     _finder = None

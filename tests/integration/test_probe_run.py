@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from probe.rundir import load
@@ -422,7 +423,7 @@ def test_log_spans_emits_one_json_line_per_span(tmp_path, run_probe):
     assert [(x["name"], x["attrs"]) for x in lines] == [("download", {"n": 2})]
 
 
-def test_forked_child_does_not_write_into_the_parents_run(tmp_path, run_probe):
+def test_forked_child_records_into_its_own_shard_not_the_parents_tables(tmp_path, run_probe):
     script = write_script(
         tmp_path,
         """
@@ -443,9 +444,14 @@ def test_forked_child_does_not_write_into_the_parents_run(tmp_path, run_probe):
     )
     r = run_probe(script)
     assert r.returncode == 0, r.stderr
-    spans = load(r.run_dir).spans
-    assert list(spans["name"]) == ["parent"] * 5
-    assert spans["span_id"].is_unique
+    parent_only = pd.read_parquet(r.run_dir / "spans.parquet")
+    assert list(parent_only["name"]) == ["parent"] * 5
+    run = load(r.run_dir)  # the child's shard merged in, ids unique across both
+    assert sorted(run.spans["name"]) == ["child"] * 5 + ["parent"] * 5
+    assert run.spans["span_id"].is_unique
+    child = run.workers[0]["pid"]
+    threads = run.spans.merge(run.threads[["thread_id", "pid"]], on="thread_id")
+    assert set(threads.loc[threads["name"] == "child", "pid"]) == {child}
 
 
 def test_forked_child_ending_with_sys_exit_leaves_the_parents_run_alone(tmp_path, run_probe):
@@ -467,25 +473,35 @@ def test_forked_child_ending_with_sys_exit_leaves_the_parents_run_alone(tmp_path
     run = load(r.run_dir)
     assert run.meta["exit"] == {"status": 0, "ended_by": "completed"}
     assert list(run.spans["name"]) == ["parent"] * 20
+    # the child closed its own shard on its way out, through the launcher
+    (shard,) = (r.run_dir / "workers").iterdir()
+    assert json.loads((shard / "meta.json").read_text())["exit"] == {
+        "status": 7,
+        "ended_by": "sys.exit",
+    }
     assert r.stdout.count("Run directory:") == 1
     assert json.loads((r.run_dir / "trace.json").read_text())["traceEvents"]
 
 
 def test_forked_children_die_of_sigterm_as_without_probe(tmp_path, run_probe):
-    # multiprocessing's Pool.terminate() relies on SIGTERM killing its workers outright.
+    # multiprocessing's Pool.terminate() relies on SIGTERM killing its workers outright
+    # (a recorded worker closes its shard first: probe.workers._close_then_die)
     script = write_script(
         tmp_path,
         """
-        import multiprocessing as mp, os, signal
+        import multiprocessing as mp, os, signal, time
         def work(x):
             return x * x
         if __name__ == "__main__":
-            r, w = os.pipe()
-            if os.fork() == 0:
-                os.write(w, str(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL).encode())
-                os._exit(0)
-            os.wait()
-            print("child default:", os.read(r, 16).decode())
+            child = os.fork()
+            if child == 0:
+                while True:
+                    time.sleep(0.01)
+            time.sleep(0.3)
+            os.kill(child, signal.SIGTERM)
+            _, status = os.waitpid(child, 0)
+            by_sigterm = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+            print("child default:", by_sigterm)
             print("parent handled:", signal.getsignal(signal.SIGTERM) != signal.SIG_DFL)
             with mp.get_context("fork").Pool(2) as pool:
                 print("pool:", sum(pool.map(work, range(100))))

@@ -119,3 +119,32 @@ def test_requests_that_are_not_http_ones_give_no_endpoints():
     rows = [span(1, LOOP, "request", 0, 10)]  # a probe.request of the user's: no method
     assert endpoints(indexed(rows), pd.DataFrame(), STACKS, FRAMES) is None
     assert endpoints(pd.DataFrame(), pd.DataFrame(), STACKS, FRAMES) is None
+
+
+def test_requests_are_counted_per_worker_process_and_an_idle_worker_is_named():
+    # threads 11 and 12 in worker 100, 21 in worker 200; worker 300 served nothing
+    spans = indexed(
+        [http(1, "GET /a", 0, 10, thread=11), http(2, "GET /a", 5, 25, thread=12),
+         http(3, "POST /b", 0, 40, status=500, thread=21), http(4, "GET /a", 50, 52, thread=21)]
+    )  # fmt: skip
+    threads = pd.DataFrame({"thread_id": [11, 12, 21], "pid": pd.array([100, 100, 200], "Int64")})
+    samples = pd.DataFrame([sample(5, 11, 2, 4.0), sample(30, 21, 2, 2.0)])
+    e = endpoints(spans, samples, STACKS, FRAMES, threads, worker_pids=(100, 200, 300))
+    assert e is not None and e.workers is not None
+    w = e.workers
+    assert w.loc[100, "requests"] == 2 and w.loc[200, "requests"] == 2
+    assert w.loc[200, "errors"] == 1 and w.loc[300, "requests"] == 0
+    assert w.loc[200, "routes"] == {"POST /b": 1, "GET /a": 1}
+    assert w.loc[100, "p50_ms"] == pytest.approx(15.0)
+    assert w.loc[100, "cpu_s"] == pytest.approx(0.004) and w.loc[200, "cpu_s"] == pytest.approx(
+        0.002
+    )
+    assert int(w["requests"].sum()) == int(e.table["requests"].sum())
+    assert any("300 served no request of the 4" in n for n in e.notes)
+
+
+def test_a_single_process_server_has_no_worker_table():
+    spans = indexed([http(1, "GET /a", 0, 10, thread=11), http(2, "GET /a", 5, 25, thread=12)])
+    threads = pd.DataFrame({"thread_id": [11, 12], "pid": pd.array([100, 100], "Int64")})
+    e = endpoints(spans, pd.DataFrame([sample(5, 11, 2, 4.0)]), STACKS, FRAMES, threads)
+    assert e is not None and e.workers is None

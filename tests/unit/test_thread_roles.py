@@ -81,6 +81,21 @@ def test_a_server_loop_in_select_is_idle():
         ([("BaseServer.serve_forever", "/usr/lib/python3.11/socketserver.py"),
           ("BaseServer._handle_request_noblock", "/usr/lib/python3.11/socketserver.py")],
          "", ""),
+        # gunicorn's arbiter sleeping between its rounds: a supervisor, idle
+        ([("Arbiter.run", "/x/site-packages/gunicorn/arbiter.py"),
+          ("Arbiter.sleep", "/x/site-packages/gunicorn/arbiter.py")], "select",
+         "worker supervisor"),
+        # a forked sync worker still has Arbiter.run at its root: its handler's sleep is
+        # the request's wait, not the supervisor's
+        ([("Arbiter.run", "/x/site-packages/gunicorn/arbiter.py"),
+          ("Arbiter.manage_workers", "/x/site-packages/gunicorn/arbiter.py"),
+          ("Arbiter.spawn_worker", "/x/site-packages/gunicorn/arbiter.py"),
+          ("SyncWorker.handle", "/x/site-packages/gunicorn/workers/sync.py"),
+          ("item", "/srv/shop.py")], "time.sleep", ""),
+        # uvicorn --workers' parent between its health checks
+        ([("Multiprocess.run", "/x/site-packages/uvicorn/supervisors/multiprocess.py"),
+          ("Event.wait", "/usr/lib/python3.11/threading.py")], "waiter.acquire",
+         "worker supervisor"),
     ],
 )  # fmt: skip
 def test_written_out_stacks(frames, leaf_call, role):

@@ -1,0 +1,138 @@
+"""Capacity predicted from one profiled run, held to the maximum throughput measured in
+the same test (``probe load --sweep`` on the same service started plainly, no probe):
+a CPU-bound route (FastAPI under uvicorn, the GIL its limit) and an I/O-bound one (Flask
+under gunicorn with two sync workers, a 10-ms sleep a request: the workers' slots its
+limit). The truth the bar rests on, measured with an outside load generator as well:
+``tests/serving_corpus/capacity.truth.md``."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.threads_corpus.drive import free_port, wait_for_port
+
+from .conftest import REPO, probe_cmd
+
+pytestmark = pytest.mark.integration
+
+CORPUS = REPO / "tests" / "serving_corpus"
+# the issue's bar: the predicted ceiling within 15% of the measured maximum
+WITHIN = 0.15
+
+
+def write_spec(tmp_path, port: int, route: str, concurrency: int) -> str:
+    method, path = route.split(" ", 1)
+    body = "\njson = { n = 40000 }" if method == "POST" else ""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        f'url = "http://127.0.0.1:{port}"\nconcurrency = {concurrency}\nduration = 5\n'
+        f'warmup = 1\n[[request]]\nmethod = "{method}"\npath = "{path}"{body}\n'
+    )
+    mix = tmp_path / "mix.toml"
+    mix.write_text(f'[[request]]\nmethod = "{method}"\npath = "{path}"{body}\n')
+    return str(spec)
+
+
+def serve_plainly(argv: list[str], port: int) -> subprocess.Popen[bytes]:
+    server = subprocess.Popen(
+        [sys.executable, "-m", *argv], cwd=CORPUS, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_for_port(port)
+    except BaseException:
+        server.kill()
+        server.wait()
+        raise
+    return server
+
+
+def sweep(tmp_path, port: int, steps: str, run_dir) -> dict:
+    result = subprocess.run(
+        probe_cmd(
+            "load", f"http://127.0.0.1:{port}", "--mix", str(tmp_path / "mix.toml"),
+            "--sweep", steps, "-d", "4", "--warmup", "1", "--against", str(run_dir), "--json",
+        ),
+        capture_output=True, text=True, timeout=120, cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def measured_maximum(swept: dict) -> float:
+    return max(s["total"]["throughput_per_s"] for s in swept["steps"])
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+# A profiled run and a plain sweep, alternated: this machine class's speed moves by 10-15%
+# between two 5-s measurements of the same thing (shop_api at 4 clients, plain: 247, 282,
+# 289 requests/s in one sitting), so one pair would judge the host as much as the model.
+PAIRS = 3
+
+
+def predicted_and_measured(run_probe, tmp_path, argv, route, steps, **run_args):
+    """PAIRS (the capacity a profiled run predicted, the sweep of the plain service)."""
+    pairs = []
+    for k in range(PAIRS):
+        port = free_port()
+        spec = write_spec(tmp_path, port, route, concurrency=4)
+        served = [a.replace("{port}", str(port)) for a in argv]
+        r = run_probe(
+            "--load", spec, *run_args.get("flags", ()), "-m", *served,
+            out=tmp_path / f"run{k}", cwd=CORPUS, timeout=180,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        capacity = json.loads((r.run_dir / "diagnosis.json").read_text())["capacity"]
+        server = serve_plainly(served, port)
+        try:
+            swept = sweep(tmp_path, port, steps, r.run_dir)
+        finally:
+            server.kill()
+            server.wait()
+        pairs.append((capacity, swept, r))
+    return pairs
+
+
+def test_a_cpu_bound_route_s_predicted_ceiling_is_the_throughput_it_reaches(run_probe, tmp_path):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    argv = ["uvicorn", "shop_api:app", "--port", "{port}", "--log-level", "critical"]
+    pairs = predicted_and_measured(
+        run_probe, tmp_path, argv, "POST /predict", "2,8,32", flags=("--sla", "100ms")
+    )
+    capacity, _, r = pairs[0]
+    assert capacity["bound_by"] == "gil", capacity  # one interpreter, Python in the handler
+    assert capacity["slots"] is None  # uvicorn takes whatever arrives
+    assert "Capacity (bottleneck law and MVA" in r.stdout
+    assert capacity["within_sla"] is not None and capacity["goodput_from"] == "clients"
+    predicted = geomean([c["ceiling_per_s"] for c, _, _ in pairs])
+    measured = geomean([measured_maximum(s) for _, s, _ in pairs])
+    assert predicted == pytest.approx(measured, rel=WITHIN), pairs
+    # past the knee the clients add latency, not throughput
+    assert all(c["knee_in_flight"] < 8 for c, _, _ in pairs)
+
+
+def test_an_io_bound_route_under_two_sync_workers_is_held_to_the_workers_slots(run_probe, tmp_path):
+    pytest.importorskip("gunicorn")
+    pytest.importorskip("flask")
+    argv = ["gunicorn", "-w", "2", "-b", "127.0.0.1:{port}", "shop_flask:app"]
+    pairs = predicted_and_measured(run_probe, tmp_path, argv, "GET /items/7", "1,4,16")
+    capacity, _, _ = pairs[0]
+    assert capacity["slots"] == 2 and capacity["bound_by"] == "server slots", capacity
+    predicted = geomean([c["ceiling_per_s"] for c, _, _ in pairs])
+    measured = geomean([measured_maximum(s) for _, s, _ in pairs])
+    assert predicted == pytest.approx(measured, rel=WITHIN), pairs
+    # one client keeps one worker of two busy, for its span and its time on the wire
+    one_predicted = geomean([s["steps"][0]["predicted_per_s"] for _, s, _ in pairs])
+    one_measured = geomean([s["steps"][0]["total"]["throughput_per_s"] for _, s, _ in pairs])
+    assert one_predicted == pytest.approx(one_measured, rel=WITHIN), pairs
