@@ -16,6 +16,7 @@ from probe.cli.options import MAX_SECONDS, FiniteFloat, Latency
 from probe.errors import ProbeError
 from probe.launcher import Outcome, default_run_dir, resolve_target, run
 from probe.rundir.writer import prepare_run_dir
+from probe.samplers.resources import HELPER_ENV
 from probe.samplers.torch_windows import TorchWindowSettings
 from probe.session import Settings
 
@@ -320,6 +321,7 @@ def _start_load(run_dir: Path, spec: Path) -> subprocess.Popen[bytes]:
         [sys.executable, "-m", "probe.load.runner", str(run_dir), str(spec), str(os.getpid())],
         stdin=subprocess.DEVNULL,
         start_new_session=True,
+        env={**os.environ, HELPER_ENV: "load"},  # its CPU is not the service's
     )
 
 

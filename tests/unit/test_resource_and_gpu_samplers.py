@@ -9,11 +9,11 @@ from types import SimpleNamespace as NS
 import psutil
 
 from probe.samplers.gpu import GpuSampler
-from probe.samplers.resources import ResourceSampler
+from probe.samplers.resources import HELPER_ENV, ResourceSampler
 
 
 class FakeProc:
-    def __init__(self, pid, ppid=1, rss=100, children=(), gone=False):
+    def __init__(self, pid, ppid=1, rss=100, children=(), gone=False, env=None):
         self.pid, self._ppid, self.rss, self._children, self.gone = (
             pid,
             ppid,
@@ -22,6 +22,11 @@ class FakeProc:
             gone,
         )
         self.user = 1.0
+        self.env = env or {"PATH": "/usr/bin"}
+
+    def environ(self):
+        self._check()
+        return self.env
 
     def _check(self):
         if self.gone:
@@ -106,6 +111,21 @@ def test_process_tree_rows_include_children_and_skip_vanished_ones():
     assert out["system"][0][1:] == (42.0, 1 << 30, 5, 6, 0.25)
     assert s.peak_rss == 300
     assert s.tree_pids() == [10]
+
+
+def test_probe_s_own_helper_processes_are_not_the_target_s():
+    # probe run --load's driver is a child of the process the target runs in
+    worker = FakeProc(11, ppid=10)
+    driver = FakeProc(12, ppid=10, env={HELPER_ENV: "load"})
+    root = FakeProc(10, children=[worker, driver])
+    s = ResourceSampler(
+        10, clock=iter(range(0, 10**12, 10**8)).__next__, process={10: root}.__getitem__,
+        host=FakeHost(), sockets=lambda pid: 0,
+    )  # fmt: skip
+    s.sample()
+    s.sample()
+    assert {r[1] for r in s.drain()["resources"]} == {10, 11}
+    assert s.tree_pids() == [10, 11]
 
 
 def test_sampling_from_outside_records_the_sampler_s_own_cpu_and_from_inside_does_not():
