@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 
@@ -47,10 +48,18 @@ def serve_plainly(argv: list[str], port: int) -> subprocess.Popen[bytes]:
     try:
         wait_for_port(port)
     except BaseException:
-        server.kill()
-        server.wait()
+        stop(server)
         raise
     return server
+
+
+def stop(server: subprocess.Popen[bytes]) -> None:
+    """The server and its workers: gunicorn's outlive an arbiter killed alone."""
+    try:
+        os.killpg(server.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    server.wait()
 
 
 def sweep(tmp_path, port: int, steps: str, run_dir) -> dict:
@@ -97,8 +106,7 @@ def predicted_and_measured(run_probe, tmp_path, argv, route, steps, **run_args):
         try:
             swept = sweep(tmp_path, port, steps, r.run_dir)
         finally:
-            server.kill()
-            server.wait()
+            stop(server)
         pairs.append((capacity, swept, r))
     return pairs
 
