@@ -290,6 +290,10 @@ def capacity(
     lone = delay + sum(s.demand_s for s in _queues(stations))
     knee = ceiling * lone if math.isfinite(ceiling) else math.inf
     reach = max(knee * settings.curve_past_knee, 2.0 * measured * cycle_s, 8.0)
+    if sla_s is not None and math.isfinite(ceiling):
+        # past the knee a cycle is N / ceiling and p99 no shorter: the SLA is crossed
+        # by N = sla x ceiling, so the curve runs past it and says where
+        reach = max(reach, 1.1 * sla_s * ceiling + 1.0)
     clients = int(min(settings.max_clients, math.ceil(reach)))
     curve = _curve(
         delay, stations, clients, latencies_s, _cycle_at(delay, stations, measured * cycle_s)

@@ -123,6 +123,7 @@ class SwitchInterval:
         return {
             "short_s": self.short_s,
             "contended_s": self.contended_interval_s,
+            "own_s": self.own_s,
             "share_contended": round(self.ticks_at["contended"] / total, 3) if total else 0.0,
             "changes": self.changes,
         }

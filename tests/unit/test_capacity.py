@@ -122,6 +122,19 @@ def test_the_sla_is_met_up_to_the_load_whose_scaled_p99_reaches_it():
     assert c.goodput_from == "server spans"
 
 
+def test_an_sla_far_past_the_knee_is_still_placed_on_the_curve():
+    # the same service, an SLA of 400 ms: 40 clients' mean latency, well past the
+    # curve's default reach (three times the knee of 1 client)
+    c = capacity(
+        **served(0.020, 100.0, spread=0.5),
+        demands=Demands(0.010, 0.010, free_cores=2, processes=1, slots=None),
+        sla_s=0.400,
+    )
+    ratio = c.p99_ms / c.latency_ms
+    assert c.clients_at_sla == int(400.0 / (10.0 * ratio) + 1e-9)
+    assert c.curve["clients"].max() > c.clients_at_sla  # the curve crosses it
+
+
 def test_goodput_counts_what_the_clients_saw_when_the_driver_recorded_it():
     clients = np.array([0.010] * 90 + [0.300] * 10)  # a tenth past the SLA, client-side
     c = capacity(
