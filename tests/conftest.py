@@ -5,11 +5,18 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 
 import psutil
 import pytest
 
 from probe import spans
+
+# This session's mark, inherited by every process its tests start: two test sessions on one
+# machine (a CI run and a developer's) must not take each other's processes for orphans --
+# reading PYTEST_CURRENT_TEST alone, a unit-test run killed a CI run's services mid-test
+SESSION_MARK = "PROBE_TEST_SESSION"
+os.environ[SESSION_MARK] = f"{os.getpid()}-{uuid.uuid4().hex}"
 
 
 def _probe_threads() -> list[threading.Thread]:
@@ -34,13 +41,19 @@ def _processes_tests_started() -> list[psutil.Process]:
     # pytest puts PYTEST_CURRENT_TEST in its environment for each test, and every process a
     # test starts inherits it (the fixtures' env= dicts extend os.environ): the mark tells a
     # test's orphans (a gunicorn worker whose arbiter died, reparented away from pytest)
-    # from this machine's other processes
+    # from this machine's other processes, and SESSION_MARK this session's from another's
     found = []
+    ours = os.environ[SESSION_MARK]
     for p in psutil.process_iter():
         if p.pid == os.getpid():
             continue
         try:
-            if "PYTEST_CURRENT_TEST" in p.environ() and p.status() != psutil.STATUS_ZOMBIE:
+            env = p.environ()
+            if (
+                "PYTEST_CURRENT_TEST" in env
+                and env.get(SESSION_MARK) == ours
+                and p.status() != psutil.STATUS_ZOMBIE
+            ):
                 found.append(p)
         except psutil.Error:
             continue
