@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from probe.analyzers.batching import BatchAdvice, spans_advice
 from probe.analyzers.breakdown import Breakdown, breakdown
 from probe.analyzers.capacity import Capacity, Demands, capacity
 from probe.analyzers.endpoints import EndpointFigures, endpoints
@@ -50,6 +51,8 @@ class Diagnosis:
     torch: TorchWindowsDiagnosis | None = None  # the torch.profiler windows', if any
     endpoints: EndpointFigures | None = None  # a served HTTP app's, if any
     capacity: Capacity | None = None  # a served HTTP app's (analyzers.capacity), if any
+    # dynamic batching, where a stage's spans carry a ``batch`` size (analyzers.batching)
+    batching: BatchAdvice | None = None
 
     def to_dict(self) -> dict[str, Any]:
         stages = self.breakdown.stages
@@ -65,6 +68,7 @@ class Diagnosis:
             **({"torch": self.torch.to_dict()} if self.torch is not None else {}),
             **({"endpoints": _endpoints_block(self.endpoints)} if self.endpoints else {}),
             **({"capacity": self.capacity.to_dict()} if self.capacity is not None else {}),
+            **({"batching": self.batching.to_dict()} if self.batching is not None else {}),
         }
 
 
@@ -447,6 +451,7 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
         torch=torch,
         endpoints=served,
         capacity=limits,
+        batching=spans_advice(bd.spans, sla_s),
     )
 
 

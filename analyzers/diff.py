@@ -56,7 +56,7 @@ class Comparison:
     stages: list[StageChange]
     applied: list[str]
     predicted: float | None
-    matched_by: str  # "given" or "top", or "" when nothing was predicted
+    matched_by: str  # "given", "top" or "sweep" (a batch sweep's), or "" when none
     error: float | None  # |predicted - realized| / realized, on the basis's speedup
     notes: list[str]
 
@@ -199,7 +199,16 @@ def _chosen(
     return [], ""
 
 
-def compare(a: Diagnosis, b: Diagnosis, applied: list[str] | None = None) -> Comparison:
+def compare(
+    a: Diagnosis,
+    b: Diagnosis,
+    applied: list[str] | None = None,
+    *,
+    prediction: tuple[str, float] | None = None,
+) -> Comparison:
+    """B against A. ``prediction``: (what was changed, the speedup predicted for it) made
+    outside A's diagnosis (``probe batch-sweep``'s advice), in place of its
+    recommendations."""
     la, lb = a.run["latency_ms"]["p50"], b.run["latency_ms"]["p50"]
     notes: list[str] = []
     real = _realized(a, b, notes)
@@ -213,8 +222,13 @@ def compare(a: Diagnosis, b: Diagnosis, applied: list[str] | None = None) -> Com
         for n, ms in real.stages_b.items()
         if n not in real.stages_a
     ]
-    chosen, matched = _chosen(a, applied, notes)
-    predicted = _predict(chosen) if chosen else None
+    if prediction is not None:
+        chosen: list[Recommendation] = []
+        matched = "sweep"
+        predicted: float | None = prediction[1]
+    else:
+        chosen, matched = _chosen(a, applied, notes)
+        predicted = _predict(chosen) if chosen else None
     error = None
     if predicted is not None and real.speedup:
         error = abs(predicted - real.speedup) / real.speedup
@@ -230,7 +244,7 @@ def compare(a: Diagnosis, b: Diagnosis, applied: list[str] | None = None) -> Com
         job_speedup=real.speedup if real.basis == "job" else None,
         basis=real.basis,
         stages=stages,
-        applied=[r.id for r in chosen],
+        applied=[prediction[0]] if prediction is not None else [r.id for r in chosen],
         predicted=predicted,
         matched_by=matched,
         error=error,

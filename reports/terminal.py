@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from probe.analyzers.vocabulary import WAITS
+from probe.reports.batching import batching_lines
 
 if TYPE_CHECKING:
     from probe.analyzers.analysis import Analysis
@@ -145,7 +146,9 @@ class Verdict:
             },
             notes=[n for n in d.notes if not n.startswith("torch.profiler: ")],
             torch=_torch_lines(d),
-            endpoints=_endpoint_lines(d) + capacity_lines(d.capacity),
+            endpoints=_endpoint_lines(d)
+            + capacity_lines(d.capacity)
+            + batching_lines(d.batching.to_dict() if d.batching is not None else None),
         )
 
     def render(self) -> str:
@@ -396,7 +399,9 @@ class DiffText:
                 f"realized {_x(lat['speedup'])}"
             )
         if c["predicted_speedup"] is not None:
-            how = "as given" if c["matched_by"] == "given" else "the top recommendation"
+            how = {"given": "as given", "sweep": "the batch sweep's advice"}.get(
+                c["matched_by"], "the top recommendation"
+            )
             error = c["relative_error"]
             lines.append(
                 f"  predicted    {_x(c['predicted_speedup'])} for {' + '.join(c['applied'])} "

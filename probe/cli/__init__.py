@@ -13,6 +13,7 @@ import click
 
 from probe import __version__
 from probe.cli.analyze import analyze_command
+from probe.cli.batch import batch_sweep_command
 from probe.cli.diff import diff_command
 from probe.cli.load import load_command
 from probe.cli.report import report_command
@@ -34,6 +35,7 @@ def cli() -> None:
     Then:        probe report RUN_DIR --open · probe diff RUN_A RUN_B
     Staging:     probe watch --pid PID · probe watch -- CMD [ARGS]...
     Load:        probe load http://127.0.0.1:8000/predict --rate 100
+    Batching:    probe batch-sweep service:model --input service:example_batch
     """
 
 
@@ -43,6 +45,7 @@ cli.add_command(diff_command)
 cli.add_command(report_command)
 cli.add_command(watch_command)
 cli.add_command(load_command)
+cli.add_command(batch_sweep_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,226 @@
+"""``probe batch-sweep``: time a model stage at several batch sizes and say which to serve."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from probe.cli.options import FiniteFloat, Latency
+from probe.errors import ProbeError
+
+__all__ = ["batch_sweep_command"]
+
+
+class _Sizes(click.ParamType):
+    name = "sizes"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from probe.batching.sweep import parse_sizes
+
+        if isinstance(value, tuple):
+            return value
+        try:
+            return parse_sizes(str(value))
+        except ValueError as e:
+            self.fail(f"{value!r}: {e} (give 1,2,4,8 or 1-64)", param, ctx)
+
+
+@click.command(
+    "batch-sweep", short_help="Time a model function at several batch sizes; advise batching."
+)
+@click.argument("target", metavar="MODULE:FUNCTION")
+@click.option(
+    "--input", "source", required=True, metavar="SOURCE",
+    help="What to call it with: MODULE:NAME of a function of the batch size that returns "
+    "a batch, or of examples (an array or tensor along its first axis, a list); or a "
+    ".npy, .json or .jsonl file of examples.",
+)  # fmt: skip
+@click.option(
+    "--sizes", type=_Sizes(), default="1-64", show_default=True,
+    help="Batch sizes: 1,2,4,8 or FIRST-LAST (doubling).",
+)  # fmt: skip
+@click.option(
+    "--time", "min_time_s", type=FiniteFloat(0, 3600), default=0.5, show_default=True,
+    metavar="SECONDS", help="How long each size is timed (at least 5 calls, at most 2000).",
+)  # fmt: skip
+@click.option(
+    "--sla", "sla_s", type=Latency(), metavar="LATENCY",
+    help="The p99 a request must stay within (50ms, 0.2s): batches that cannot are not advised.",
+)  # fmt: skip
+@click.option(
+    "--rate", type=FiniteFloat(0, 1e7), metavar="PER_S",
+    help="The requests a second the service receives: caps the queue delay at the time "
+    "a batch takes to fill.",
+)  # fmt: skip
+@click.option(
+    "--against", "run_dir", type=click.Path(path_type=Path, file_okay=False), metavar="RUN_DIR",
+    help="A probe run of the service: the stage's share of it turns the stage's speedup "
+    "into the service's (what `probe diff --sweep` then checks).",
+)  # fmt: skip
+@click.option(
+    "--stage",
+    metavar="NAME",
+    help="The stage in --against's run (default: the function's name).",
+)
+@click.option(
+    "--run-batch", type=click.IntRange(1, 1_000_000), default=1, show_default=True,
+    help="The batch size the --against run served at.",
+)  # fmt: skip
+@click.option(
+    "-o", "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
+    help="Directory for batch_sweep.json (default: probe-sweep-DATE-TIME).",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the advice as JSON.")
+def batch_sweep_command(
+    target: str,
+    source: str,
+    sizes: tuple[int, ...],
+    min_time_s: float,
+    sla_s: float | None,
+    rate: float | None,
+    run_dir: Path | None,
+    stage: str | None,
+    run_batch: int,
+    out_dir: Path | None,
+    as_json: bool,
+) -> None:
+    """Call MODULE:FUNCTION at each batch size, time it, and advise dynamic batching.
+
+    \b
+    The function takes one batch (the model stage of a service: a forward pass, a
+    numpy model); probe imports it from the current directory, calls it a few times
+    to warm up, then times it at each size. From the latency by size it recommends the
+    batch size and the maximum queue delay to configure (Triton's max_queue_delay,
+    TorchServe's max_batch_delay), with the throughput they buy and the p99 they cost.
+
+    \b
+    Example:
+      probe run -o before service.py
+      probe batch-sweep service:score --input service:example_batch --against before
+      (serve at the advised size) probe run -o after service.py --batch 16
+      probe diff before after --sweep probe-sweep-...
+    """
+    from probe.batching import SweepSettings, batch_maker, resolve, sweep, write_sweep
+    from probe.reports.batching import sweep_text
+    from probe.reports.terminal import printable
+
+    function = resolve(target)
+    if not callable(function):
+        raise ProbeError(f"{target} is not a function")
+    against = _against(run_dir, stage or target.rpartition(":")[2].split(".")[-1], run_batch)
+    make = batch_maker(source)
+    settings = SweepSettings(sizes=sizes, min_time_s=min_time_s)
+    calls, notes = sweep(function, make, settings, progress=_progress)
+    document = _document(target, source, settings, calls, notes, against, sla_s, rate)
+    out = out_dir or Path(time.strftime("probe-sweep-%Y%m%d-%H%M%S"))
+    path = write_sweep(out, calls, document)
+    if as_json:
+        click.echo(json.dumps(document, indent=2))
+    else:
+        click.echo(printable(sweep_text(document)))
+        click.echo(printable(f"\nSweep: {path}"))
+
+
+def _progress(size: int, latencies: list[float]) -> None:
+    ordered = sorted(latencies)
+    p50 = ordered[len(ordered) // 2]
+    click.echo(
+        f"  batch {size:>5}: {len(latencies):>4} calls, p50 {p50 * 1e3:9.3f} ms, "
+        f"{size / p50:10.1f} items/s",
+        err=True,
+    )
+
+
+def _against(run_dir: Path | None, stage: str, run_batch: int) -> dict[str, Any] | None:
+    """The run the sweep is set against: the stage's share of its path and its basis."""
+    if run_dir is None:
+        return None
+    from probe.analyzers.batching import stage_share
+    from probe.analyzers.diagnosis import diagnose
+    from probe.rundir.reader import load
+
+    d = diagnose(load(run_dir))
+    try:
+        name, share = stage_share(d.breakdown.stages, stage)
+    except LookupError as e:
+        raise ProbeError(f"{run_dir}: {e}; name it with --stage") from None
+    served = d.breakdown.requests.count > 0
+    return {
+        "share_from": d.breakdown.source,
+        "run": str(run_dir.resolve()),
+        "stage": name,
+        "share": round(share, 6),
+        "run_batch": run_batch,
+        "basis": "throughput" if served else "job",
+        "throughput_per_s": d.run.get("throughput_per_s") if served else None,
+        "wall_s": None if served else d.run.get("wall_s"),
+    }
+
+
+def _document(
+    target: str,
+    source: str,
+    settings: Any,
+    calls: Any,
+    notes: list[str],
+    against: dict[str, Any] | None,
+    sla_s: float | None,
+    rate: float | None,
+) -> dict[str, Any]:
+    from probe.analyzers.batching import advise, batch_curve
+
+    curve = batch_curve(calls)
+    advice = advise(
+        curve,
+        run_share=against["share"] if against else None,
+        run_batch=against["run_batch"] if against else 1,
+        sla_s=sla_s,
+        rate=rate,
+    )
+    if advice is None:
+        raise ProbeError(f"no batch size of {target} was timed enough to judge")
+    return {
+        "target": target,
+        "predicted": _predicted(against, advice.speedup_over_run),
+        "input": source,
+        "sizes": list(settings.sizes),
+        "time_per_size_s": settings.min_time_s,
+        "host": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS")
+            or os.environ.get("OMP_NUM_THREADS"),
+        },
+        "against": against,
+        "advice": advice.to_dict(),
+        "notes": notes + advice.notes + _share_notes(against),
+    }
+
+
+def _predicted(against: dict[str, Any] | None, speedup: float | None) -> dict[str, Any] | None:
+    """The run's own figure at the advised size: its rate times the speedup (or its job's
+    wall time over it)."""
+    if against is None or speedup is None:
+        return None
+    rate, wall = against["throughput_per_s"], against["wall_s"]
+    return {
+        "speedup": round(speedup, 4),
+        "throughput_per_s": None if not rate else round(rate * speedup, 3),
+        "wall_s": None if not wall else round(wall / speedup, 4),
+    }
+
+
+def _share_notes(against: dict[str, Any] | None) -> list[str]:
+    if against is None or against["share_from"] == "spans":
+        return []
+    return [
+        f"`{against['stage']}`'s share of the run comes from stack samples, which lean "
+        "toward calls that release the GIL (a numeric stage's): the prediction may be "
+        "high; @probe.stage on it gives its exact share"
+    ]

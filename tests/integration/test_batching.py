@@ -1,0 +1,156 @@
+"""The batching advisor on a real numpy model stage: ``probe batch-sweep`` times the
+bundled ``batch_scorer``'s ``score`` at batch sizes 1-256 against a profiled run at batch
+1, and the service is then run at the size it advises -- under probe (``probe diff
+--sweep`` holds the prediction to it) and plainly, in alternated pairs, the truth measured
+without probe. The sample's truth: ``tests/serving_corpus/batching.truth.md``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO, probe_cmd
+
+pytestmark = pytest.mark.integration
+
+SAMPLES = REPO / "sample_services"
+# the issue's bar: predicted throughput at the advised size within 20% of the realized
+WITHIN = 0.20
+REQUESTS = "20000"
+# One BLAS thread: on two cores, two BLAS threads share them with probe's sampler and
+# with whatever else the test session runs, and the plain pair's spread doubles
+# (batching.truth.md measures both settings)
+ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+
+
+def probe(
+    *args: str | Path, cwd: Path = SAMPLES, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        probe_cmd(*args), cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def plain_wall(batch: int) -> float:
+    """The whole process's wall time, from outside it."""
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "batch_scorer.py", "--batch", str(batch), "--requests", REQUESTS],
+        cwd=SAMPLES, env=ENV, check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    return time.perf_counter() - started
+
+
+def test_the_advised_batch_size_serves_what_the_sweep_predicted(tmp_path):
+    before, after, sweep = tmp_path / "before", tmp_path / "after", tmp_path / "sweep"
+    run = probe("run", "-o", before, "--no-report", "batch_scorer.py", "--requests", REQUESTS)
+    assert run.returncode == 0, run.stderr
+    swept = probe(
+        "batch-sweep", "batch_scorer:score", "--input", "batch_scorer:example_batch",
+        "--sizes", "1-256", "--against", before, "-o", sweep,
+    )  # fmt: skip
+    assert swept.returncode == 0, swept.stderr
+    assert "Advice: batch" in swept.stdout and "batch   256:" in swept.stderr  # progress
+    document = json.loads((sweep / "batch_sweep.json").read_text())
+    advised = document["advice"]["batch"]
+    predicted = document["predicted"]["speedup"]
+    # the stage batches well (a call's fixed cost is most of a lone request's): it pays
+    assert advised > 1 and predicted > 1.25
+    run = probe(
+        "run", "-o", after, "--no-report", "batch_scorer.py", "--requests", REQUESTS,
+        "--batch", str(advised),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    diff = probe("diff", before, after, "--sweep", sweep, "--json")
+    assert diff.returncode == 0, diff.stderr
+    compared = json.loads(diff.stdout)
+    assert compared["basis"] == "job" and compared["matched_by"] == "sweep"
+    # the same job: predicted throughput (requests over the predicted wall) vs realized
+    realized = compared["job_wall_s"]["speedup"]
+    assert abs(predicted - realized) / realized <= WITHIN, (predicted, realized)
+    # and without probe: alternated plain pairs, each side's best
+    walls: dict[int, list[float]] = {1: [], advised: []}
+    for _ in range(2):
+        for size in (1, advised):
+            walls[size].append(plain_wall(size))
+    plain = min(walls[1]) / min(walls[advised])
+    assert abs(predicted - plain) / plain <= WITHIN, (predicted, plain, walls)
+
+
+def test_spans_that_carry_a_batch_size_get_the_advice_in_the_diagnosis(tmp_path, run_probe):
+    script = tmp_path / "batched.py"
+    script.write_text(
+        "import time\nimport probe\n"
+        "for i in range(120):\n"
+        "    size = (1, 4, 16)[i % 3]\n"
+        "    with probe.stage('model', batch=size):\n"
+        "        time.sleep(0.002 + 0.0002 * size)\n"
+    )
+    result = run_probe(script)
+    assert result.returncode == 0, result.stderr
+    batching = json.loads((result.run_dir / "diagnosis.json").read_text())["batching"]
+    assert batching["stage"] == "model" and batching["basis"] == "stage"
+    assert [p["batch"] for p in batching["curve"]] == [1, 4, 16]
+    # 16 / 5.2 ms is the most a second: the advice is the largest size, and says so
+    assert batching["batch"] == 16
+    assert "Batching `model`" in result.stdout
+
+
+BROKEN = """
+import numpy as np
+
+def model(batch):
+    if len(batch) >= 8:
+        raise MemoryError
+    return batch * 2
+
+def failing(batch):
+    raise ValueError("shape mismatch")
+
+examples = np.ones((3, 4))
+not_a_function = 3
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nosuch:model", "--input", "broken:examples"], "no module named 'nosuch'"),
+        (["broken:missing", "--input", "broken:examples"], "broken has no 'missing'"),
+        (["broken:not_a_function", "--input", "broken:examples"], "is not a function"),
+        (["broken:model", "--input", "nothing.npy"], "no such input file: nothing.npy"),
+        (["broken:failing", "--input", "broken:examples"], "raised ValueError at batch 1"),
+        (["broken:model", "--input", "broken:examples", "--sizes", "4-1"], "runs backwards"),
+        (
+            ["broken:model", "--input", "broken:examples", "--against", "nowhere"],
+            "nowhere",
+        ),
+    ],
+)
+def test_bad_input_to_batch_sweep_is_one_line_and_no_traceback(tmp_path, args, message):
+    (tmp_path / "broken.py").write_text(BROKEN)
+    result = probe("batch-sweep", *args, "--time", "0.01", cwd=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stdout
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert not list(tmp_path.glob("probe-sweep-*"))
+
+
+def test_a_size_that_runs_out_of_memory_ends_the_sweep_with_a_note(tmp_path):
+    (tmp_path / "broken.py").write_text(BROKEN)
+    result = probe(
+        "batch-sweep", "broken:model", "--input", "broken:examples", "--time", "0.01",
+        "-o", tmp_path / "sweep", cwd=tmp_path, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "batch 8 ran out of memory: the sweep ends at the sizes before it" in result.stdout
+    document = json.loads((tmp_path / "sweep" / "batch_sweep.json").read_text())
+    assert sorted(document["calls_s"]) == ["1", "2", "4"]
+    # not set against a run: probe diff cannot take a service's prediction from it
+    diff = probe("diff", tmp_path, tmp_path, "--sweep", tmp_path / "sweep", cwd=tmp_path)
+    assert diff.returncode == 2 and "was not set against a run" in diff.stderr

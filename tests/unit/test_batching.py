@@ -1,0 +1,154 @@
+"""The batching advisor (analyzers.batching) on latency curves given by hand, where the
+best batch size, its throughput and its queue delay are known in closed form."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from probe.analyzers.batching import (
+    advise,
+    batch_curve,
+    linear_fit,
+    span_calls,
+    spans_advice,
+    stage_share,
+)
+
+
+def calls(latency_ms: dict[int, float], n: int = 20, spread: float = 0.0) -> pd.DataFrame:
+    """``n`` calls per batch size, latency ``latency_ms[b]`` (+- ``spread`` of it, evenly)."""
+    rows = [
+        (b, ms * (1 + spread * (2 * i / (n - 1) - 1)) / 1e3)
+        for b, ms in latency_ms.items()
+        for i in range(n)
+    ]
+    return pd.DataFrame(rows, columns=["batch", "latency_s"])
+
+
+# a call costs 1 ms whatever its size and 0.1 ms a request
+LINEAR = {b: 1.0 + 0.1 * b for b in (1, 2, 4, 8, 16, 32, 64)}
+
+
+def test_a_fixed_cost_per_call_is_found_and_amortised_by_batching():
+    curve = batch_curve(calls(LINEAR))
+    fit = linear_fit(curve)
+    assert fit.fixed_s == pytest.approx(1e-3, rel=1e-6)
+    assert fit.per_item_s == pytest.approx(1e-4, rel=1e-6)
+    assert fit.fixed_share == pytest.approx(1.0 / 1.1)
+    a = advise(curve)
+    # b / (1 + 0.1 b) ms: 64 -> 8.65/ms, the best; 32 -> 7.62/ms is 12% short of it
+    assert a.batch == 64 and a.throughput == pytest.approx(64 / 7.4e-3)
+    assert a.throughput_at_1 == pytest.approx(1 / 1.1e-3)
+    assert any("largest size swept" in n for n in a.notes)
+    # without an SLA the batch may wait one batch's service time for company
+    assert a.max_queue_delay_s == pytest.approx(7.4e-3)
+    assert a.p99_bound_s == pytest.approx(7.4e-3 + 2 * 7.4e-3)
+
+
+def test_the_smallest_size_within_the_noise_of_the_best_is_chosen():
+    # the stage saturates at 16: 32 and 64 buy under 5% more, for twice the latency
+    curve = batch_curve(calls({1: 1.0, 2: 1.1, 4: 1.3, 8: 1.7, 16: 2.5, 32: 4.9, 64: 9.7}))
+    a = advise(curve)
+    assert a.batch == 16
+    assert a.throughput == pytest.approx(16 / 2.5e-3)
+    assert not any("largest size swept" in n for n in a.notes)
+
+
+def test_an_sla_rules_out_the_sizes_whose_latency_bound_breaks_it():
+    # bound 2 x L99(b): 64 -> 14.8 ms, 32 -> 8.4 ms, 16 -> 5.2 ms; an SLA of 10 ms leaves 32
+    curve = batch_curve(calls(LINEAR))
+    a = advise(curve, sla_s=0.010)
+    assert a.batch == 32
+    assert a.curve.loc[64, "fits_sla"] == False  # noqa: E712 - numpy bool
+    # what the SLA leaves after the bound is the queue delay
+    assert a.max_queue_delay_s == pytest.approx(0.010 - 2 * 4.2e-3)
+    assert a.p99_bound_s == pytest.approx(0.010)
+
+
+def test_an_sla_no_size_can_hold_is_said_and_the_smallest_size_offered():
+    a = advise(batch_curve(calls(LINEAR)), sla_s=0.001)
+    assert a.batch == 1
+    assert any("no measured batch size keeps p99 within the SLA" in n for n in a.notes)
+
+
+def test_an_arrival_rate_caps_the_queue_delay_at_the_time_a_batch_takes_to_fill():
+    a = advise(batch_curve(calls(LINEAR)), rate=2000.0)
+    # batch 64 fills in 63 / 2000 s = 31.5 ms, longer than its 7.4 ms service: 7.4 ms
+    assert a.max_queue_delay_s == pytest.approx(7.4e-3)
+    a = advise(batch_curve(calls(LINEAR)), rate=20_000.0)
+    assert a.max_queue_delay_s == pytest.approx(63 / 20_000)
+    # 20,000/s is more than batch 64 serves (8,650/s): said
+    assert any("grows without bound" in n for n in a.notes)
+
+
+def test_the_rest_of_a_request_turns_the_stage_speedup_into_amdahls():
+    # the stage is 60% of the run's path at batch 1: the rest is 1.1 ms x 0.4 / 0.6
+    curve = batch_curve(calls(LINEAR))
+    a = advise(curve, run_share=0.6)
+    rest = 1.1e-3 * 0.4 / 0.6
+    assert a.rest_s == pytest.approx(rest)
+    per_request = {b: rest + (1.0 + 0.1 * b) / 1e3 / b for b in LINEAR}
+    best = min(per_request.values())
+    chosen = min(b for b in LINEAR if 1 / per_request[b] >= 0.95 / best)
+    assert a.batch == chosen
+    # Amdahl on the stage: 1 / ((1 - p) + p x (L(b)/b) / L(1))
+    ratio = (1.0 + 0.1 * chosen) / chosen / 1.1
+    assert a.speedup_over_run == pytest.approx(1 / (0.4 + 0.6 * ratio))
+    assert a.to_dict()["basis"] == "service"
+
+
+def test_a_run_at_a_size_the_sweep_missed_falls_back_to_the_stage_and_says_so():
+    a = advise(batch_curve(calls(LINEAR)), run_share=0.6, run_batch=3)
+    assert a.rest_s == 0.0 and a.speedup_over_run is None
+    assert any("did not measure" in n for n in a.notes)
+
+
+def test_sizes_measured_too_few_times_and_broken_calls_are_not_judged():
+    rows = calls({1: 1.0, 2: 1.2}, n=20)
+    rows = pd.concat(
+        [rows, pd.DataFrame({"batch": [4, 4, 8, 0], "latency_s": [1e-3, 1e-3, -1.0, 1e-3]})]
+    )
+    curve = batch_curve(rows)
+    assert list(curve.index) == [1, 2]
+    assert advise(batch_curve(rows.iloc[:0])) is None
+
+
+def test_spans_with_a_batch_attribute_give_the_stage_its_curve():
+    spans = pd.DataFrame(
+        {
+            "name": ["model"] * 8 + ["other"] * 2,
+            "attrs": [json.dumps({"batch": b}) for b in (1, 1, 1, 8, 8, 8, 8, 8)]
+            + ['{"batch": true}', "not json"],
+            "start_ns": [0] * 10,
+            "end_ns": [1_000_000] * 3 + [2_000_000] * 5 + [5] * 2,
+        }
+    )
+    got = span_calls(spans)
+    assert list(got["stage"].unique()) == ["model"] and len(got) == 8
+    a = spans_advice(spans)
+    assert a.stage == "model" and a.batch == 8
+    assert a.throughput == pytest.approx(8 / 2e-3)
+    assert a.to_dict()["stage"] == "model"
+    # one batch size only: nothing to fit
+    assert spans_advice(spans.iloc[:3]) is None
+
+
+def test_the_stage_is_found_by_its_name_or_its_function_name():
+    stages = pd.DataFrame(
+        {"path_share": [0.6, 0.3, 0.1]},
+        index=["score (app.py)", "parse (app.py)", "score_all (app.py)"],
+    )
+    assert stage_share(stages, "score") == ("score (app.py)", 0.6)
+    assert stage_share(stages, "parse (app.py)") == ("parse (app.py)", 0.3)
+    with pytest.raises(LookupError, match="no stage is named 'model'.*score \\(app.py\\)"):
+        stage_share(stages, "model")
+
+
+def test_every_setting_of_the_advisor_carries_its_source():
+    from probe.analyzers.batching import BATCHING
+    from probe.analyzers.constants import sources
+
+    assert all(len(text) > 40 for text in sources(BATCHING).values()), sources(BATCHING)
