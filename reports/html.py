@@ -451,6 +451,40 @@ def _meta_rows(meta: dict[str, Any], d: Diagnosis) -> list[tuple[str, str]]:
     ]
 
 
+def _batching_html(b: dict[str, Any]) -> Markup:
+    """A stage's latency by batch size and the advice (``analyzers.batching``)."""
+    if not b:
+        return Markup("")
+    rows = join(
+        html(
+            "<tr{mark}><td>{batch}</td><td>{calls}</td><td>{p50} ms</td><td>{p99} ms</td>"
+            "<td>{throughput}/s</td></tr>",
+            mark=Markup(" class='chosen'") if p["batch"] == b["batch"] else Markup(""),
+            batch=p["batch"],
+            calls=p["calls"],
+            p50=num(p.get("p50_ms"), ".3f"),
+            p99=num(p.get("p99_ms"), ".3f"),
+            throughput=num(p.get("throughput"), ".1f"),
+        )
+        for p in b.get("curve", [])
+    )
+    return html(
+        "<h2>Batching</h2><section class='card' id='batching'>"
+        "<p>Serve <code>{stage}</code> at batch <b>{batch}</b> with a maximum queue delay of "
+        "{delay} ms: at most {throughput} requests/s ({speedup} batch 1), p99 at most "
+        "{bound} ms below that load (the stage's own figures, from its spans' batch "
+        "sizes).</p><table><tr><th>batch</th><th>calls</th><th>p50</th><th>p99</th>"
+        "<th>requests/s</th></tr>{rows}</table></section>",
+        stage=b.get("stage", ""),
+        batch=b["batch"],
+        delay=num(b.get("max_queue_delay_ms"), ".2f"),
+        throughput=num(b.get("throughput"), ".1f"),
+        speedup=num(b.get("speedup"), ".2f") + "×" if b.get("speedup") else "—",
+        bound=num(b.get("p99_bound_ms"), ".2f"),
+        rows=rows,
+    )
+
+
 _SECTIONS = {
     "amdahl": "Amdahl: what each fix can buy",
     "capacity": "Capacity",
@@ -485,6 +519,8 @@ class HtmlReport:
     endpoint_workers: list[dict[str, Any]] = field(default_factory=list)
     # the same app's capacity (diagnosis.json's capacity), if served
     capacity: dict[str, Any] = field(default_factory=dict)
+    # dynamic batching (diagnosis.json's batching), where stage spans carry batch sizes
+    batching: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_analysis(cls, analysis: Analysis) -> HtmlReport:
@@ -518,6 +554,7 @@ class HtmlReport:
             limiting_endpoint=d.endpoints.limiting if d.endpoints is not None else None,
             endpoint_workers=served.get("workers", []),
             capacity=d.capacity.to_dict() if d.capacity is not None else {},
+            batching=d.batching.to_dict() if d.batching is not None else {},
         )
 
     def render(self, *, plotly_js: str | None = None) -> str:
@@ -527,10 +564,11 @@ class HtmlReport:
         notes = join(html("<li class='note'>{}</li>", n) for n in self.notes + self.downsampled)
         meta = join(html("<tr><th>{}</th><td>{}</td></tr>", k, v) for k, v in self.meta_rows)
         body = html(
-            "{}{}{}<h2>What to change</h2>{}<h2>Leak</h2>{}",
+            "{}{}{}{}<h2>What to change</h2>{}<h2>Leak</h2>{}",
             _verdict_html(self.verdict),
             _endpoints_html(self.endpoints, self.limiting_endpoint, self.endpoint_workers),
             _capacity_html(self.capacity),
+            _batching_html(self.batching),
             recommendations_html(self.recommendations),
             _leak_html(self.leak),
         )

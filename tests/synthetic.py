@@ -75,6 +75,7 @@ class RunBuilder:
         category: str = "stage",
         parent: int | None = None,
         request: str | None = None,
+        attrs: str | None = None,  # JSON text, as the spans table keeps it
     ) -> int:
         self._span_id += 1
         self.rows["spans"].append(
@@ -87,7 +88,7 @@ class RunBuilder:
                 T0 + int(start_ms * MS),
                 T0 + int(end_ms * MS),
                 request,
-                None,
+                attrs,
             )
         )
         return self._span_id

@@ -29,9 +29,12 @@ def write_sweep(out_dir: Path, calls: pd.DataFrame, document: dict[str, Any]) ->
     for size, latency in zip(calls["batch"], calls["latency_s"], strict=True):
         by_size.setdefault(str(int(size)), []).append(round(float(latency), 9))
     body = {"schema": SCHEMA, **document, "calls_s": by_size}
-    out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / SWEEP_FILE
-    write_atomic(path, json.dumps(body, indent=1, allow_nan=False) + "\n")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(body, indent=1, allow_nan=False) + "\n")
+    except OSError as e:
+        raise ProbeError(f"cannot write {path}: {e.strerror or e}", exit_code=1) from None
     return path
 
 

@@ -6,7 +6,7 @@ were made, or ``max_calls`` were. A call's latency is its wall time; when the fu
 work on a CUDA device, the device is synchronised before the clock stops, so the time is
 the work the call launched (CUDA returns before its kernels finish). A size whose call runs
 out of memory ends the sweep there, with a note; a function that fails on the first size
-is an error.
+is an error. Interrupted (Ctrl-C) after the first size, the sizes measured are kept.
 """
 
 from __future__ import annotations
@@ -50,6 +50,11 @@ def sweep(
         try:
             batch = make_batch(size)
             latencies = _timed_calls(function, batch, settings, clock)
+        except KeyboardInterrupt:
+            if not rows:
+                raise
+            notes.append(f"interrupted at batch {size}: the sweep ends at the sizes before it")
+            break
         except Exception as e:  # the user's code: anything it raises ends the sweep here
             why = _failure(size, e)
             if not rows:

@@ -70,6 +70,7 @@ class _Sizes(click.ParamType):
 )
 @click.option(
     "--run-batch", type=click.IntRange(1, 1_000_000), default=1, show_default=True,
+    metavar="N",
     help="The batch size the --against run served at.",
 )  # fmt: skip
 @click.option(

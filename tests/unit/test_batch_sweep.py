@@ -96,3 +96,21 @@ def test_a_sweep_file_reads_back_and_a_damaged_one_is_named(tmp_path):
         read_sweep(path)
     with pytest.raises(ProbeError, match="holds no batch_sweep.json"):
         read_sweep(tmp_path)
+
+
+def test_an_interrupted_sweep_keeps_the_sizes_it_measured():
+    def model(batch: list[int]) -> None:
+        if len(batch) == 4:
+            raise KeyboardInterrupt
+
+    settings = SweepSettings(sizes=(1, 2, 4, 8), min_time_s=0, min_calls=1, warmup_calls=0)
+    calls, notes = sweep(model, lambda b: [0] * b, settings)
+    assert sorted(calls["batch"].unique()) == [1, 2]
+    assert notes == ["interrupted at batch 4: the sweep ends at the sizes before it"]
+
+
+def test_an_unwritable_output_is_one_error(tmp_path):
+    (tmp_path / "file").write_text("")
+    calls, _ = sweep(lambda b: None, lambda b: [0] * b, SweepSettings(sizes=(1,), min_time_s=0))
+    with pytest.raises(ProbeError, match="cannot write"):
+        write_sweep(tmp_path / "file" / "sweep", calls, {})

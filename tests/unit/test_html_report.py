@@ -119,3 +119,20 @@ def test_an_empty_run_still_renders(tmp_path):
     run = load(RunBuilder(duration_s=0.0).write(tmp_path / "empty"))
     page = page_for(run)
     assert "Nothing to judge" in page and "No recommendation" in page
+
+
+def test_a_stage_with_batch_sizes_gets_its_batching_card_escaped(tmp_path):
+    b = RunBuilder(duration_s=2.0)
+    work = b.stack("main", "serve", "model")
+    t = 0.0
+    for i in range(60):
+        size = (1, 8)[i % 2]
+        ms = 2 + 0.25 * size
+        b.span(XSS, t, t + ms, attrs=json.dumps({"batch": size}))
+        b.sample(1, t + 1, work, wall_ms=ms)
+        t += ms
+    b.resources(0, 0.0, 100 << 20)
+    page = page_for(load(b.write(tmp_path / "run")))
+    card = page[page.index("id='batching'") :]
+    assert "at batch <b>8</b>" in card and "&lt;img src=x onerror=alert(1)&gt;" in card
+    assert XSS not in page
