@@ -38,7 +38,6 @@ The model (what a dynamic batcher does: Triton's ``max_batch_size`` and
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -47,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from probe.analyzers.constants import constant
+from probe.analyzers.spantree import span_attrs
 
 __all__ = [
     "BATCHING",
@@ -173,7 +173,7 @@ def _curve_records(curve: pd.DataFrame) -> list[dict[str, Any]]:
 
 def batch_curve(calls: pd.DataFrame, settings: BatchSettings = BATCHING) -> pd.DataFrame:
     """By batch size (ascending): ``calls``, ``p50_s``, ``p99_s`` (the 99th percentile of the
-    calls; their maximum where fewer than 100 were made), ``mean_s``. Sizes measured fewer
+    calls; their maximum where fewer than 100 were made). Sizes measured fewer
     than ``min_calls`` times are left out; non-positive sizes and latencies are not calls."""
     valid = calls[(calls["batch"] > 0) & (calls["latency_s"] > 0)]
     valid = valid[np.isfinite(valid["latency_s"].to_numpy(dtype=float))]
@@ -183,7 +183,6 @@ def batch_curve(calls: pd.DataFrame, settings: BatchSettings = BATCHING) -> pd.D
             "calls": grouped.size(),
             "p50_s": grouped.median(),
             "p99_s": grouped.quantile(0.99, interpolation="higher"),
-            "mean_s": grouped.mean(),
         }
     )
     curve.index.name = "batch"
@@ -319,10 +318,7 @@ def span_calls(spans: pd.DataFrame) -> pd.DataFrame:
 
 
 def _batch_of(attrs: object) -> int | None:
-    try:
-        value = json.loads(str(attrs)).get("batch")
-    except (ValueError, AttributeError):
-        return None
+    value = span_attrs(attrs).get("batch")
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         return None
     return value

@@ -31,13 +31,12 @@ shared the load, and what each spent on CPU in the handlers.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from probe.analyzers.spantree import innermost_span
+from probe.analyzers.spantree import innermost_span, span_attrs
 from probe.rundir.schema import WAIT_REASONS
 
 __all__ = ["EndpointFigures", "endpoints"]
@@ -78,16 +77,6 @@ class EndpointFigures:
 _WORKER_COLUMNS = ["requests", "errors", "p50_ms", "p99_ms", "cpu_s", "routes"]
 
 
-def _attrs(text: object) -> dict[str, object]:
-    if not isinstance(text, str) or not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def endpoints(
     spans: pd.DataFrame,
     samples: pd.DataFrame,
@@ -103,7 +92,7 @@ def endpoints(
     if spans.empty or "is_request" not in spans:
         return None
     is_request = spans["is_request"].to_numpy(dtype=bool)
-    attrs = [_attrs(a) if r else {} for a, r in zip(spans["attrs"], is_request, strict=True)]
+    attrs = [span_attrs(a) if r else {} for a, r in zip(spans["attrs"], is_request, strict=True)]
     http = np.array([all(k in a for k in _HTTP_KEYS) for a in attrs], dtype=bool)
     if not http.any():
         return None

@@ -7,10 +7,12 @@ for none) index into the frame returned by ``index_spans``.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
-__all__ = ["covered_ns", "index_spans", "innermost_span", "request_mask"]
+__all__ = ["covered_ns", "index_spans", "innermost_span", "request_mask", "span_attrs"]
 
 
 def index_spans(spans: pd.DataFrame) -> pd.DataFrame:
@@ -112,3 +114,15 @@ def covered_ns(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.Seri
     lo = np.maximum(df["s"].to_numpy(), prev.fillna(np.iinfo(np.int64).min).to_numpy())
     df["part"] = np.clip(df["e"].to_numpy() - lo, 0, None)
     return df.groupby("g")["part"].sum().astype("float64")
+
+
+def span_attrs(text: object) -> dict[str, object]:
+    """A span's ``attrs`` (JSON text in the spans table) as a dict; {} where it is missing,
+    not JSON, or not an object."""
+    if not isinstance(text, str) or not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

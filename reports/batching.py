@@ -14,7 +14,8 @@ def sweep_text(document: dict[str, Any]) -> str:
     advice = document["advice"]
     lines = [f"probe batch-sweep: {document['target']}", ""]
     lines += _curve_lines(advice)
-    lines += ["", *_advice_lines(advice, document.get("against"), document.get("predicted"))]
+    lines += ["", *_advice_lines(advice)]
+    lines += _against_lines(document.get("against"), document.get("predicted"))
     lines += [f"note: {n}" for n in document.get("notes", [])]
     return "\n".join(lines)
 
@@ -24,7 +25,7 @@ def batching_lines(advice: dict[str, Any] | None) -> list[str]:
     if advice is None:
         return []
     head = f"Batching `{advice.get('stage', '')}` (its spans' batch sizes; the stage alone):"
-    return ["", head, *_curve_lines(advice), *_advice_lines(advice, None, None)[:2]] + [
+    return ["", head, *_curve_lines(advice), *_advice_lines(advice)] + [
         f"  note: {n}" for n in advice.get("notes", [])
     ]
 
@@ -50,26 +51,28 @@ def _curve_lines(advice: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _advice_lines(
-    advice: dict[str, Any], against: dict[str, Any] | None, predicted: dict[str, Any] | None
-) -> list[str]:
+def _advice_lines(advice: dict[str, Any]) -> list[str]:
     gain = f" ({advice['speedup']:.2f}× batch 1)" if advice.get("speedup") else ""
     what = "the service" if advice["basis"] == "service" else "the stage alone"
-    lines = [
+    return [
         f"Advice: batch {advice['batch']}, max queue delay {advice['max_queue_delay_ms']:.2f} ms",
         f"  {what}: at most {advice['throughput']:.1f} requests/s{gain}; "
         f"p99 ≤ {advice['p99_bound_ms']:.2f} ms below that load",
     ]
-    if against is not None and predicted is not None:
-        if against["basis"] == "throughput" and predicted["throughput_per_s"]:
-            figure = f"{against['throughput_per_s']:.1f}/s → {predicted['throughput_per_s']:.1f}/s"
-        else:
-            figure = f"job {against['wall_s']:.2f} s → {predicted['wall_s']:.2f} s"
-        lines.append(
-            f"  {against['run']}: {figure} predicted ({predicted['speedup']:.2f}×; "
-            f"`{against['stage']}` is {against['share']:.0%} of its path at batch "
-            f"{against['run_batch']})"
-        )
-    elif against is None:
-        lines.append("  (the stage alone: give --against RUN_DIR for what the whole service gains)")
-    return lines
+
+
+def _against_lines(against: dict[str, Any] | None, predicted: dict[str, Any] | None) -> list[str]:
+    """What the run the sweep was set against gains, or how to ask for it."""
+    if against is None:
+        return ["  (the stage alone: give --against RUN_DIR for what the whole service gains)"]
+    if predicted is None:
+        return []
+    if against["basis"] == "throughput" and predicted["throughput_per_s"]:
+        figure = f"{against['throughput_per_s']:.1f}/s → {predicted['throughput_per_s']:.1f}/s"
+    else:
+        figure = f"job {against['wall_s']:.2f} s → {predicted['wall_s']:.2f} s"
+    return [
+        f"  {against['run']}: {figure} predicted ({predicted['speedup']:.2f}×; "
+        f"`{against['stage']}` is {against['share']:.0%} of its path at batch "
+        f"{against['run_batch']})"
+    ]
