@@ -47,10 +47,26 @@ def plain_wall(batch: int) -> float:
     return time.perf_counter() - started
 
 
+def best_run(out: Path, *args: str) -> Path:
+    """The faster (by its job's wall time) of two ``probe run``s of the sample; the
+    slower's directory is removed."""
+    walls = {}
+    for i in (1, 2):
+        run_dir = out.with_name(f"{out.name}-{i}")
+        run = probe("run", "-o", run_dir, "--no-report", "batch_scorer.py", "--requests",
+                    REQUESTS, *args)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        walls[run_dir] = json.loads((run_dir / "meta.json").read_text())["duration_s"]
+    best = min(walls, key=walls.__getitem__)
+    return best
+
+
 def test_the_advised_batch_size_serves_what_the_sweep_predicted(tmp_path):
-    before, after, sweep = tmp_path / "before", tmp_path / "after", tmp_path / "sweep"
-    run = probe("run", "-o", before, "--no-report", "batch_scorer.py", "--requests", REQUESTS)
-    assert run.returncode == 0, run.stderr
+    # Each side under probe is the faster of two runs, as the plain pair below takes each
+    # side's best: one run of a 3-s job moves 10-15% on this machine kind (a clean-clone
+    # CI run failed at 2.10x realized against 1.61x predicted with one run a side)
+    before = best_run(tmp_path / "before", "--batch", "1")
+    sweep = tmp_path / "sweep"
     swept = probe(
         "batch-sweep", "batch_scorer:score", "--input", "batch_scorer:example_batch",
         "--sizes", "1-256", "--against", before, "-o", sweep,
@@ -62,11 +78,7 @@ def test_the_advised_batch_size_serves_what_the_sweep_predicted(tmp_path):
     predicted = document["predicted"]["speedup"]
     # the stage batches well (a call's fixed cost is most of a lone request's): it pays
     assert advised > 1 and predicted > 1.25
-    run = probe(
-        "run", "-o", after, "--no-report", "batch_scorer.py", "--requests", REQUESTS,
-        "--batch", str(advised),
-    )  # fmt: skip
-    assert run.returncode == 0, run.stderr
+    after = best_run(tmp_path / "after", "--batch", str(advised))
     diff = probe("diff", before, after, "--sweep", sweep, "--json")
     assert diff.returncode == 0, diff.stderr
     compared = json.loads(diff.stdout)
