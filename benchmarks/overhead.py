@@ -1,16 +1,24 @@
-"""Whole-process overhead of `probe run` on the reference workloads, as ratios.
+"""Whole-process overhead of `probe run` on the reference workloads, and its fixed cost.
 
 Method (from ../shared/workloads/README.md): wall time of the whole process,
 instrumented over plain, taken pair by pair (A B A B ...), one warm-up of each, median of
 the per-pair ratios, all in one session -- the machine is shared and noisy, so only
-ratios measured side by side mean anything.
+ratios measured side by side mean anything. Each workload runs as the README says: W1
+with one BLAS thread (``OPENBLAS_NUM_THREADS=1``), W2 and W3 as they come (W2's BLAS on
+every core: the case where a profiler's helper competes with the service for its cores).
+The verdict and report.html are part of what is timed unless probe options say otherwise.
 
-    python benchmarks/overhead.py                      # W1 W2 W3, 5 pairs, default probe run
-    python benchmarks/overhead.py --pairs 9 -w w1 -- --no-report
+    python benchmarks/overhead.py                      # W1 W2 W3 and the fixed cost, 7 pairs
+    python benchmarks/overhead.py --pairs 9 -w w2 -- --no-report
+    python benchmarks/overhead.py --fixed-only         # the empty script only
 
 When py-spy is installed (`pip install '.[bench]'`), each round also runs the script
 under `py-spy record -r 100` (the reference's external sampler at 100 Hz), so probe's
 ratio has py-spy's beside it from the same rounds: A B C A B C ...
+
+The fixed cost is the same pairing on an empty script, in seconds over plain Python, split
+at the script's one line (it prints its wall clock): from the command to the target's
+first line, and from its last line to the end of `probe run` (verdict and report written).
 """
 
 from __future__ import annotations
@@ -23,92 +31,144 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 WORKLOADS = HERE.parent.parent / "shared" / "workloads"
+NAMES = {"w1": "w1_service.py", "w2": "w2_numpy.py", "w3": "w3_io.py"}
+# Thread-count settings a parent shell may carry: W2 and W3 run without them
+BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+EMPTY = "import time\nprint(time.time_ns(), flush=True)\n"
 
 
-def wall(cmd: list[str], env: dict[str, str]) -> float:
+def workload_env(name: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in BLAS_THREADS}
+    if name == "w1":
+        env["OPENBLAS_NUM_THREADS"] = "1"
+    return env
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float | None]:
+    """Wall seconds of ``cmd``, and when it printed a wall clock (the empty script), the
+    seconds from the start to that line."""
+    start_ns = time.time_ns()
     t0 = time.perf_counter()
-    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    done = subprocess.run(
+        cmd, env=env, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    wall = time.perf_counter() - t0
+    first = done.stdout.split(maxsplit=1)[0] if done.stdout.strip() else ""
+    line_at = (int(first) - start_ns) / 1e9 if first.isdigit() else None
+    return wall, line_at
 
 
-def measure(
-    script: Path, pairs: int, probe_args: list[str], py_spy: str | None
-) -> dict[str, dict[str, float]]:
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+Commands = dict[str, Callable[[], list[str]]]
+
+
+def commands(
+    script: Path, tmp: Path, probe_args: list[str], py_spy: str | None
+) -> tuple[list[str], Commands]:
+    runs = iter(range(10**6))
+
+    def probed() -> list[str]:
+        out = tmp / f"run{next(runs)}"
+        return [
+            sys.executable,
+            "-m",
+            "probe.cli",
+            "run",
+            "--out",
+            str(out),
+            *probe_args,
+            str(script),
+        ]
+
+    plain = [sys.executable, str(script)]
+    others: Commands = {"probe": probed}
+    if py_spy:
+        raw = str(tmp / "py-spy.txt")
+        spied = [py_spy, "record", "-r", "100", "-f", "raw", "-o", raw, "--", *plain]
+        others["py-spy"] = lambda: spied
+    return plain, others
+
+
+def paired(
+    plain: list[str], others: Commands, env: dict[str, str], pairs: int
+) -> tuple[list[tuple[float, float | None]], dict[str, list[tuple[float, float | None]]]]:
+    timed(plain, env)
+    for cmd in others.values():
+        timed(cmd(), env)  # warm-up
+    a_times: list[tuple[float, float | None]] = []
+    times: dict[str, list[tuple[float, float | None]]] = {name: [] for name in others}
+    for _ in range(pairs):
+        a_times.append(timed(plain, env))
+        for name, cmd in others.items():
+            times[name].append(timed(cmd(), env))
+    return a_times, times
+
+
+def workload(name: str, pairs: int, probe_args: list[str], py_spy: str | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        n = 0
+        plain, others = commands(WORKLOADS / NAMES[name], Path(tmp), probe_args, py_spy)
+        a_times, times = paired(plain, others, workload_env(name), pairs)
+    a_walls = [a for a, _ in a_times]
+    for tool, b_times in times.items():
+        b_walls = [b for b, _ in b_times]
+        ratios = [b / a for a, b in zip(a_walls, b_walls, strict=True)]
+        print(
+            f"{name.upper()} {tool:6}: {statistics.median(ratios):.3f}x  (pairs "
+            f"{min(ratios):.3f}-{max(ratios):.3f}; median plain {statistics.median(a_walls):.2f}"
+            f" s, {tool} {statistics.median(b_walls):.2f} s)",
+            flush=True,
+        )
 
-        def probed() -> list[str]:
-            nonlocal n
-            n += 1
-            out = Path(tmp) / f"run{n}"
-            return [
-                sys.executable,
-                "-m",
-                "probe.cli",
-                "run",
-                "--out",
-                str(out),
-                *probe_args,
-                str(script),
-            ]
 
-        plain = [sys.executable, str(script)]
-        out = Path(tmp) / "py-spy.txt"
-        others = {"probe": probed}
-        if py_spy:
-            spied = [py_spy, "record", "-r", "100", "-f", "raw", "-o", str(out), "--", *plain]
-            others["py-spy"] = lambda: spied
-        wall(plain, env)
-        for cmd in others.values():
-            wall(cmd(), env)  # warm-up
-        a_times: list[float] = []
-        times: dict[str, list[float]] = {name: [] for name in others}
-        for _ in range(pairs):
-            a_times.append(wall(plain, env))
-            for name, cmd in others.items():
-                times[name].append(wall(cmd(), env))
-    results = {}
-    for name, b_times in times.items():
-        ratios = [b / a for a, b in zip(a_times, b_times, strict=True)]
-        results[name] = {
-            "ratio": statistics.median(ratios),
-            "ratio_min": min(ratios),
-            "ratio_max": max(ratios),
-            "plain_s": statistics.median(a_times),
-            "run_s": statistics.median(b_times),
-        }
-    return results
+def fixed_cost(pairs: int, probe_args: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "empty.py"
+        script.write_text(EMPTY)
+        plain, others = commands(script, Path(tmp), probe_args, None)
+        a_times, times = paired(plain, others, workload_env("w3"), pairs)
+    extra, before, after = [], [], []
+    for (a, a_line), (b, b_line) in zip(a_times, times["probe"], strict=True):
+        extra.append(b - a)
+        if a_line is not None and b_line is not None:
+            before.append(b_line - a_line)
+            after.append((b - b_line) - (a - a_line))
+    print(
+        f"fixed cost (empty script): +{statistics.median(extra):.3f} s over plain Python "
+        f"(pairs {min(extra):+.3f}..{max(extra):+.3f}; median plain "
+        f"{statistics.median(a for a, _ in a_times):.3f} s)",
+        flush=True,
+    )
+    if before:
+        print(
+            f"  to the target's first line +{statistics.median(before):.3f} s, "
+            f"from its last line to the end +{statistics.median(after):.3f} s",
+            flush=True,
+        )
 
 
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--pairs", type=int, default=5)
-    p.add_argument("-w", "--workload", action="append", choices=["w1", "w2", "w3"])
+    p.add_argument("--pairs", type=int, default=7)
+    p.add_argument("-w", "--workload", action="append", choices=sorted(NAMES))
+    p.add_argument("--fixed-only", action="store_true", help="the empty script only")
     p.add_argument("--no-py-spy", action="store_true", help="skip the py-spy rounds")
     p.add_argument("probe_args", nargs="*", help="extra `probe run` options (after --)")
     args = p.parse_args()
     py_spy = None if args.no_py_spy else shutil.which("py-spy")
     if py_spy is None and not args.no_py_spy:
         print("py-spy not found (pip install '.[bench]'): probe's ratios only")
-    names = {"w1": "w1_service.py", "w2": "w2_numpy.py", "w3": "w3_io.py"}
-    chosen = args.workload or ["w1", "w2", "w3"]
     print(f"probe run {' '.join(args.probe_args)} vs plain python, {args.pairs} pairs each")
-    for w in chosen:
-        results = measure(WORKLOADS / names[w], args.pairs, args.probe_args, py_spy)
-        for name, r in results.items():
-            print(
-                f"{w.upper()} {name:6}: {r['ratio']:.3f}x  (pairs {r['ratio_min']:.3f}-"
-                f"{r['ratio_max']:.3f}; median plain {r['plain_s']:.2f} s, "
-                f"{name} {r['run_s']:.2f} s)",
-                flush=True,
-            )
+    fixed_cost(args.pairs, args.probe_args)
+    if args.fixed_only:
+        return
+    for name in args.workload or sorted(NAMES):
+        workload(name, args.pairs, args.probe_args, py_spy)
 
 
 if __name__ == "__main__":

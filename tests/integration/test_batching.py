@@ -48,8 +48,7 @@ def plain_wall(batch: int) -> float:
 
 
 def best_run(out: Path, *args: str) -> Path:
-    """The faster (by its job's wall time) of two ``probe run``s of the sample; the
-    slower's directory is removed."""
+    """The faster (by its job's wall time) of two ``probe run``s of the sample."""
     walls = {}
     for i in (1, 2):
         run_dir = out.with_name(f"{out.name}-{i}")
@@ -57,8 +56,7 @@ def best_run(out: Path, *args: str) -> Path:
                     REQUESTS, *args)  # fmt: skip
         assert run.returncode == 0, run.stderr
         walls[run_dir] = json.loads((run_dir / "meta.json").read_text())["duration_s"]
-    best = min(walls, key=walls.__getitem__)
-    return best
+    return min(walls, key=walls.__getitem__)
 
 
 def test_the_advised_batch_size_serves_what_the_sweep_predicted(tmp_path):
