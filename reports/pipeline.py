@@ -20,10 +20,10 @@ from typing import IO
 
 from probe.analyzers.analysis import Analysis, analyze
 from probe.analyzers.diagnosis import diagnose
-from probe.atomicfile import write_atomic, write_json_atomic
+from probe.atomicfile import write_atomic
 from probe.reports import output
 from probe.reports.terminal import Verdict, printable
-from probe.rundir.reader import Run, compact_and_load, load, read_meta
+from probe.rundir.reader import Run, compact_and_load, load
 
 __all__ = ["finish_run", "load_analysis", "shown_path", "verdict_text", "write_output"]
 
@@ -82,10 +82,6 @@ def finish_run(run_dir: Path, *, report: bool, out: IO[str] | None = None) -> li
     """Compact ``run_dir`` to Parquet; with ``report``, diagnose it, print the verdict and
     write ``diagnosis.json`` and ``report.html``. Returns the notes compaction made."""
     run, compaction_notes = compact_and_load(run_dir)
-    if compaction_notes:  # kept in meta.json: the journals they describe are gone now
-        meta = read_meta(run_dir)
-        meta.setdefault("notes", []).extend(compaction_notes)
-        write_json_atomic(run_dir / "meta.json", meta)
     if not report:
         return compaction_notes
     analysis = _diagnosed(run, run_dir, write_json=True)

@@ -164,3 +164,49 @@ def test_a_run_written_with_the_per_op_cost_itself_keeps_it(tmp_path):
     run = load(run_with_window(tmp_path, {"op_cost_ns": 640.0}, probe_ops=5))
     assert run.torch_windows[0][0]["op_cost_ns"] == 640.0
     assert not any("per op" in n for n in run.notes)
+
+
+def ended(w: RunWriter, pid: int) -> None:
+    """meta.json as a finished run's process leaves it."""
+    w.close()
+    meta = json.loads((w.path / "meta.json").read_text())
+    w.write_meta({**meta, "pid": pid, "end": "2026-11-24T00:00:00Z"})
+
+
+def test_a_finished_run_in_journals_is_compacted_on_first_load_with_its_notes_kept(tmp_path):
+    w = new_run(tmp_path)
+    w.append("spans", [span_record(i) for i in range(3)], prefix=(7,))
+    w.flush()
+    with open(w.path / "spans.jsonl", "a") as f:
+        f.write('[[7],[[99,null,"cut sh')
+    ended(w, pid=2**22 + 1)  # above pid_max's default: no such process
+    run = load(w.path)
+    assert len(run.spans) == 3 and not list(w.path.glob("*.jsonl"))
+    meta = json.loads((w.path / "meta.json").read_text())
+    assert any("incomplete" in n for n in meta["notes"])  # the journal it describes is gone
+
+
+def test_a_run_whose_process_lives_or_that_did_not_end_is_read_not_compacted(tmp_path):
+    import os
+
+    w = new_run(tmp_path)
+    w.append("spans", [span_record(0)], prefix=(7,))
+    w.flush()
+    assert len(load(w.path).spans) == 1  # no end in meta.json: a live run
+    ended(w, pid=os.getpid())  # "ended", but its process still writes (a watch child)
+    assert len(load(w.path).spans) == 1
+    assert (w.path / "spans.jsonl").is_file()
+
+
+def test_a_run_that_cannot_be_rewritten_is_read_from_its_journals(tmp_path, monkeypatch):
+    from probe.rundir import reader
+
+    def read_only(root):
+        raise PermissionError(13, "Permission denied", str(root))
+
+    w = new_run(tmp_path)
+    w.append("spans", [span_record(i) for i in range(2)], prefix=(7,))
+    ended(w, pid=2**22 + 1)
+    monkeypatch.setattr(reader, "_compact", read_only)
+    assert len(load(w.path).spans) == 2
+    assert (w.path / "spans.jsonl").is_file()
