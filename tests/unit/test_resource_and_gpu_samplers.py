@@ -87,12 +87,13 @@ class FakeHost:
 def test_process_tree_rows_include_children_and_skip_vanished_ones():
     child = FakeProc(11, ppid=10, rss=50)
     root = FakeProc(10, rss=300, children=[child])
-    procs = {10: root}
+    procs = {10: root, 11: child}
     clock = iter(range(0, 10**12, 100_000_000)).__next__
     s = ResourceSampler(
         10,
         clock=clock,
         process=procs.__getitem__,
+        descendants=lambda pid: [c.pid for c in procs[pid].children()],
         host=FakeHost(),
         sockets=lambda pid: 3,
         slow_every=2,
@@ -118,9 +119,11 @@ def test_probe_s_own_helper_processes_are_not_the_target_s():
     worker = FakeProc(11, ppid=10)
     driver = FakeProc(12, ppid=10, env={HELPER_ENV: "load"})
     root = FakeProc(10, children=[worker, driver])
+    procs = {10: root, 11: worker, 12: driver}
     s = ResourceSampler(
-        10, clock=iter(range(0, 10**12, 10**8)).__next__, process={10: root}.__getitem__,
+        10, clock=iter(range(0, 10**12, 10**8)).__next__, process=procs.__getitem__,
         host=FakeHost(), sockets=lambda pid: 0,
+        descendants=lambda pid: [c.pid for c in root.children()],
     )  # fmt: skip
     s.sample()
     s.sample()
@@ -133,14 +136,16 @@ def test_sampling_from_outside_records_the_sampler_s_own_cpu_and_from_inside_doe
 
     spent = iter([1.5, 2.0])
     outside = ResourceSampler(
-        10, process=lambda pid: FakeProc(pid), host=FakeHost(), own_cpu=lambda: next(spent)
-    )
+        10, process=lambda pid: FakeProc(pid), host=FakeHost(), own_cpu=lambda: next(spent),
+        descendants=lambda pid: [],
+    )  # fmt: skip
     outside.sample()
     outside.sample()
     assert [row[5] for row in outside.drain()["system"]] == [1.5, 2.0]
     inside = ResourceSampler(
-        os.getpid(), process=lambda pid: FakeProc(pid), host=FakeHost(), own_cpu=lambda: 9.0
-    )
+        os.getpid(), process=lambda pid: FakeProc(pid), host=FakeHost(), own_cpu=lambda: 9.0,
+        descendants=lambda pid: [],
+    )  # fmt: skip
     inside.sample()  # its CPU is the target's own, counted in the process's rows
     assert math.isnan(inside.drain()["system"][0][5])
 
