@@ -271,7 +271,7 @@ def run_command(
 
     from probe.cli.sidecar import Sidecar
 
-    sidecar = Sidecar.spawn(run_dir, resource_hz=resource_hz, gpu=not no_gpu)
+    sidecar = Sidecar.spawn(run_dir, resource_hz=resource_hz, gpu=not no_gpu, report=not no_report)
     loader = _start_load(run_dir, load_spec) if load_spec is not None else None
     outcome = run(
         resolved,

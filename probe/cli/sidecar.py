@@ -1,21 +1,24 @@
 """The sidecar: samples the target from outside and completes its run directory.
 
-``probe run`` starts it (niced) beside the target. While the target runs, it
+``probe run`` starts it (niced) beside the target, and with it, when the run is to be
+diagnosed, the finisher (``probe.cli.finisher``), which imports the analysis stack on
+idle cores meanwhile. While the target runs, the sidecar samples the target's process
+tree (psutil) and the GPUs (NVML) at ``--resource-hz`` and writes those tables itself:
+from outside, sampling never takes the target's GIL (see ``probe.samplers.tree``), and
+it goes on until the target's very end.
 
-* samples the target's process tree (psutil) and the GPUs (NVML) at ``--resource-hz``
-  and writes those tables itself: from outside, sampling never takes the target's GIL
-  (see ``probe.samplers.tree``), and it goes on until the target's very end;
-* imports the analysis stack (pandas, pyarrow), so that finishing costs no import time.
+When told that the target ended, it stops sampling and adds what it knows to
+``meta.json`` (GPUs found, peak RSS); ``probe run`` then has the finisher diagnose the
+run (``Sidecar.finish``; this process does it if the finisher failed). A run not
+diagnosed (``--no-report``) ends there: its journals are compacted to Parquet when first
+loaded (``probe.rundir.reader``), so ending it imports neither pandas nor pyarrow. If
+the ``probe run`` process dies without telling it (SIGKILL, ``os._exit``), the sidecar
+sees end-of-file on its stdin, marks the run as killed and compacts what was flushed: a
+killed run still leaves a complete, readable run directory.
 
-When told that the target ended, it stops sampling, adds what it knows to ``meta.json``
-(GPUs found, peak RSS), and runs the end-of-run pipeline (``probe.reports.pipeline``):
-compacts the tables to Parquet, writes ``diagnosis.json``, prints the verdict and writes
-``report.html``. If the ``probe run`` process dies without telling
-it (SIGKILL, ``os._exit``), it sees end-of-file on its stdin, marks the run as killed and
-compacts what was flushed: a killed run still leaves a complete, readable run directory.
-
-Invocation: ``python -m probe.cli.sidecar RUN_DIR TARGET_PID RESOURCE_HZ GPU(0|1)``;
-stdin carries one JSON line ``{"report": bool}``, or end-of-file.
+Invocation: ``python -m probe.cli.sidecar RUN_DIR TARGET_PID RESOURCE_HZ GPU(0|1)
+FINISHER_PID(0: none)``; stdin carries one JSON line when the target ended, or
+end-of-file.
 """
 
 from __future__ import annotations
@@ -34,10 +37,11 @@ __all__ = ["Sidecar"]
 
 
 def _update_meta(run_dir: Path, update: Callable[[dict[str, Any]], None]) -> None:
+    # read as plain JSON: the reader's checks import pyarrow (0.1 s), and this file is
+    # the one the target's own process wrote
     from probe.atomicfile import write_json_atomic
-    from probe.rundir.reader import read_meta
 
-    meta = read_meta(run_dir)
+    meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
     update(meta)
     write_json_atomic(run_dir / "meta.json", meta)
 
@@ -57,13 +61,64 @@ def _mark_killed(meta: dict[str, Any], run_dir: Path) -> None:
     )
 
 
-class Sidecar:
-    """Handle on the sidecar process, held by ``probe run``."""
+def _idle() -> None:
+    """In the child, before exec: the whole process at SCHED_IDLE (its interpreter's
+    start-up included, ~50 ms of CPU a busy target would otherwise give up)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        pass
 
-    def __init__(self, run_dir: Path, proc: subprocess.Popen[bytes] | None) -> None:
+
+def _spawn(
+    module: str, args: list[str], env: dict[str, str] | None = None, *, idle: bool = False
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        # -P: no working directory on sys.path. The user's folder may hold packages of
+        # its own named like ours (a `reports/`, `analyzers/`).
+        [sys.executable, "-P", "-m", module, *args],
+        stdin=subprocess.PIPE,
+        # its own process group: a Ctrl-C at the terminal goes to the target's group
+        # only. Ours ignore SIGINT too, but only once their interpreter is up: a Ctrl-C
+        # in the first ~0.1 s killed the sidecar.
+        process_group=0,
+        env=env,
+        preexec_fn=_idle if idle else None,
+    )
+
+
+def _tell(proc: subprocess.Popen[bytes] | None, message: dict[str, Any] | None) -> int | None:
+    """Send ``message`` (None: end-of-file alone) and wait for the process; its exit
+    status, None where there is no process."""
+    if proc is None or proc.stdin is None:
+        return None
+    try:
+        if message is not None:
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+        proc.stdin.close()
+    except OSError:
+        pass
+    return proc.wait()
+
+
+def _failed(what: str, code: int) -> None:
+    how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+    print(f"probe: the {what} process failed ({how}); finishing here", file=sys.stderr)
+
+
+class Sidecar:
+    """Handles on the sidecar and finisher processes, held by ``probe run``."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        proc: subprocess.Popen[bytes] | None,
+        finisher: subprocess.Popen[bytes] | None = None,
+    ) -> None:
         self.run_dir = run_dir
         self._proc = proc
-        if proc is not None:
+        self._finisher = finisher
+        if proc is not None or finisher is not None:
             os.register_at_fork(after_in_child=self._after_fork_child)
 
     @property
@@ -71,67 +126,87 @@ class Sidecar:
         return self._proc is not None
 
     @classmethod
-    def spawn(cls, run_dir: Path, *, resource_hz: float, gpu: bool) -> Sidecar:
+    def spawn(cls, run_dir: Path, *, resource_hz: float, gpu: bool, report: bool) -> Sidecar:
+        """The sidecar, and with ``report`` the finisher (``probe.cli.finisher``), both
+        started now: the finisher's imports overlap the run from its first moment."""
+        from probe.samplers.resources import HELPER_ENV
+
+        finisher = None
+        if report:
+            env = {**os.environ, HELPER_ENV: "finisher"}  # not one of the target's processes
+            try:
+                finisher = _spawn("probe.cli.finisher", [str(run_dir)], env, idle=True)
+            except OSError:
+                pass  # this process finishes the run
+        helper = str(finisher.pid) if finisher is not None else "0"
+        args = [str(run_dir), str(os.getpid()), repr(resource_hz), "1" if gpu else "0", helper]
         try:
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    # -P: no working directory on sys.path. The user's folder may hold
-                    # packages of its own named like ours (a `reports/`, `analyzers/`).
-                    "-P",
-                    "-m",
-                    "probe.cli.sidecar",
-                    str(run_dir),
-                    str(os.getpid()),
-                    repr(resource_hz),
-                    "1" if gpu else "0",
-                ],
-                stdin=subprocess.PIPE,
-                # its own process group: a Ctrl-C at the terminal goes to the target's
-                # group only. The sidecar also ignores SIGINT, but only once its
-                # interpreter is up: a Ctrl-C in the first ~0.1 s killed it.
-                process_group=0,
-            )
+            proc = _spawn("probe.cli.sidecar", args)
         except OSError:
-            proc = None  # the session samples the tree and finishes in this process
-        return cls(run_dir, proc)
+            proc = None  # the session samples the tree in this process
+        return cls(run_dir, proc, finisher)
 
     def _after_fork_child(self) -> None:
-        # A forked child must not hold the pipe open: its end-of-file is how the
-        # sidecar learns that the profiled process died.
-        proc = self._proc
-        if proc is not None and proc.stdin is not None:
-            stdin, proc.stdin = proc.stdin, None
-            stdin.close()
-        self._proc = None
+        # A forked child must not hold the pipes open: end-of-file is how the sidecar and
+        # the finisher learn that the profiled process died.
+        for proc in (self._proc, self._finisher):
+            if proc is not None and proc.stdin is not None:
+                stdin, proc.stdin = proc.stdin, None
+                stdin.close()
+        self._proc = self._finisher = None
 
     def finish(self, *, report: bool) -> None:
+        """The target ended: the sidecar completes its tables and meta.json; then, with
+        ``report``, the finisher diagnoses the run (or this process, if it failed)."""
         sys.stdout.flush()
         sys.stderr.flush()
-        proc = self._proc
-        if proc is not None and proc.stdin is not None:
-            try:
-                proc.stdin.write(json.dumps({"report": report}).encode() + b"\n")
-                proc.stdin.close()
-            except OSError:
-                pass
-            code = proc.wait()
-            if code == 0:
-                return
-            how = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
-            print(f"probe: the sidecar process failed ({how}); finishing here", file=sys.stderr)
+        code = _tell(self._proc, {"ended": True})
+        if code:
+            _failed("sidecar", code)
+        if not report:
+            _tell(self._finisher, None)  # nothing to do: it ends at end-of-file
+            return
+        code = _tell(self._finisher, {"report": True})
+        if code == 0:
+            return
+        if code is not None:
+            _failed("finisher", code)
         from probe.reports.pipeline import finish_run
 
-        finish_run(self.run_dir, report=report)
+        finish_run(self.run_dir, report=True)
 
 
-def _sample_until_told(run_dir: Path, pid: int, hz: float, gpu: bool) -> dict[str, Any]:
+def _helper_cpu(finisher_pid: int) -> Callable[[], float]:
+    """CPU seconds of the sidecar and the finisher: probe's own, on the host's cores."""
+    import psutil
+
+    try:
+        theirs = psutil.Process(finisher_pid) if finisher_pid else None
+    except psutil.Error:
+        theirs = None
+
+    def spent() -> float:
+        total = sum(os.times()[:2])
+        if theirs is not None:
+            try:
+                total += sum(theirs.cpu_times()[:2])
+            except psutil.Error:
+                pass
+        return total
+
+    return spent
+
+
+def _sample_until_told(
+    run_dir: Path, pid: int, hz: float, gpu: bool, own_cpu: Callable[[], float]
+) -> dict[str, Any]:
     """Sample the target's tree on a thread until stdin says stop; returns the message."""
     from probe.rundir.writer import RunWriter
+    from probe.samplers.resources import ResourceSampler
     from probe.samplers.ticker import Ticker
     from probe.samplers.tree import TreeSampler
 
-    tree = TreeSampler(pid, gpu=gpu)
+    tree = TreeSampler(pid, gpu=gpu, resources=ResourceSampler(pid, own_cpu=own_cpu))
     gpu_status = tree.start()
     writer = RunWriter(run_dir)
     flush_every = max(1, round(hz))  # ticks: about once a second
@@ -151,10 +226,6 @@ def _sample_until_told(run_dir: Path, pid: int, hz: float, gpu: bool) -> dict[st
 
     sampler = Ticker("probe-tree-sampler", 1.0 / hz, tick)
     sampler.start()
-    # Warm the analysis stack while the target runs; sampling goes on meanwhile.
-    import probe.reports.html  # noqa: F401
-    import probe.reports.pipeline  # noqa: F401
-
     line = sys.stdin.readline()
     sampler.stop()
     tree.sample()
@@ -179,18 +250,22 @@ def main(argv: list[str]) -> int:
         os.nice(10)
     except OSError:
         pass
-    run_dir, pid, hz, gpu = Path(argv[0]), int(argv[1]), float(argv[2]), argv[3] == "1"
-    from probe.reports.terminal import printable  # what it says names paths: escaped
-
+    run_dir, pid, hz = Path(argv[0]), int(argv[1]), float(argv[2])
+    gpu, finisher_pid = argv[3] == "1", int(argv[4])
     try:
-        message = _sample_until_told(run_dir, pid, hz, gpu)
-        from probe.reports.pipeline import finish_run
+        message = _sample_until_told(run_dir, pid, hz, gpu, _helper_cpu(finisher_pid))
+        if not message:  # killed: compacted now (nobody waits for it), no diagnosis
+            from probe.reports.pipeline import finish_run
 
-        finish_run(run_dir, report=bool(message.get("report")))
+            finish_run(run_dir, report=False)
     except Exception as e:
+        from probe.reports.terminal import printable  # what it says names paths: escaped
+
         print(printable(f"probe: could not finish {run_dir}: {e}"), file=sys.stderr)
         return 1
     if not message:
+        from probe.reports.terminal import printable
+
         print(
             printable(
                 f"probe: profiled process ended abruptly; data up to its last flush is in {run_dir}"
@@ -201,9 +276,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    code = main(sys.argv[1:])
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Every file is closed and meta.json replaced atomically by now; skipping the
-    # interpreter's teardown of pandas/pyarrow saves ~150 ms that `probe run` waits for.
-    os._exit(code)
+    from probe.pids import exit_after
+
+    exit_after(main)

@@ -95,7 +95,9 @@ def run_probe(tmp_path):
     # one still finishing a run of this test's is ended with it
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info["cmdline"] or []
-        if "probe.cli.sidecar" in cmd and any(str(tmp_path) in c for c in cmd):
+        if {"probe.cli.sidecar", "probe.cli.finisher"} & set(cmd) and any(
+            str(tmp_path) in c for c in cmd
+        ):
             try:
                 p.kill()
                 p.wait(10)

@@ -1,0 +1,94 @@
+"""What a run costs the target: the helper processes on one core, and the end of a run
+without a verdict. Truth from outside the helpers: the target's own CPU time over its wall
+time (on one core, the share of it the helpers left), and the files on disk."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from probe.rundir import load
+from probe.rundir.reader import TABLES
+
+from .conftest import probe_cmd, write_script
+
+pytestmark = pytest.mark.integration
+
+# A busy loop that reports the share of its wall time it was on the CPU (the in-process
+# sampler's CPU is the process's own, so it counts as the target's)
+BUSY = """
+    import time
+    start_wall, start_cpu = time.perf_counter(), time.process_time()
+    x = 0
+    while time.perf_counter() - start_wall < 1.5:
+        for i in range(10000):
+            x += i
+    wall, cpu = time.perf_counter() - start_wall, time.process_time() - start_cpu
+    print(f"share {cpu / wall:.3f}", flush=True)
+"""
+# Measured on this machine kind, taskset to one CPU, 3-4 runs each (2026-11-24): 0.94
+# with the finisher at SCHED_IDLE; 0.82-0.84 when the sidecar imported the analysis stack
+# at nice 10 during the run (4f11e3b). Plain Python: 1.00.
+LEAVES_AT_LEAST = 0.9
+
+
+def _one_cpu() -> None:
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
+def test_on_one_core_probes_helpers_leave_the_target_its_core(tmp_path):
+    script = write_script(tmp_path, BUSY)
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        probe_cmd("run", "-o", run_dir, script),
+        preexec_fn=_one_cpu, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    share = float(done.stdout.split("share ")[1].split()[0])
+    assert share >= LEAVES_AT_LEAST, done.stdout
+    assert (run_dir / "diagnosis.json").is_file()  # and the verdict still came
+
+
+def test_the_finisher_waits_at_idle_priority_while_the_target_runs(tmp_path, run_probe):
+    script = write_script(tmp_path, "import time\nprint('ready', flush=True)\ntime.sleep(3)\n")
+    proc = run_probe.spawn(script)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    policies = {}
+    deadline = time.monotonic() + 2
+    while not policies and time.monotonic() < deadline:
+        for pid in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"probe.cli.finisher" in cmd and str(tmp_path).encode() in b" ".join(cmd):
+                for tid in os.listdir(f"/proc/{pid}/task"):
+                    policies[tid] = os.sched_getscheduler(int(tid))
+    proc.communicate(timeout=60)
+    assert policies, "no finisher found beside the target"
+    assert set(policies.values()) == {os.SCHED_IDLE}, policies
+
+
+def test_a_run_without_a_verdict_ends_in_journals_and_its_first_load_compacts_them(
+    tmp_path, run_probe
+):
+    script = write_script(
+        tmp_path,
+        "import probe, time\nfor _ in range(30):\n    with probe.span('step'):\n"
+        "        time.sleep(0.01)\n",
+    )
+    r = run_probe("--no-report", script)
+    assert r.returncode == 0, r.stderr
+    journals = sorted(p.name for p in r.run_dir.glob("*.jsonl"))
+    assert "spans.jsonl" in journals and not list(r.run_dir.glob("*.parquet"))
+    run = load(r.run_dir)
+    assert len(run.spans) == 30
+    assert not list(r.run_dir.glob("*.jsonl"))
+    compacted = {p.stem for p in r.run_dir.glob("*.parquet")}
+    assert {p.removesuffix(".jsonl") for p in journals} <= compacted <= set(TABLES)
+    again = load(r.run_dir)  # from the Parquet now: the same rows
+    assert again.spans.equals(run.spans)
