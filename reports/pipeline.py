@@ -1,6 +1,6 @@
 """The end of a run, and of every re-analysis: load -> diagnose -> write the outputs.
 
-``probe run`` (through its sidecar), ``probe analyze`` and ``probe report`` all go
+``probe run`` (through its finisher), ``probe analyze`` and ``probe report`` all go
 through here, so each writes the same files the same way:
 
 * ``finish_run(run_dir)``: compact the journals to Parquet, diagnose, write
@@ -78,12 +78,11 @@ def load_analysis(
     return _diagnosed(load(run_dir), run_dir, write_json=write_json, sla_s=sla_s)
 
 
-def finish_run(run_dir: Path, *, report: bool, out: IO[str] | None = None) -> list[str]:
-    """Compact ``run_dir`` to Parquet; with ``report``, diagnose it, print the verdict and
-    write ``diagnosis.json`` and ``report.html``. Returns the notes compaction made."""
+def finish_run(run_dir: Path, *, out: IO[str] | None = None) -> list[str]:
+    """Compact ``run_dir`` to Parquet, diagnose it, print the verdict and write
+    ``diagnosis.json`` and ``report.html``. Returns the notes compaction made. (A run not
+    diagnosed is compacted on its first load: ``probe.rundir.reader``.)"""
     run, compaction_notes = compact_and_load(run_dir)
-    if not report:
-        return compaction_notes
     analysis = _diagnosed(run, run_dir, write_json=True)
     text = verdict_text(analysis, run_dir=run_dir, written=("diagnosis.json", "report.html"))
     print(text, file=out or sys.stdout, flush=True)

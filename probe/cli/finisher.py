@@ -10,7 +10,7 @@ sidecar imported them at nice 10, which still takes ~10% of a core from a nice-0
 The imports run in a process of their own, not in the sidecar: a thread at idle priority
 holding the GIL would stall the sidecar's sampling thread with it.
 
-When ``probe run`` says the run ended (one JSON line ``{"report": bool}`` on stdin), its
+When ``probe run`` says the run ended (a line on stdin), its
 threads are lifted back to normal scheduling where the system allows it (CAP_SYS_NICE,
 or an RLIMIT_NICE of 20), so that a host busy with other work does not hold the verdict
 back; otherwise the end of the run is done at idle priority, which is full speed on the
@@ -24,7 +24,6 @@ Invocation: ``python -P -m probe.cli.finisher RUN_DIR``; exit status 0 when fini
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -54,16 +53,14 @@ def main(argv: list[str]) -> int:
     run_dir = Path(argv[0])
     warm = threading.Thread(target=_warm, name="probe-finisher-imports", daemon=True)
     warm.start()
-    line = sys.stdin.readline()
-    if not line.strip():
+    if not sys.stdin.readline().strip():
         return 0
-    message = json.loads(line)
     _lift()
     warm.join()
     try:
         from probe.reports.pipeline import finish_run
 
-        finish_run(run_dir, report=bool(message.get("report")))
+        finish_run(run_dir)
     except Exception as e:  # `probe run` says so and finishes the run itself
         print(f"probe: the finisher failed: {e!r}", file=sys.stderr)
         return 1

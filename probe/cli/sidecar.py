@@ -166,14 +166,14 @@ class Sidecar:
         if not report:
             _tell(self._finisher, None)  # nothing to do: it ends at end-of-file
             return
-        code = _tell(self._finisher, {"report": True})
+        code = _tell(self._finisher, {"ended": True})
         if code == 0:
             return
         if code is not None:
             _failed("finisher", code)
         from probe.reports.pipeline import finish_run
 
-        finish_run(self.run_dir, report=True)
+        finish_run(self.run_dir)
 
 
 def _helper_cpu(finisher_pid: int) -> Callable[[], float]:
@@ -252,20 +252,18 @@ def main(argv: list[str]) -> int:
         pass
     run_dir, pid, hz = Path(argv[0]), int(argv[1]), float(argv[2])
     gpu, finisher_pid = argv[3] == "1", int(argv[4])
+    from probe.reports.terminal import printable  # what it says names paths: escaped
+
     try:
         message = _sample_until_told(run_dir, pid, hz, gpu, _helper_cpu(finisher_pid))
         if not message:  # killed: compacted now (nobody waits for it), no diagnosis
-            from probe.reports.pipeline import finish_run
+            from probe.rundir.reader import compact
 
-            finish_run(run_dir, report=False)
+            compact(run_dir)
     except Exception as e:
-        from probe.reports.terminal import printable  # what it says names paths: escaped
-
         print(printable(f"probe: could not finish {run_dir}: {e}"), file=sys.stderr)
         return 1
     if not message:
-        from probe.reports.terminal import printable
-
         print(
             printable(
                 f"probe: profiled process ended abruptly; data up to its last flush is in {run_dir}"

@@ -196,19 +196,10 @@ def load(path: str | os.PathLike[str], *, tables: list[str] | None = None) -> Ru
     root = Path(path)
     if _finished_in_journals(root):
         try:
-            run, _ = compact_and_load(root)
+            return compact_and_load(root, tables=tables)[0]
         except OSError:
             pass  # not ours to rewrite (read-only, disk full): its journals read as well
-        else:
-            return run if tables is None else replace(run, tables=_only(run.tables, tables))
     return _assemble(root, tables, {})
-
-
-def _only(frames: dict[str, pd.DataFrame], tables: list[str]) -> dict[str, pd.DataFrame]:
-    unknown = [t for t in tables if t not in COLUMNS]
-    if unknown:
-        raise ProbeError(f"unknown table {unknown[0]!r}; tables are {', '.join(TABLES)}")
-    return {t: frames[t] for t in tables}
 
 
 def _finished_in_journals(root: Path) -> bool:
@@ -224,12 +215,13 @@ def _finished_in_journals(root: Path) -> bool:
 def _assemble(root: Path, tables: list[str] | None, read: dict[str, pd.DataFrame]) -> Run:
     """``load``, with the tables in ``read`` already parsed."""
     meta = read_meta(root)
-    frames: dict[str, pd.DataFrame] = dict(read)
+    frames: dict[str, pd.DataFrame] = {}
     notes: list[str] = []
     for table in TABLES if tables is None else tables:
         if table not in COLUMNS:
             raise ProbeError(f"unknown table {table!r}; tables are {', '.join(TABLES)}")
-        if table in frames:
+        if table in read:
+            frames[table] = read[table]
             continue
         frames[table], table_notes = _read_table(root, table)
         notes.extend(table_notes)
@@ -384,23 +376,32 @@ def _quiet_meta(path: Path) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
+def _compact_all(root: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """The run's tables and its workers' compacted; the notes kept in meta.json, since
+    the journals they describe are gone now."""
+    frames, notes = _compact(root)
+    notes = notes + _compact_shards(root)
+    if notes:
+        meta = read_meta(root)
+        meta.setdefault("notes", []).extend(notes)
+        write_json_atomic(root / "meta.json", meta)
+    return frames, notes
+
+
 def compact(path: str | os.PathLike[str]) -> list[str]:
     """Convert every ``.jsonl`` table of a run directory (and of its workers' shards) to
-    Parquet; returns notes."""
-    return _compact(Path(path))[1] + _compact_shards(Path(path))
+    Parquet; returns notes (also kept in meta.json)."""
+    return _compact_all(Path(path))[1]
 
 
-def compact_and_load(path: str | os.PathLike[str]) -> tuple[Run, list[str]]:
+def compact_and_load(
+    path: str | os.PathLike[str], *, tables: list[str] | None = None
+) -> tuple[Run, list[str]]:
     """``compact`` then ``load``, reusing the tables just parsed instead of reading back.
 
     Returns the run and, apart, the notes compaction itself made (rows it had to drop).
     """
     root = Path(path)
-    frames, notes = _compact(root)
-    notes = notes + _compact_shards(root)
-    if notes:  # kept in meta.json: the journals they describe are gone now
-        meta = read_meta(root)
-        meta.setdefault("notes", []).extend(notes)
-        write_json_atomic(root / "meta.json", meta)
-    run = _assemble(root, None, frames)
+    frames, notes = _compact_all(root)
+    run = _assemble(root, tables, frames)
     return replace(run, notes=[*run.notes, *notes]), notes
