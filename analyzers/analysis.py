@@ -2,8 +2,10 @@
 
 ``analyze(run)`` -> ``Analysis``: the diagnosis, the run's metadata, and -- computed on
 first use, so a verdict alone costs none of them -- the sampled call tree, the resource
-series and the names of the threads. Every output (terminal, diagnosis.json, the HTML
-report, and exporters) reads this object, never the run's tables.
+series, the names of the threads and the run on one timeline (bounded by ``limits``).
+Every output (terminal, diagnosis.json, the HTML report, and exporters) reads this
+object, never the run's tables. The diagnosis too is made on first use: an export of the
+timeline does not pay for it.
 """
 
 from __future__ import annotations
@@ -14,15 +16,24 @@ from typing import Any
 from probe.analyzers.calltree import CallTree, call_tree
 from probe.analyzers.diagnosis import Diagnosis, diagnose
 from probe.analyzers.series import ResourceSeries, resource_series
+from probe.analyzers.timeline import Timeline, TimelineLimits, timeline
 from probe.rundir.reader import Run
 
 __all__ = ["Analysis", "analyze"]
 
 
 class Analysis:
-    def __init__(self, run: Run, diagnosis: Diagnosis) -> None:
+    def __init__(
+        self, run: Run, diagnosis: Diagnosis | None = None, *, limits: TimelineLimits | None = None
+    ) -> None:
         self._run = run
-        self.diagnosis = diagnosis
+        self.limits = limits or TimelineLimits()
+        if diagnosis is not None:
+            self.__dict__["diagnosis"] = diagnosis  # the cached property's value, given
+
+    @cached_property
+    def diagnosis(self) -> Diagnosis:
+        return diagnose(self._run)
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -58,7 +69,28 @@ class Analysis:
         threads = self._run.tables["threads"].drop_duplicates("thread_id")
         return {int(t): str(n) for t, n in zip(threads["thread_id"], threads["name"], strict=True)}
 
+    @cached_property
+    def timeline(self) -> Timeline:
+        meta = self._run.meta
+        target = meta.get("target") or {}
+        argv = [str(a) for a in target.get("argv") or [target.get("name") or ""]]
+        command = " ".join([argv[0].rsplit("/", 1)[-1], *argv[1:]]).strip()
+        return timeline(
+            self._run.tables,
+            root_pid=int(meta.get("pid") or 0),
+            command=command,
+            limits=self.limits,
+        )
 
-def analyze(run: Run, diagnosis: Diagnosis | None = None) -> Analysis:
-    """The analysis of a loaded run (``probe.rundir.load``); ``diagnosis`` if already made."""
-    return Analysis(run, diagnosis if diagnosis is not None else diagnose(run))
+    @property
+    def notes(self) -> list[str]:
+        """What loading the run had to drop or repair."""
+        return list(self._run.notes)
+
+
+def analyze(
+    run: Run, diagnosis: Diagnosis | None = None, *, limits: TimelineLimits | None = None
+) -> Analysis:
+    """The analysis of a loaded run (``probe.rundir.load``); ``diagnosis`` if already made
+    (else made on first use); ``limits``: how much of the run its timeline holds."""
+    return Analysis(run, diagnosis, limits=limits)

@@ -18,12 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from analyze_speed import build
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from probe.analyzers.analysis import analyze
 from probe.analyzers.diagnosis import diagnose
 from probe.reports.html import HtmlReport
 from probe.rundir import load
+from tests.synthetic import hour_long_run as build  # noqa: E402
 
 
 def render(path: Path, repeat: int) -> tuple[float, int]:

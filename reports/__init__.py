@@ -2,9 +2,11 @@
 
 Each output is one module behind the same two members -- ``from_analysis(analysis)``
 builds its plain data (what tests check), ``render()`` turns that into the file's text
--- and is registered in ``OUTPUTS`` under its ``--format`` name: the next exporter is
-one module plus one line here. ``probe.reports.pipeline`` runs them at the end of a run
-and for ``probe analyze`` / ``probe report``.
+(bytes, for a binary format) -- and is registered in ``OUTPUTS`` under its ``--format``
+name: the next exporter is one module plus one line here. ``probe.reports.pipeline`` runs
+them at the end of a run and for ``probe analyze`` / ``probe report``; ``probe export``
+the exporters (Perfetto, Chrome trace JSON, speedscope), each bounded by its
+``limits`` where it declares them.
 
 Outputs with a model of their own: ``terminal.DiffText`` (``probe diff``'s comparison)
 and ``leak`` (``probe watch``'s leak report, written from inside watched services:
@@ -28,6 +30,10 @@ OUTPUTS = {
     "text": "probe.reports.terminal:Verdict",
     "json": "probe.reports.json:DiagnosisJson",
     "html": "probe.reports.html:HtmlReport",
+    # exports for the tools people already use (``probe export``)
+    "perfetto": "probe.reports.perfetto:PerfettoTrace",
+    "chrome": "probe.reports.chrome:ChromeTrace",
+    "speedscope": "probe.reports.speedscope:SpeedscopeProfile",
 }
 
 
@@ -40,7 +46,7 @@ class Output(Protocol):
     @classmethod
     def from_analysis(cls, analysis: Analysis) -> Output: ...
 
-    def render(self) -> str: ...
+    def render(self) -> str | bytes: ...
 
 
 def output(name: str) -> type[Output]:

@@ -39,8 +39,10 @@ def shown_path(path: Path) -> str:
 
 def write_output(analysis: Analysis, name: str, path: Path) -> Path:
     """Render the output registered as ``name`` into ``path`` (atomically)."""
-    text = output(name).from_analysis(analysis).render()
-    return write_atomic(path, text if text.endswith("\n") else text + "\n")
+    data = output(name).from_analysis(analysis).render()
+    if isinstance(data, str) and not data.endswith("\n"):
+        data += "\n"
+    return write_atomic(path, data)
 
 
 def verdict_text(

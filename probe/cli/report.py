@@ -60,7 +60,9 @@ def report_command(run_dir: Path, out: Path | None, fmt: str, open_it: bool) -> 
     analysis = load_analysis(run_dir)
     if fmt == "html" and out is None:
         out = run_dir / "report.html"
-    _emit(output(fmt).from_analysis(analysis).render(), out, fmt, open_it)
+    text = output(fmt).from_analysis(analysis).render()
+    assert isinstance(text, str)  # report's formats are text; the binary ones: probe export
+    _emit(text, out, fmt, open_it)
 
 
 def _report_trace(trace: Path, out: Path | None, fmt: str, open_it: bool) -> None:

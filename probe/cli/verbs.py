@@ -29,6 +29,7 @@ VERBS = {
     "watch": "probe.cli.watch:watch_command",
     "load": "probe.cli.load:load_command",
     "batch-sweep": "probe.cli.batch:batch_sweep_command",
+    "export": "probe.cli.export:export_command",
 }
 
 
@@ -57,6 +58,7 @@ def cli() -> None:
     Staging:     probe watch --pid PID · probe watch -- CMD [ARGS]...
     Load:        probe load http://127.0.0.1:8000/predict --rate 100
     Batching:    probe batch-sweep service:model --input service:example_batch
+    Export:      probe export RUN_DIR --format perfetto|chrome|speedscope
     """
 
 
