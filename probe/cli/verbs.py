@@ -30,6 +30,7 @@ VERBS = {
     "load": "probe.cli.load:load_command",
     "batch-sweep": "probe.cli.batch:batch_sweep_command",
     "export": "probe.cli.export:export_command",
+    "check": "probe.cli.check:check_command",
 }
 
 
@@ -59,6 +60,7 @@ def cli() -> None:
     Load:        probe load http://127.0.0.1:8000/predict --rate 100
     Batching:    probe batch-sweep service:model --input service:example_batch
     Export:      probe export RUN_DIR --format perfetto|chrome|speedscope
+    CI gate:     probe check RUN_DIR --baseline RUN_DIR --assert 'p99 < 200ms'
     """
 
 

@@ -1,0 +1,472 @@
+"""A CI gate over a run's figures: assertions, and regressions against a baseline judged
+by the runs' own noise (``probe check``).
+
+Assertions (``parse_assertion``) are small expressions on the figures a diagnosis holds:
+
+    p99(POST /predict) < 200ms     p50 < 40ms            throughput >= 500/s
+    errors(POST /predict) == 0     error_rate < 1%       requests >= 1000
+    share(cpu/python) < 0.6        no leak
+
+``pXX(NAME)`` is an endpoint's latency percentile (a served app's route), else a stage's;
+without a name, the run's requests'. ``share(KIND[/SUBKIND])`` is the share of the run's
+time the diagnosis's findings give that limit (0 where none names it). ``no leak`` holds
+unless the leak verdict is "leak" (an undetermined one holds, and says why). Each is
+evaluated on the diagnosis as ``diagnosis.json`` has it (``evaluate``), so a run
+directory and a saved diagnosis are judged alike.
+
+Regressions (``regressions``): for each request name both runs served, the p50 and p99
+latency, and the throughput of the run. A figure regressed when it is worse than the
+baseline by more than ``max_regression`` *and* the difference is beyond the runs' noise:
+the 95% interval of the ratio lies wholly above 1. For a percentile, the interval runs
+from the far ends of each run's distribution-free interval of it (order statistics:
+``_quantile_interval``), which holds its coverage in the tail where resampling does not;
+for throughput, it is a bootstrap of each run's completions in ten equal slices of its
+serving window (batch means). So an unchanged service passes however noisy its tail, and
+a slowdown larger than allowed fails once the runs hold enough requests to show it.
+Against a baseline that is only a ``diagnosis.json`` there are no requests to resample:
+figures are judged by the threshold alone, and the result says so.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "Assertion",
+    "CheckResult",
+    "GateSyntaxError",
+    "Regression",
+    "evaluate",
+    "parse_assertion",
+    "regressions",
+    "request_latencies",
+    "request_names",
+]
+
+PERCENTILES = ("p50", "p90", "p95", "p99")
+_TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+_RATE_UNITS = {"": 1.0, "/s": 1.0, "rps": 1.0, "req/s": 1.0, "/min": 1 / 60}
+_FRACTION_UNITS = {"": 1.0, "%": 0.01}
+_COUNT_UNITS = {"": 1.0}
+# figure -> (the units it takes, how its values are shown)
+_FIGURES: dict[str, tuple[dict[str, float], str]] = {
+    **{p: (_TIME_UNITS, "time") for p in PERCENTILES},
+    "throughput": (_RATE_UNITS, "rate"),
+    "requests": (_COUNT_UNITS, "count"),
+    "errors": (_COUNT_UNITS, "count"),
+    "error_rate": (_FRACTION_UNITS, "fraction"),
+    "share": (_FRACTION_UNITS, "fraction"),
+}
+_OPS = {
+    "<": np.less,
+    "<=": np.less_equal,
+    ">": np.greater,
+    ">=": np.greater_equal,
+    "==": np.equal,
+}
+# bootstrap resamples: 2,000 put the 2.5% and 97.5% points within ~1% of where more
+# resamples put them (Efron & Tibshirani, An Introduction to the Bootstrap, ch. 13)
+BOOTSTRAP_RESAMPLES = 2_000
+# Batch means: each run cut into up to 10 slices in time (the usual 10-30 batches of the
+# method; Law & Kelton, Simulation Modeling and Analysis, 9.5.3), each slice holding
+# enough requests for its percentile to mean something: 20 for a median, 200 for a p99
+# (two requests above it); a side needs 4 slices for an interval at all.
+SLICES_PER_RUN = 10
+_PER_SLICE = {50: 20, 90: 50, 95: 100, 99: 200}
+MIN_SLICES = 4
+
+
+class GateSyntaxError(ValueError):
+    """An assertion that does not parse: what is wrong, and at which character."""
+
+    def __init__(self, message: str, column: int) -> None:
+        super().__init__(message)
+        self.column = column
+
+
+@dataclass(frozen=True)
+class Assertion:
+    text: str
+    figure: str  # "p99", "throughput", ..., "leak"
+    subject: str | None = None  # a route or stage; for share, KIND[/SUBKIND]
+    op: str = ""
+    threshold: float = 0.0  # base units: seconds, per second, a fraction, a count
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    text: str
+    value: float | None  # None: the figure is not in this run
+    shown: str  # the value as read, with its unit
+    held: bool
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Regression:
+    figure: str  # "p50(POST /predict)", "throughput"
+    baseline: float
+    value: float
+    slowdown: float  # > 1: worse (latency new/base; throughput base/new)
+    interval: tuple[float, float] | None  # 95% bootstrap interval of the slowdown
+    regressed: bool
+    unit: str = "s"  # "s" or "/s"
+    notes: list[str] = field(default_factory=list)
+    worse: bool = False  # worse than allowed (regressed, or inconclusive within the noise)
+
+    @property
+    def state(self) -> str:
+        return "regressed" if self.regressed else "inconclusive" if self.worse else "ok"
+
+
+def parse_assertion(text: str) -> Assertion:
+    if re.fullmatch(r"\s*no\s+leak\s*", text, flags=re.IGNORECASE):
+        return Assertion(text=text.strip(), figure="leak")
+    m = re.match(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*", text)
+    if not m:
+        raise GateSyntaxError("expected a figure (p99, throughput, share, ...)", _col(text, 0))
+    figure, at = m.group(1).lower(), m.end()
+    if figure not in _FIGURES:
+        known = ", ".join([*_FIGURES, "no leak"])
+        raise GateSyntaxError(f"unknown figure {m.group(1)!r}; figures are {known}", m.start(1))
+    subject = None
+    if text.startswith("(", at):
+        close = text.find(")", at)
+        if close < 0:
+            raise GateSyntaxError("missing ')'", len(text))
+        subject = text[at + 1 : close].strip() or None
+        at = close + 1
+    m = re.compile(r"\s*(<=|>=|==|<|>)\s*").match(text, at)
+    if not m:
+        raise GateSyntaxError("expected a comparison (<, <=, >, >=, ==)", _col(text, at))
+    op, at = m.group(1), m.end()
+    m = re.compile(r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*").match(text, at)
+    if not m:
+        raise GateSyntaxError("expected a number", at)
+    number, at = float(m.group(1)), m.end()
+    unit = text[at:].strip()
+    units, _ = _FIGURES[figure]
+    if units is _TIME_UNITS and not unit:
+        raise GateSyntaxError(f"{figure} needs a unit (ns, us, ms or s)", at)
+    if unit not in units:
+        allowed = ", ".join(repr(u) for u in units if u) or "none"
+        raise GateSyntaxError(f"unknown unit {unit!r} for {figure} (units: {allowed})", at)
+    return Assertion(text.strip(), figure, subject, op, number * units[unit])
+
+
+def _col(text: str, at: int) -> int:
+    return len(text) - len(text[at:].lstrip()) if at < len(text) else at
+
+
+def evaluate(assertion: Assertion, diagnosis: dict[str, Any]) -> CheckResult:
+    """``assertion`` on a diagnosis as ``diagnosis.json`` holds it."""
+    if assertion.figure == "leak":
+        leak = diagnosis.get("leak") or {}
+        state = str(leak.get("state") or ("leak" if leak.get("detected") else "no_leak"))
+        note = str(leak.get("reason") or "") if state != "no_leak" else ""
+        return CheckResult(assertion.text, None, state.replace("_", " "), state != "leak", note)
+    value, note = _figure(assertion, diagnosis)
+    if value is None:
+        return CheckResult(assertion.text, None, "not in this run", False, note)
+    held = bool(_OPS[assertion.op](value, assertion.threshold))
+    return CheckResult(assertion.text, value, _shown(assertion.figure, value), held, note)
+
+
+def _shown(figure: str, value: float) -> str:
+    kind = _FIGURES[figure][1]
+    if kind == "time":
+        return f"{value * 1e3:,.2f} ms" if value < 10 else f"{value:,.2f} s"
+    if kind == "rate":
+        return f"{value:,.1f}/s"
+    if kind == "fraction":
+        return f"{value:.1%}"
+    return f"{value:,.0f}"
+
+
+def _figure(a: Assertion, d: dict[str, Any]) -> tuple[float | None, str]:
+    run = d.get("run") or {}
+    if a.figure == "share":
+        return _share(a.subject, d.get("findings") or []), ""
+    if a.subject is None:
+        return _run_figure(a.figure, run, d)
+    row = _named(a.subject, d)
+    if row is None:
+        return None, f"no endpoint or stage named {a.subject!r} ({_names_in(d)})"
+    if a.figure in PERCENTILES:
+        ms = row.get(f"{a.figure}_ms")
+        return (None, f"{a.figure} not recorded") if ms is None else (float(ms) / 1e3, "")
+    if a.figure in ("requests", "errors"):
+        count = row.get(a.figure, row.get("count"))
+        return (None, f"no {a.figure} count") if count is None else (float(count), "")
+    if a.figure == "error_rate":
+        n = float(row.get("requests") or 0)
+        return (float(row.get("errors") or 0) / n, "") if n else (None, "no requests")
+    tput = row.get("throughput_per_s")
+    return (None, "no throughput recorded") if tput is None else (float(tput), "")
+
+
+def _run_figure(figure: str, run: dict[str, Any], d: dict[str, Any]) -> tuple[float | None, str]:
+    if figure in PERCENTILES:
+        ms = (run.get("latency_ms") or {}).get(figure)
+        return (None, f"the run has no {figure}") if ms is None else (float(ms) / 1e3, "")
+    if figure == "throughput":
+        tput = run.get("throughput_per_s")
+        return (None, "the run has no throughput") if tput is None else (float(tput), "")
+    if figure == "requests":
+        return float(run.get("requests") or 0), ""
+    routes = ((d.get("endpoints") or {}).get("routes")) or []
+    errors = float(sum(int(r.get("errors") or 0) for r in routes))
+    if figure == "errors":
+        return errors, ""
+    n = float(run.get("requests") or 0)
+    return (errors / n, "") if n else (None, "no requests")
+
+
+def _named(name: str, d: dict[str, Any]) -> dict[str, Any] | None:
+    for row in ((d.get("endpoints") or {}).get("routes")) or []:
+        if row.get("name") == name:
+            return dict(row)
+    for row in d.get("stages") or []:
+        if row.get("name") == name:
+            return dict(row)
+    return None
+
+
+def _names_in(d: dict[str, Any]) -> str:
+    routes = [r["name"] for r in ((d.get("endpoints") or {}).get("routes")) or []]
+    stages = [s["name"] for s in d.get("stages") or []]
+    shown = ", ".join(repr(n) for n in [*routes, *stages][:8])
+    return f"this run has {shown}" if shown else "this run has no endpoints or stages"
+
+
+def _share(subject: str | None, findings: list[dict[str, Any]]) -> float:
+    kind, _, subkind = (subject or "").partition("/")
+    return float(
+        sum(
+            float(f.get("share") or 0)
+            for f in findings
+            if f.get("kind") == kind and (not subkind or f.get("subkind") == subkind)
+        )
+    )
+
+
+def request_latencies(spans: pd.DataFrame, run: int = 0) -> pd.DataFrame:
+    """Each request's name, latency (s), end (ns) and ``run`` (which of a side's repeated
+    runs it came from): the samples regressions are judged on."""
+    req = spans[spans["category"] == "request"]
+    return pd.DataFrame(
+        {
+            "name": req["name"].astype(str).to_numpy(),
+            "latency_s": ((req["end_ns"] - req["start_ns"]).clip(lower=0) / 1e9).to_numpy(),
+            "end_ns": req["end_ns"].to_numpy(),
+            "run": run,
+        }
+    )
+
+
+def regressions(
+    baseline: list[dict[str, Any]],
+    current: list[dict[str, Any]],
+    max_regression: float,
+    *,
+    baseline_requests: pd.DataFrame | None,
+    current_requests: pd.DataFrame,
+    seed: int = 0,
+) -> list[Regression]:
+    """The figures both sides have, each judged against ``1 + max_regression``. A side is
+    one run or several repeats of it (their diagnoses; their requests tagged by run)."""
+    rng = np.random.default_rng(seed)
+    limit = 1.0 + max_regression
+    out: list[Regression] = []
+    theirs = set().union(*(request_names(d, baseline_requests) for d in baseline))
+    for name in sorted(set(current_requests["name"]) & theirs):
+        new = current_requests[current_requests["name"] == name]
+        for q in (50, 99):
+            figure = f"p{q}({name})"
+            if baseline_requests is None:
+                base_value = _baseline_percentile(baseline[0], name, q)
+                if base_value is not None:
+                    value = _q(new["latency_s"].to_numpy(), q)
+                    out.append(_by_threshold(figure, base_value, value, limit, "s"))
+                continue
+            old = baseline_requests[baseline_requests["name"] == name]
+            out.append(_latency(figure, old, new, q, limit, rng))
+    out.extend(_throughput(baseline, current, baseline_requests, current_requests, limit, rng))
+    return out
+
+
+def request_names(d: dict[str, Any], requests: pd.DataFrame | None) -> set[str]:
+    """The names of a run's requests: from its request spans where loaded, else its
+    diagnosis's endpoints and request stages."""
+    if requests is not None:
+        return set(requests["name"])
+    routes = ((d.get("endpoints") or {}).get("routes")) or []
+    stages = [s for s in d.get("stages") or [] if s.get("category") == "request"]
+    return {str(r["name"]) for r in [*routes, *stages]}
+
+
+def _baseline_percentile(d: dict[str, Any], name: str, q: int) -> float | None:
+    row = _named(name, d)
+    ms = row.get(f"p{q}_ms") if row else None
+    return float(ms) / 1e3 if ms is not None else None
+
+
+def _q(values: np.ndarray, q: int) -> float:
+    return float(np.percentile(values, q)) if len(values) else float("nan")
+
+
+def _latency(
+    figure: str,
+    old: pd.DataFrame,
+    new: pd.DataFrame,
+    q: int,
+    limit: float,
+    rng: np.random.Generator,
+) -> Regression:
+    base, value = _q(old["latency_s"].to_numpy(), q), _q(new["latency_s"].to_numpy(), q)
+    if old.empty or new.empty or base <= 0:
+        return Regression(figure, base, value, float("nan"), None, False, "s", ["too few requests"])
+    slowdown = value / base
+    old_slices, new_slices = _slice_percentiles(old, q), _slice_percentiles(new, q)
+    if _count(old_slices) >= MIN_SLICES and _count(new_slices) >= MIN_SLICES:
+        interval = _ratio_interval(new_slices, old_slices, rng)
+        notes: list[str] = []
+    else:  # too few requests to see the runs drift: the requests' own spread only
+        old_lo, old_hi = _quantile_interval(old["latency_s"].to_numpy(), q)
+        new_lo, new_hi = _quantile_interval(new["latency_s"].to_numpy(), q)
+        interval = (new_lo / max(old_hi, 1e-12), new_hi / max(old_lo, 1e-12))
+        notes = ["too few requests to slice: the interval misses the machine's drift"]
+    return _judged(figure, base, value, slowdown, interval, limit, "s", notes)
+
+
+def _judged(
+    figure: str,
+    base: float,
+    value: float,
+    slowdown: float,
+    interval: tuple[float, float],
+    limit: float,
+    unit: str,
+    notes: list[str],
+) -> Regression:
+    worse = slowdown > limit
+    regressed = worse and interval[0] > 1
+    if worse and not regressed:
+        notes = [*notes, "inconclusive: worse than allowed, but within the runs' noise "
+                 "(repeat the runs on each side to narrow it)"]  # fmt: skip
+    return Regression(figure, base, value, slowdown, interval, regressed, unit, notes, worse)
+
+
+def _slice_percentiles(requests: pd.DataFrame, q: int) -> list[np.ndarray]:
+    """Per run, the q-th percentile of each of its slices: its requests in completion
+    order, cut into up to ``SLICES_PER_RUN`` slices of at least ``_PER_SLICE[q]``
+    requests. A machine whose speed drifts (a host's other tenants, frequency) moves
+    whole slices; their spread is the noise a figure is judged against, not the
+    requests' own."""
+    out: list[np.ndarray] = []
+    per = _PER_SLICE.get(q, 100)
+    for _, run in requests.groupby("run", sort=False):
+        ordered = run.sort_values("end_ns", kind="stable")["latency_s"].to_numpy()
+        slices = min(SLICES_PER_RUN, len(ordered) // per)
+        if slices >= 1:
+            out.append(np.array([np.percentile(c, q) for c in np.array_split(ordered, slices)]))
+    return out
+
+
+def _count(clusters: list[np.ndarray]) -> int:
+    return sum(len(c) for c in clusters)
+
+
+def _ratio_interval(
+    new: list[np.ndarray], old: list[np.ndarray], rng: np.random.Generator
+) -> tuple[float, float]:
+    """95% interval of mean(new) / mean(old) over the slices, by a two-stage (cluster)
+    bootstrap: runs resampled, then slices within each -- slices of one run share its
+    machine's state, so with repeated runs the drift between runs counts too (Davison &
+    Hinkley, Bootstrap Methods and their Application, 3.8)."""
+    ratios = _cluster_means(new, rng) / np.maximum(_cluster_means(old, rng), 1e-12)
+    return float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))
+
+
+def _cluster_means(clusters: list[np.ndarray], rng: np.random.Generator) -> np.ndarray:
+    b = BOOTSTRAP_RESAMPLES
+    # each run's slices resampled b times: one row per run, one column per resample
+    within = np.stack([c[rng.integers(0, len(c), (b, len(c)))].mean(axis=1) for c in clusters])
+    runs = rng.integers(0, len(clusters), (b, len(clusters)))
+    means: np.ndarray = within[runs, np.arange(b)[:, None]].mean(axis=1)
+    return means
+
+
+def _quantile_interval(values: np.ndarray, q: int) -> tuple[float, float]:
+    """The q-th percentile's distribution-free 95% interval: the order statistics
+    x(l) <= x(u) with P(l <= B < u) >= 0.95, B ~ Binomial(n, q/100) the number of
+    requests below the true percentile (Conover, Practical Nonparametric Statistics,
+    3.2). Its coverage holds however skewed the latencies -- where resampling a tail
+    percentile runs narrow -- and with too few requests for a bound it is unbounded on
+    that side (0 or infinity), which no regression can be read from."""
+    x = np.sort(values)
+    n, p = len(x), q / 100
+    k = np.arange(n + 1)
+    lgamma = np.vectorize(math.lgamma)
+    log_pmf = lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1)
+    log_pmf += k * math.log(p) + (n - k) * math.log1p(-p)
+    cdf = np.cumsum(np.exp(log_pmf - log_pmf.max()))
+    cdf /= cdf[-1]
+    below = np.flatnonzero(cdf <= 0.025)  # l - 1 candidates: P(B <= l - 1) <= 2.5%
+    above = np.flatnonzero(1 - cdf <= 0.025)  # u - 1 candidates: P(B >= u) <= 2.5%
+    lower = float(x[below[-1]]) if len(below) else 0.0  # x(l), l = below[-1] + 1
+    u = int(above[0]) + 1 if len(above) else n + 1
+    upper = float(x[u - 1]) if u <= n else math.inf
+    return lower, upper
+
+
+def _by_threshold(figure: str, base: float, value: float, limit: float, unit: str) -> Regression:
+    slowdown = value / base if unit == "s" else base / value
+    note = "no requests to see the baseline's noise by: judged by the threshold alone"
+    worse = slowdown > limit
+    return Regression(figure, base, value, slowdown, None, worse, unit, [note], worse)
+
+
+def _throughput(
+    baseline: list[dict[str, Any]],
+    current: list[dict[str, Any]],
+    old: pd.DataFrame | None,
+    new: pd.DataFrame,
+    limit: float,
+    rng: np.random.Generator,
+) -> list[Regression]:
+    base, value = _mean_throughput(baseline), _mean_throughput(current)
+    if not base or not value:
+        return []
+    if old is None:
+        return [_by_threshold("throughput", base, value, limit, "/s")]
+    old_slices, new_slices = _slice_rates(old), _slice_rates(new)
+    if _count(old_slices) < MIN_SLICES or _count(new_slices) < MIN_SLICES:
+        return [_by_threshold("throughput", base, value, limit, "/s")]
+    interval = _ratio_interval(old_slices, new_slices, rng)  # base over new: > 1 is worse
+    return [_judged("throughput", base, value, base / value, interval, limit, "/s", [])]
+
+
+def _mean_throughput(diagnoses: list[dict[str, Any]]) -> float:
+    values = [float((d.get("run") or {}).get("throughput_per_s") or 0) for d in diagnoses]
+    return float(np.mean(values)) if values and all(values) else 0.0
+
+
+def _slice_rates(requests: pd.DataFrame) -> list[np.ndarray]:
+    """Per run, completions per second in ``SLICES_PER_RUN`` equal slices of its window
+    from its first completion to its last (runs with too few requests: none)."""
+    out: list[np.ndarray] = []
+    for _, run in requests.groupby("run", sort=False):
+        ends = run["end_ns"].to_numpy()
+        lo, hi = (float(ends.min()), float(ends.max())) if len(ends) else (0.0, 0.0)
+        if len(ends) < 2 * SLICES_PER_RUN or hi <= lo:
+            continue
+        counts, _ = np.histogram(ends, bins=SLICES_PER_RUN, range=(lo, hi))
+        out.append(counts / ((hi - lo) / 1e9 / SLICES_PER_RUN))
+    return out

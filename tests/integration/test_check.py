@@ -1,0 +1,120 @@
+"""`probe check` as a CI job runs it: real runs of a small service, before and after a
+20% slowdown, a saved diagnosis as the baseline, and bad input.
+
+Truth: the service's requests each busy-wait a fixed CPU time (``--work-ms``), so a run
+with 1.2x the work is 1.2x slower per request by construction; the wall clocks of the
+requests (the request spans) are what the gate reads.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import probe_cmd, write_script
+
+pytestmark = pytest.mark.integration
+
+SERVICE = """
+import argparse, time
+import probe
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--requests", type=int, default=300)
+parser.add_argument("--work-ms", type=float, default=3.0)
+args = parser.parse_args()
+
+@probe.stage("score")
+def score(ms):
+    end = time.perf_counter() + ms / 1000
+    while time.perf_counter() < end:
+        pass
+
+for i in range(args.requests):
+    with probe.request():
+        score(args.work_ms)
+"""
+
+
+def check(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(probe_cmd("check", *args), capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def runs(run_probe, tmp_path):
+    """(baseline, the same service again, the service 20% slower)."""
+    script = write_script(tmp_path, SERVICE, "service.py")
+    made = {}
+    for name, work in (("before", "3.0"), ("again", "3.0"), ("slower", "3.6")):
+        result = run_probe(script, "--work-ms", work, out=tmp_path / name)
+        assert result.returncode == 0, result.stderr
+        made[name] = result.run_dir
+    return made
+
+
+def test_a_twenty_percent_slowdown_fails_the_gate_and_an_unchanged_run_passes(runs):
+    same = check(runs["again"], "--baseline", runs["before"], "--max-regression", "10%")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert same.stdout.startswith("probe check: passed")
+
+    slower = check(runs["slower"], "--baseline", runs["before"], "--max-regression", "10%")
+    assert slower.returncode == 1, slower.stdout + slower.stderr
+    assert "REGRESSED" in slower.stdout and "p50(request)" in slower.stdout
+
+    verdict = json.loads(
+        check(runs["slower"], "--baseline", runs["before"], "--json").stdout
+    )  # fmt: skip
+    p50 = next(r for r in verdict["regressions"] if r["figure"] == "p50(request)")
+    assert p50["regressed"] and 1.1 < p50["slowdown"] < 1.35
+    assert p50["interval"][0] > 1.0
+
+
+def test_assertions_hold_or_fail_on_a_real_run_and_a_saved_diagnosis_is_a_baseline(runs):
+    ok = check(runs["before"], "--assert", "p50(request) < 1s", "--assert", "no leak",
+               "--assert", "requests >= 300")  # fmt: skip
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.count("held") == 3
+
+    # repeats of a run: each run's assertions, labelled; the comparison pools them
+    both = check(runs["before"], runs["again"], "--baseline", runs["before"],
+                 "--assert", "requests >= 300")  # fmt: skip
+    assert both.returncode == 0, both.stdout + both.stderr
+    assert "requests >= 300  [before]" in both.stdout and "[again]" in both.stdout
+
+    too_strict = check(runs["before"], "--assert", "p50(request) < 1ms")
+    assert too_strict.returncode == 1 and "FAILED" in too_strict.stdout
+
+    saved = runs["before"] / "diagnosis.json"
+    against_json = check(runs["slower"], "--baseline", saved)
+    assert against_json.returncode == 1, against_json.stdout + against_json.stderr
+    assert "threshold alone" in against_json.stdout
+
+
+def test_bad_input_is_one_line_and_exit_status_2(runs, tmp_path):
+    unparsable = check(runs["before"], "--assert", "p99(request) < 200xs")
+    assert unparsable.returncode == 2
+    assert unparsable.stderr.strip() == (
+        "probe: error: cannot parse --assert 'p99(request) < 200xs' at column 19: "
+        "unknown unit 'xs' for p99 (units: 'ns', 'us', 'µs', 'ms', 's')"
+    )
+
+    other_schema = tmp_path / "other.json"
+    other_schema.write_text(json.dumps({"schema": "someone.else/3"}))
+    wrong = check(runs["before"], "--baseline", other_schema)
+    assert wrong.returncode == 2 and "not a probe diagnosis" in wrong.stderr
+    assert len(wrong.stderr.strip().splitlines()) == 1
+
+    other_source = "import probe\nwith probe.span('other'):\n    pass\n"
+    other = write_script(tmp_path, other_source, "other.py")
+    other_run = subprocess.run(
+        probe_cmd("run", "--out", tmp_path / "other", other), capture_output=True, timeout=120
+    )
+    assert other_run.returncode == 0
+    unrelated = check(runs["before"], "--baseline", tmp_path / "other")
+    assert unrelated.returncode == 2 and "another service" in unrelated.stderr
+
+    nothing = check(runs["before"])
+    assert nothing.returncode == 2 and "nothing to check" in nothing.stderr
