@@ -11,6 +11,7 @@ timeline does not pay for it.
 from __future__ import annotations
 
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from probe.analyzers.calltree import CallTree, call_tree
@@ -38,6 +39,11 @@ class Analysis:
     @property
     def meta(self) -> dict[str, Any]:
         return self._run.meta
+
+    @property
+    def path(self) -> Path:
+        """The run directory (where its outputs are written)."""
+        return self._run.path
 
     @cached_property
     def t0_ns(self) -> int:

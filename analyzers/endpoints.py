@@ -228,7 +228,8 @@ def _owners(
         if isinstance(where, str):
             handlers.setdefault(where, names[i])
     by_stack = _stacks_holding(handlers, stacks, frames)
-    owner = samples["stack_id"].map(by_stack).fillna("").to_numpy(dtype=object)
+    # a copy: with nothing to fill, pandas (copy-on-write) hands back a read-only view
+    owner = samples["stack_id"].map(by_stack).fillna("").to_numpy(dtype=object, copy=True)
     pos = innermost_span(spans, samples["thread_id"].to_numpy(), samples["ts_ns"].to_numpy())
     root = np.where(pos >= 0, spans["root_pos"].to_numpy()[np.maximum(pos, 0)], -1)
     in_http = (root >= 0) & http[np.maximum(root, 0)]

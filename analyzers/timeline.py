@@ -9,6 +9,9 @@
   only where spans on one thread overlap without nesting (asyncio tasks interleaved on a
   loop's thread), which a single track cannot draw;
 * the stack samples with their stacks (root first), each on-CPU or waiting, and on what;
+  beside each row's recorded state, the time it stands for as the analysis attributes it
+  (``analyzers.attribution``: a thread's exact CPU shared among the rows caught running,
+  the rest of its wall time waited, by reason) -- what the profile exporters weigh by;
 * counters per process (CPU in cores, RSS) and for the machine (CPU %, each GPU's
   utilisation and memory), in base units, at the times they were read.
 
@@ -27,6 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+
+from probe.analyzers.attribution import attribute
+from probe.analyzers.spantree import index_spans, innermost_span
 
 __all__ = ["TIMELINE_TABLES", "CounterSeries", "Timeline", "TimelineLimits", "timeline"]
 
@@ -71,10 +77,14 @@ class Timeline:
     processes: pd.DataFrame  # pid, name; the run's own process first
     threads: pd.DataFrame  # thread_id, pid, name
     # span_id, parent_id, name, category, thread_id, pid, start_ns, end_ns, request_id,
-    # attrs, lane; requests (category "request") are on their process's request lanes,
-    # the others on their thread's (lane 0: the thread's own track)
+    # attrs, lane, root_id; requests (category "request") are on their process's request
+    # lanes, the others on their thread's (lane 0: the thread's own track); root_id: the
+    # span's tree's outermost span (trees are kept whole)
     spans: pd.DataFrame
-    # ts_ns, thread_id, pid, stack_id, wall_ns, cpu_ns, wait_reason, samples
+    # ts_ns, thread_id, pid, stack_id, wall_ns, cpu_ns, wait_reason, samples as recorded;
+    # on_cpu_ns, waited_ns, waited_on as attributed (analyzers.attribution, computed over
+    # every sample before any thinning); stage, route: the innermost span open on the
+    # sample's thread at its instant and the request around it ("" where none)
     samples: pd.DataFrame
     stacks: dict[int, tuple[int, ...]]  # stack_id -> frame ids, root first
     frames: pd.DataFrame  # frame_id, function, filename, first_line
@@ -100,14 +110,16 @@ def timeline(
     notes: list[str] = []
     spans = _with_pid(tables["spans"], pid_of, root_pid)
     kept_spans = _bounded_spans(spans, limits.spans, notes)
-    samples = _with_pid(tables["samples"], pid_of, root_pid).sort_values("ts_ns", kind="stable")
+    samples = _attributed(_with_pid(tables["samples"], pid_of, root_pid))
+    samples = samples.assign(**_span_labels(samples, spans))
+    samples = samples.sort_values("ts_ns", kind="stable")
     kept_samples = _thinned(samples, limits.samples, "stack samples", notes)
     counters, points = _counters(tables, limits.counter_points, notes)
     used = set(kept_samples["stack_id"].tolist())
     return Timeline(
         processes=_processes(threads, spans, root_pid, command),
         threads=threads,
-        spans=_with_lanes(kept_spans),
+        spans=_with_lanes(kept_spans).pipe(lambda df: df.assign(root_id=_roots(df))),
         samples=kept_samples.reset_index(drop=True),
         stacks=_stacks(tables["stacks"], used),
         frames=tables["frames"][["frame_id", "function", "filename", "first_line"]],
@@ -134,6 +146,43 @@ def _with_pid(frame: pd.DataFrame, pid_of: dict[int, int], root_pid: int) -> pd.
     return out
 
 
+def _attributed(samples: pd.DataFrame) -> pd.DataFrame:
+    shares = attribute(samples.reset_index(drop=True))
+    out = samples.reset_index(drop=True)
+    return out.assign(
+        on_cpu_ns=shares["cpu_ns"].to_numpy(dtype="float64"),
+        waited_ns=shares["wait_ns"].to_numpy(dtype="float64"),
+        waited_on=shares["reason"].fillna("").astype(str).to_numpy(),
+    )
+
+
+def _span_labels(samples: pd.DataFrame, spans: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Per sample, the innermost span open on its thread at its instant (``stage``: its
+    name, unless it is the request itself) and the request it belongs to (``route``):
+    ``spantree.innermost_span``, as the breakdown and the endpoints attribute samples."""
+    n = len(samples)
+    stage, route = np.full(n, "", dtype=object), np.full(n, "", dtype=object)
+    if spans.empty or not n:
+        return {"stage": stage, "route": route}
+    indexed = index_spans(spans)
+    pos = innermost_span(indexed, samples["thread_id"].to_numpy(), samples["ts_ns"].to_numpy())
+    names = indexed["name"].astype(str).to_numpy(dtype=object)
+    is_request = (indexed["category"] == "request").to_numpy(dtype=bool, na_value=False)
+    parent = indexed["parent_pos"].to_numpy()
+    found = pos >= 0
+    at = np.maximum(pos, 0)
+    inner = found & ~is_request[at]
+    stage[inner] = names[at[inner]]
+    for _ in range(64):  # up to the request, where there is one (depth is small)
+        climbing = found & ~is_request[at] & (parent[at] >= 0)
+        if not climbing.any():
+            break
+        at = np.where(climbing, parent[at], at)
+    in_request = found & is_request[at]
+    route[in_request] = names[at[in_request]]
+    return {"stage": stage, "route": route}
+
+
 def _processes(
     threads: pd.DataFrame, spans: pd.DataFrame, root_pid: int, command: str
 ) -> pd.DataFrame:
@@ -145,19 +194,12 @@ def _processes(
 
 
 def _roots(spans: pd.DataFrame) -> np.ndarray:
-    """Each span's tree root (itself when it has no parent or its parent was not kept)."""
-    ids = spans["span_id"].to_numpy()
-    parents = spans["parent_id"].astype("float64").fillna(-1).to_numpy().astype("int64")
-    position = pd.Series(np.arange(len(ids)), index=ids)
-    position = position[~position.index.duplicated()]  # a repeated id: its first span
-    parent_at = position.reindex(parents).fillna(-1).to_numpy().astype("int64")  # -1: none
-    at = np.arange(len(ids))
-    for _ in range(256):  # deeper nesting than any service's stages; ends a cycle
-        up = parent_at[at]
-        if not (up >= 0).any():
-            break
-        at = np.where(up >= 0, up, at)
-    return ids[at]
+    """Each span's tree root's id (``spantree.index_spans``'s outermost ancestor)."""
+    indexed = index_spans(spans.assign(_row=np.arange(len(spans))))
+    roots = np.empty(len(spans), dtype=spans["span_id"].dtype)
+    ids = indexed["span_id"].to_numpy()
+    roots[indexed["_row"].to_numpy()] = ids[indexed["root_pos"].to_numpy()]
+    return roots
 
 
 def _bounded_spans(spans: pd.DataFrame, limit: int | None, notes: list[str]) -> pd.DataFrame:

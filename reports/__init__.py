@@ -5,7 +5,7 @@ builds its plain data (what tests check), ``render()`` turns that into the file'
 (bytes, for a binary format) -- and is registered in ``OUTPUTS`` under its ``--format``
 name: the next exporter is one module plus one line here. ``probe.reports.pipeline`` runs
 them at the end of a run and for ``probe analyze`` / ``probe report``; ``probe export``
-the exporters (Perfetto, Chrome trace JSON, speedscope), each bounded by its
+the exporters (Perfetto, Chrome trace JSON, speedscope, pprof, OTLP), each bounded by its
 ``limits`` where it declares them.
 
 Outputs with a model of their own: ``terminal.DiffText`` (``probe diff``'s comparison)
@@ -34,6 +34,8 @@ OUTPUTS = {
     "perfetto": "probe.reports.perfetto:PerfettoTrace",
     "chrome": "probe.reports.chrome:ChromeTrace",
     "speedscope": "probe.reports.speedscope:SpeedscopeProfile",
+    "pprof": "probe.reports.pprof:PprofProfile",
+    "otlp": "probe.reports.otlp:OtlpExport",
 }
 
 

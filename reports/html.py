@@ -15,8 +15,10 @@ page says what was downsampled.
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -451,6 +453,40 @@ def _meta_rows(meta: dict[str, Any], d: Diagnosis) -> list[tuple[str, str]]:
     ]
 
 
+def _elsewhere(meta: dict[str, Any], run_dir: Path | None) -> list[tuple[str, str]]:
+    """(what, the command): reproduce the run; open it in Perfetto and speedscope; gate
+    a later run on it in CI."""
+    where = shlex.quote(str(run_dir)) if run_dir is not None else "RUN_DIR"
+    command = [str(a) for a in meta.get("command") or []]
+    rows = [("reproduce", shlex.join(command))] if command else []
+    return rows + [
+        ("Perfetto", f"probe export {where}  # then open trace.perfetto-trace at ui.perfetto.dev"),
+        ("speedscope", f"probe export {where} --format speedscope"),
+        ("CI gate", f"probe check NEW_RUN_DIR --baseline {where} --max-regression 10%"),
+    ]
+
+
+def _exported_trace(run_dir: Path | None) -> str | None:
+    name = "trace.perfetto-trace"  # probe export's default (reports.perfetto)
+    return name if run_dir is not None and (run_dir / name).is_file() else None
+
+
+def _elsewhere_html(rows: list[tuple[str, str]], perfetto_file: str | None) -> Markup:
+    if not rows:
+        return Markup("")
+    link = (
+        html(
+            "<p>The run's Perfetto trace: <a href='{0}' download>{0}</a> (open it at "
+            "ui.perfetto.dev, <em>Open trace file</em>; it stays on your machine).</p>",
+            perfetto_file,
+        )
+        if perfetto_file
+        else Markup("")
+    )
+    body = join(html("<tr><th>{}</th><td><code>{}</code></td></tr>", k, v) for k, v in rows)
+    return html("<h2>Reproduce and open elsewhere</h2>{}<table class='meta'>{}</table>", link, body)
+
+
 def _batching_html(b: dict[str, Any]) -> Markup:
     """A stage's latency by batch size and the advice (``analyzers.batching``)."""
     if not b:
@@ -521,6 +557,10 @@ class HtmlReport:
     capacity: dict[str, Any] = field(default_factory=dict)
     # dynamic batching (diagnosis.json's batching), where stage spans carry batch sizes
     batching: dict[str, Any] = field(default_factory=dict)
+    # the commands that reproduce the run and open it elsewhere (_elsewhere), and the
+    # Perfetto file beside the page, if one was exported
+    elsewhere: list[tuple[str, str]] = field(default_factory=list)
+    perfetto_file: str | None = None
 
     @classmethod
     def from_analysis(cls, analysis: Analysis) -> HtmlReport:
@@ -555,6 +595,8 @@ class HtmlReport:
             endpoint_workers=served.get("workers", []),
             capacity=d.capacity.to_dict() if d.capacity is not None else {},
             batching=d.batching.to_dict() if d.batching is not None else {},
+            elsewhere=_elsewhere(analysis.meta, analysis.path),
+            perfetto_file=_exported_trace(analysis.path),
         )
 
     def render(self, *, plotly_js: str | None = None) -> str:
@@ -573,7 +615,9 @@ class HtmlReport:
             _leak_html(self.leak),
         )
         tail = (html("<h2>Notes</h2><ul>{}</ul>", notes) if notes else Markup("")) + html(
-            "<h2>Run</h2><table class='meta'>{}</table>", meta
+            "<h2>Run</h2><table class='meta'>{}</table>{}",
+            meta,
+            _elsewhere_html(self.elsewhere, self.perfetto_file),
         )
         return page(self.title, body, figures, tail, plotly_js=plotly_js)
 

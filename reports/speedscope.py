@@ -2,11 +2,12 @@
 https://www.speedscope.app/file-format-schema.json).
 
 Two profiles per thread, from the run's timeline (``probe.analyzers.timeline``): its
-on-CPU time (each sample weighted by the CPU it used) and its waiting (weighted by the
-rest of its interval, ending in a frame that says on what: ``[waiting: network]``,
-``[waiting: gil]``; ``[off-CPU]`` where the thread ran Python but lost the core without a
-reason recorded). Samples stay in time order, consecutive identical stacks merged, so
-speedscope's time-order view is the thread's own; weights are in nanoseconds. A profile
+on-CPU time and its waiting, each sample weighted by the time the analysis attributes to
+it (``analyzers.attribution``: the thread's exact CPU shared among the samples caught
+running, the rest of its wall time waited), the waiting ones ending in a frame that says
+on what: ``[waiting: network]``, ``[waiting: gil]``. Samples stay in time order,
+consecutive identical stacks merged, so speedscope's time-order view is the thread's own;
+weights are in nanoseconds. A profile
 that would still hold more than ``MAX_ENTRIES`` stacks is aggregated, one entry per
 distinct stack (its weights exact, its time order gone: the profile's name says so).
 """
@@ -101,15 +102,15 @@ class _Frames:
         return self._paths[stack]
 
     def wait(self, reason: str) -> int:
-        return self._of(f"[waiting: {reason}]" if reason else "[off-CPU]")
+        return self._of(f"[waiting: {reason or 'unknown'}]")
 
 
 def _profiles(label: str, rows: Any, frames: _Frames) -> list[dict[str, Any]]:
     rows = rows.sort_values("ts_ns", kind="stable")
     stacks = rows["stack_id"].to_numpy()
-    reasons = rows["wait_reason"].fillna("").astype(str).to_numpy()
-    cpu = rows["cpu_ns"].to_numpy().clip(min=0)
-    off = (rows["wall_ns"].to_numpy() - cpu).clip(min=0)
+    reasons = rows["waited_on"].fillna("").astype(str).to_numpy()
+    cpu = rows["on_cpu_ns"].to_numpy().round().astype("int64").clip(min=0)
+    off = rows["waited_ns"].to_numpy().round().astype("int64").clip(min=0)
     out = []
     for kind, weights, waiting in (("on-CPU", cpu, False), ("waiting", off, True)):
         samples: list[list[int]] = []

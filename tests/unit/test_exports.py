@@ -207,3 +207,51 @@ def test_speedscope_splits_each_thread_into_on_cpu_and_waiting(tmp_path: Path) -
 def test_an_empty_run_exports_without_error(tmp_path: Path, renderer: type) -> None:
     run_dir = RunBuilder(duration_s=1.0).write(tmp_path / "empty")
     assert renderer.from_analysis(analyze(load(run_dir))).render()
+
+
+def test_each_sample_is_labelled_with_the_stage_and_request_open_on_its_thread(
+    tmp_path: Path,
+) -> None:
+    s = analyze(load(_service(tmp_path))).timeline.samples
+    ms = (s["ts_ns"] - s["ts_ns"].min()) // 1_000_000 + 10  # the builder's milliseconds
+    labelled = {
+        (tid, int(t)): (stage, route)
+        for tid, t, stage, route in zip(s["thread_id"], ms, s["stage"], s["route"], strict=True)
+    }
+    assert labelled[(1, 20)] == ("preprocess", "POST /predict")
+    assert labelled[(1, 50)] == ("model", "POST /predict")
+    assert labelled[(2, 25)] == ("", "")  # before its thread's request began
+    assert labelled[(2, 65)] == ("preprocess", "POST /predict")
+    assert labelled[(2, 95)] == ("model", "POST /predict")
+
+
+def test_the_pprof_profile_has_every_sample_with_its_labels_and_the_cpu_it_used(
+    tmp_path: Path,
+) -> None:
+    import gzip
+
+    from probe.reports.pprof import PprofProfile, profile_message
+
+    analysis = analyze(load(_service(tmp_path)))
+    profile = profile_message().FromString(
+        gzip.decompress(PprofProfile.from_analysis(analysis).render())
+    )
+    strings = list(profile.string_table)
+    assert [strings[t.type] for t in profile.sample_type] == ["samples", "cpu", "wait"]
+    assert strings[profile.default_sample_type] == "cpu"
+    assert len(profile.sample) == 20
+    assert sum(s.value[1] for s in profile.sample) == 10 * 10_000_000 + 10 * 1_000_000
+    functions = {f.id: strings[f.name] for f in profile.function}
+    location = {loc.id: functions[loc.line[0].function_id] for loc in profile.location}
+    by_route: Counter[str] = Counter()
+    for sample in profile.sample:
+        labels = {strings[lb.key]: strings[lb.str] for lb in sample.label}
+        by_route[labels.get("route", "")] += 1
+        leaf_first = [location[i] for i in sample.location_id]
+        if labels.get("wait"):
+            assert leaf_first[0] == "[waiting: network]" and leaf_first[-1] == "main"
+        else:
+            assert leaf_first == ["model", "handle", "main"]
+    # thread 1's ten samples fall in its request (the last at its very end), thread 2's
+    # from 55 ms on: six of ten
+    assert by_route == Counter({"POST /predict": 16, "": 4})
