@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -77,8 +78,8 @@ class Timeline:
     processes: pd.DataFrame  # pid, name; the run's own process first
     threads: pd.DataFrame  # thread_id, pid, name
     # span_id, parent_id, name, category, thread_id, pid, start_ns, end_ns, request_id,
-    # attrs, lane, root_id; requests (category "request") are on their process's request
-    # lanes, the others on their thread's (lane 0: the thread's own track); root_id: the
+    # attrs, track, lane, root_id; track: -pid for a request (its process's request
+    # lanes), the thread id for the others (lane 0: the thread's own track); root_id: the
     # span's tree's outermost span (trees are kept whole)
     spans: pd.DataFrame
     # ts_ns, thread_id, pid, stack_id, wall_ns, cpu_ns, wait_reason, samples as recorded;
@@ -95,6 +96,21 @@ class Timeline:
     @property
     def complete(self) -> bool:
         return all(k == n for k, n in self.kept.values())
+
+    def frame(self, frame_id: int) -> tuple[str, str, int]:
+        """(function, file, first line) of a frame id -- a placeholder name for one the
+        run's frames table lacks (a salvaged run's last stacks)."""
+        return self._frame_rows.get(frame_id, (f"<frame {frame_id}>", "", 0))
+
+    @cached_property
+    def _frame_rows(self) -> dict[int, tuple[str, str, int]]:
+        f = self.frames
+        return {
+            int(i): (str(fn), str(file), int(line))
+            for i, fn, file, line in zip(
+                f["frame_id"], f["function"], f["filename"], f["first_line"], strict=True
+            )
+        }
 
 
 def timeline(
@@ -244,10 +260,14 @@ def _spread(sizes: pd.Series, room: int) -> set[int]:
 def _thinned(frame: pd.DataFrame, limit: int | None, what: str, notes: list[str]) -> pd.DataFrame:
     if limit is None or len(frame) <= limit:
         return frame
-    step = len(frame) / limit
-    rows = np.unique(np.floor(np.arange(limit) * step).astype("int64"))
+    rows = _even_rows(len(frame), limit)
     notes.append(f"{what}: kept {len(rows):,} of {len(frame):,}, evenly in time (--full keeps all)")
     return frame.iloc[rows]
+
+
+def _even_rows(n: int, limit: int) -> np.ndarray:
+    """``limit`` row positions of ``n``, evenly spaced."""
+    return np.unique(np.floor(np.arange(limit) * (n / limit)).astype("int64"))
 
 
 def _with_lanes(spans: pd.DataFrame) -> pd.DataFrame:
@@ -263,7 +283,7 @@ def _with_lanes(spans: pd.DataFrame) -> pd.DataFrame:
     for rows in pd.Series(track).groupby(track).indices.values():
         place = _request_lanes if is_request[rows[0]] else _nesting_lanes
         lanes[rows] = place(starts[rows].tolist(), ends[rows].tolist())
-    return out.assign(lane=lanes)
+    return out.assign(track=track, lane=lanes)
 
 
 def _request_lanes(starts: list[int], ends: list[int]) -> list[int]:
@@ -350,7 +370,7 @@ def _thinned_series(
         if limit is None or len(s.ts_ns) <= limit:
             out.append(s)
             continue
-        rows = np.unique(np.floor(np.arange(limit) * (len(s.ts_ns) / limit)).astype("int64"))
+        rows = _even_rows(len(s.ts_ns), limit)
         out.append(CounterSeries(s.name, s.unit, s.pid, s.ts_ns[rows], s.values[rows]))
     kept = sum(len(s.ts_ns) for s in out)
     if kept < recorded:

@@ -99,7 +99,6 @@ def _spans(t: Timeline) -> list[dict[str, Any]]:
 
 def _samples(t: Timeline) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     """The format's stack-frame tree (a node per distinct path) and one sample a row."""
-    functions = t.frames.set_index("frame_id")["function"].astype(str).to_dict()
     nodes: dict[tuple[str, str], str] = {}  # (parent node, frame name) -> node id
     frames: dict[str, dict[str, Any]] = {}
 
@@ -118,7 +117,7 @@ def _samples(t: Timeline) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any
         if key not in leaf_of:
             at = ""
             for f in t.stacks.get(key[0], ()):
-                at = node(at, functions.get(f, f"<frame {f}>"))
+                at = node(at, t.frame(f)[0])
             leaf_of[key] = node(at, f"[waiting: {reason}]") if reason else at
         sample = {"ts": _us(int(ts)), "pid": int(pid), "tid": int(tid), "weight": int(ticks),
                   "name": "waiting" if reason else "on-CPU"}  # fmt: skip

@@ -133,9 +133,8 @@ class _Packets:
         spans = self.t.spans
         uuids: dict[tuple[int, int], int] = {}
         made: list[Any] = []
-        is_request = (spans["category"] == "request").to_numpy()
-        keys = np.where(is_request, -spans["pid"].to_numpy(), spans["thread_id"].to_numpy())
-        for key, lane in sorted(set(zip(keys.tolist(), spans["lane"].tolist(), strict=True))):
+        pairs = zip(spans["track"].tolist(), spans["lane"].tolist(), strict=True)
+        for key, lane in sorted(set(pairs)):
             if key > 0 and lane == 0:
                 uuids[(key, 0)] = self._thread_track(key, made)
                 continue
@@ -161,9 +160,8 @@ class _Packets:
             return
         uuids, made = self._lane_uuids()
         yield from made
-        is_request = (spans["category"] == "request").to_numpy()
-        keys = np.where(is_request, -spans["pid"].to_numpy(), spans["thread_id"].to_numpy())
-        tracks = [uuids[k] for k in zip(keys.tolist(), spans["lane"].tolist(), strict=True)]
+        pairs = zip(spans["track"].tolist(), spans["lane"].tolist(), strict=True)
+        tracks = [uuids[k] for k in pairs]
         starts = spans["start_ns"].to_numpy()
         ends = np.maximum(spans["end_ns"].to_numpy(), starts)
         # ends before begins at one instant; inner ends first, outer begins first
@@ -215,7 +213,6 @@ class _Stacks:
     callstack per (stack, wait reason) -- the reason as a last frame when waiting."""
 
     def __init__(self, t: Timeline) -> None:
-        frames = t.frames.set_index("frame_id")
         self.files: dict[str, int] = {}
         self.functions: dict[str, int] = {}
         self.frames: dict[tuple[int, int], int] = {}  # (function iid, mapping iid) -> frame
@@ -225,25 +222,22 @@ class _Stacks:
         self.lines: dict[int, int] = {}
         pairs = t.samples[["stack_id", "wait_reason"]].drop_duplicates()
         for stack, reason in pairs.itertuples(index=False):
-            path = [self._frame(frames, f) for f in t.stacks.get(int(stack), ())]
+            path = [self._frame(t, f) for f in t.stacks.get(int(stack), ())]
             if reason:
                 path.append(self._pseudo(f"[waiting: {reason}]"))
             key = tuple(path)
             iid = self.callstacks.setdefault(key, len(self.callstacks) + 1)
             self.callstack_of[(int(stack), str(reason or ""))] = iid
 
-    def _frame(self, frames: Any, frame_id: int) -> int:
+    def _frame(self, t: Timeline, frame_id: int) -> int:
         if frame_id not in self.frame_of:
-            known = frame_id in frames.index
-            row = frames.loc[frame_id] if known else None
-            function = str(row["function"]) if row is not None else f"<frame {frame_id}>"
-            filename = str(row["filename"]) if row is not None else "<unknown>"
+            function, filename, line = t.frame(frame_id)
             fn = self.functions.setdefault(function, len(self.functions) + 1)
-            mapping = self.files.setdefault(filename, len(self.files) + 1)
+            mapping = self.files.setdefault(filename or "<unknown>", len(self.files) + 1)
             iid = self.frames.setdefault((fn, mapping), len(self.frames) + 1)
             self.frame_of[frame_id] = iid
-            if row is not None and int(row["first_line"]) > 0:
-                self.lines[iid] = int(row["first_line"])
+            if line > 0:
+                self.lines[iid] = line
         return self.frame_of[frame_id]
 
     def _pseudo(self, name: str) -> int:

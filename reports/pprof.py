@@ -108,7 +108,6 @@ class _Builder:
         self.functions: dict[tuple[str, str], int] = {}
         self.locations: dict[tuple[int, int], int] = {}
         self.paths: dict[tuple[int, str], list[int]] = {}
-        self.rows = t.frames.set_index("frame_id")
 
     def s(self, text: str) -> int:
         return self.strings.setdefault(text, len(self.strings))
@@ -146,17 +145,11 @@ class _Builder:
         """Location ids, leaf first; a waiting sample's leaf says on what."""
         key = (stack, waited_on)
         if key not in self.paths:
-            ids = [self._location(*self._frame(f)) for f in self.t.stacks.get(stack, ())]
+            ids = [self._location(*self.t.frame(f)) for f in self.t.stacks.get(stack, ())]
             if waited_on:
                 ids.append(self._location(f"[waiting: {waited_on}]", "", 0))
             self.paths[key] = ids[::-1]
         return self.paths[key]
-
-    def _frame(self, frame_id: int) -> tuple[str, str, int]:
-        if frame_id not in self.rows.index:
-            return f"<frame {frame_id}>", "", 0
-        row = self.rows.loc[frame_id]
-        return str(row["function"]), str(row["filename"]), int(row["first_line"])
 
     def _location(self, name: str, file: str, line: int) -> int:
         fid = self.functions.get((name, file))

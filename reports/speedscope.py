@@ -72,8 +72,7 @@ class _Frames:
     def __init__(self, t: Timeline) -> None:
         self.shared: list[dict[str, Any]] = []
         self._index: dict[tuple[str, str, int], int] = {}
-        self._rows = t.frames.set_index("frame_id")
-        self._stacks = t.stacks
+        self._timeline = t
         self._paths: dict[int, list[int]] = {}
 
     def _of(self, name: str, file: str = "", line: int = 0) -> int:
@@ -90,15 +89,8 @@ class _Frames:
 
     def path(self, stack: int) -> list[int]:
         if stack not in self._paths:
-            path = []
-            for f in self._stacks.get(stack, ()):
-                if f in self._rows.index:
-                    row = self._rows.loc[f]
-                    path.append(self._of(str(row["function"]), str(row["filename"]),
-                                         int(row["first_line"])))  # fmt: skip
-                else:
-                    path.append(self._of(f"<frame {f}>"))
-            self._paths[stack] = path
+            t = self._timeline
+            self._paths[stack] = [self._of(*t.frame(f)) for f in t.stacks.get(stack, ())]
         return self._paths[stack]
 
     def wait(self, reason: str) -> int:
