@@ -182,6 +182,21 @@ _MAX_HZ = 1000.0
 @click.option(
     "--log-spans", is_flag=True, help="Log one JSON line per span on the 'probe.spans' logger."
 )
+@click.option(
+    "--prometheus-port",
+    type=click.IntRange(1, 65535),
+    metavar="PORT",
+    help="Serve live metrics for Prometheus while the run goes on: span and request "
+    "latency histograms per endpoint and stage, requests by status, probe's own CPU "
+    "(http://HOST:PORT/metrics).",
+)
+@click.option(
+    "--prometheus-host",
+    default="127.0.0.1",
+    show_default=True,
+    metavar="HOST",
+    help="Where --prometheus-port listens (0.0.0.0 exposes it beyond this host).",
+)
 @click.option("--no-gpu", is_flag=True, help="Do not query NVML for GPUs.")
 @click.option(
     "--no-report", is_flag=True, help="Write the run directory only: no diagnosis, no verdict."
@@ -207,6 +222,8 @@ def run_command(
     no_workers: bool,
     no_http_spans: bool,
     log_spans: bool,
+    prometheus_port: int | None,
+    prometheus_host: str,
     no_gpu: bool,
     no_report: bool,
     target: tuple[str, ...],
@@ -269,9 +286,21 @@ def run_command(
                 "a free port"
             )
 
+    prometheus = None
+    if prometheus_port is not None:
+        prometheus = _free_port(prometheus_host, prometheus_port)
+
     from probe.cli.sidecar import Sidecar
 
-    sidecar = Sidecar.spawn(run_dir, resource_hz=resource_hz, gpu=not no_gpu, report=not no_report)
+    sidecar = Sidecar.spawn(
+        run_dir,
+        resource_hz=resource_hz,
+        gpu=not no_gpu,
+        report=not no_report,
+        prometheus=prometheus,
+    )
+    if prometheus is not None and not sidecar.running:
+        print(f"probe: no sidecar: live metrics are not served on {prometheus}", file=sys.stderr)
     loader = _start_load(run_dir, load_spec) if load_spec is not None else None
     outcome = run(
         resolved,
@@ -300,6 +329,22 @@ def run_command(
         sys.stderr.flush()
         os._exit(outcome.status)
     sys.exit(outcome.status)
+
+
+def _free_port(host: str, port: int) -> str:
+    """``host:port`` for the live metrics, checked free before anything runs."""
+    import socket
+
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+    except OSError as e:
+        raise ProbeError(
+            f"--prometheus-port {port}: cannot listen on {host}: {e.strerror}"
+        ) from None
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _ensure_span_log_handler() -> None:

@@ -16,9 +16,12 @@ the ``probe run`` process dies without telling it (SIGKILL, ``os._exit``), the s
 sees end-of-file on its stdin, marks the run as killed and compacts what was flushed: a
 killed run still leaves a complete, readable run directory.
 
+With ``--prometheus-port`` it also serves the run's live metrics
+(``probe.livemetrics``), read from the span journals once a second.
+
 Invocation: ``python -m probe.cli.sidecar RUN_DIR TARGET_PID RESOURCE_HZ GPU(0|1)
-FINISHER_PID(0: none)``; stdin carries one JSON line when the target ended, or
-end-of-file.
+FINISHER_PID(0: none) [HOST:PORT]``; stdin carries one JSON line when the target ended,
+or end-of-file.
 """
 
 from __future__ import annotations
@@ -126,9 +129,18 @@ class Sidecar:
         return self._proc is not None
 
     @classmethod
-    def spawn(cls, run_dir: Path, *, resource_hz: float, gpu: bool, report: bool) -> Sidecar:
+    def spawn(
+        cls,
+        run_dir: Path,
+        *,
+        resource_hz: float,
+        gpu: bool,
+        report: bool,
+        prometheus: str | None = None,
+    ) -> Sidecar:
         """The sidecar, and with ``report`` the finisher (``probe.cli.finisher``), both
-        started now: the finisher's imports overlap the run from its first moment."""
+        started now: the finisher's imports overlap the run from its first moment.
+        ``prometheus``: HOST:PORT to serve the live metrics on."""
         from probe.samplers.resources import HELPER_ENV
 
         finisher = None
@@ -140,6 +152,7 @@ class Sidecar:
                 pass  # this process finishes the run
         helper = str(finisher.pid) if finisher is not None else "0"
         args = [str(run_dir), str(os.getpid()), repr(resource_hz), "1" if gpu else "0", helper]
+        args += [prometheus] if prometheus else []
         try:
             proc = _spawn("probe.cli.sidecar", args)
         except OSError:
@@ -198,9 +211,15 @@ def _helper_cpu(finisher_pid: int) -> Callable[[], float]:
 
 
 def _sample_until_told(
-    run_dir: Path, pid: int, hz: float, gpu: bool, own_cpu: Callable[[], float]
+    run_dir: Path,
+    pid: int,
+    hz: float,
+    gpu: bool,
+    own_cpu: Callable[[], float],
+    live: Any = None,
 ) -> dict[str, Any]:
-    """Sample the target's tree on a thread until stdin says stop; returns the message."""
+    """Sample the target's tree on a thread until stdin says stop; returns the message.
+    ``live``: the live metrics (``probe.livemetrics.LiveMetrics``) to update each second."""
     from probe.rundir.writer import RunWriter
     from probe.samplers.resources import ResourceSampler
     from probe.samplers.ticker import Ticker
@@ -216,6 +235,8 @@ def _sample_until_told(
         for table, rows in tree.drain().items():
             writer.append(table, rows)
         writer.flush()
+        if live is not None:
+            live.poll()
 
     def tick() -> None:
         nonlocal ticks
@@ -244,6 +265,21 @@ def _sample_until_told(
     return message
 
 
+def _live(run_dir: Path, where: str, own_cpu: Callable[[], float]) -> Any:
+    """The live metrics served on ``where`` (HOST:PORT); None, said, if it cannot bind."""
+    from probe.livemetrics import LiveMetrics
+    from probe.reports.terminal import printable
+
+    host, _, port = where.rpartition(":")
+    live = LiveMetrics(run_dir, own_cpu)
+    try:
+        live.serve(host.strip("[]"), int(port))
+    except (OSError, ValueError) as e:
+        print(printable(f"probe: could not serve metrics on {where}: {e}"), file=sys.stderr)
+        return None
+    return live
+
+
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the target, not for us
     try:
@@ -254,8 +290,10 @@ def main(argv: list[str]) -> int:
     gpu, finisher_pid = argv[3] == "1", int(argv[4])
     from probe.reports.terminal import printable  # what it says names paths: escaped
 
+    own_cpu = _helper_cpu(finisher_pid)
+    live = _live(run_dir, argv[5], own_cpu) if len(argv) > 5 else None
     try:
-        message = _sample_until_told(run_dir, pid, hz, gpu, _helper_cpu(finisher_pid))
+        message = _sample_until_told(run_dir, pid, hz, gpu, own_cpu, live)
         if not message:  # killed: compacted now (nobody waits for it), no diagnosis
             from probe.rundir.reader import compact
 
