@@ -125,17 +125,21 @@ def timeline(
     pid_of = dict(zip(threads["thread_id"], threads["pid"], strict=True))
     notes: list[str] = []
     spans = _with_pid(tables["spans"], pid_of, root_pid)
+    # the span forest once: each span's tree (for thinning whole trees, and its trace in
+    # OTLP) and the innermost span open at each sample
+    indexed = index_spans(spans.assign(_row=np.arange(len(spans))))
+    spans = spans.assign(root_id=_roots(indexed, spans))
     kept_spans = _bounded_spans(spans, limits.spans, notes)
     samples = _attributed(_with_pid(tables["samples"], pid_of, root_pid))
-    samples = samples.assign(**_span_labels(samples, spans))
     samples = samples.sort_values("ts_ns", kind="stable")
     kept_samples = _thinned(samples, limits.samples, "stack samples", notes)
+    kept_samples = kept_samples.assign(**_span_labels(kept_samples, indexed))
     counters, points = _counters(tables, limits.counter_points, notes)
     used = set(kept_samples["stack_id"].tolist())
     return Timeline(
         processes=_processes(threads, spans, root_pid, command),
         threads=threads,
-        spans=_with_lanes(kept_spans).pipe(lambda df: df.assign(root_id=_roots(df))),
+        spans=_with_lanes(kept_spans),
         samples=kept_samples.reset_index(drop=True),
         stacks=_stacks(tables["stacks"], used),
         frames=tables["frames"][["frame_id", "function", "filename", "first_line"]],
@@ -172,15 +176,14 @@ def _attributed(samples: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _span_labels(samples: pd.DataFrame, spans: pd.DataFrame) -> dict[str, np.ndarray]:
+def _span_labels(samples: pd.DataFrame, indexed: pd.DataFrame) -> dict[str, np.ndarray]:
     """Per sample, the innermost span open on its thread at its instant (``stage``: its
     name, unless it is the request itself) and the request it belongs to (``route``):
     ``spantree.innermost_span``, as the breakdown and the endpoints attribute samples."""
     n = len(samples)
     stage, route = np.full(n, "", dtype=object), np.full(n, "", dtype=object)
-    if spans.empty or not n:
+    if indexed.empty or not n:
         return {"stage": stage, "route": route}
-    indexed = index_spans(spans)
     pos = innermost_span(indexed, samples["thread_id"].to_numpy(), samples["ts_ns"].to_numpy())
     names = indexed["name"].astype(str).to_numpy(dtype=object)
     is_request = (indexed["category"] == "request").to_numpy(dtype=bool, na_value=False)
@@ -209,9 +212,9 @@ def _processes(
     return pd.DataFrame({"pid": pids, "name": names})
 
 
-def _roots(spans: pd.DataFrame) -> np.ndarray:
-    """Each span's tree root's id (``spantree.index_spans``'s outermost ancestor)."""
-    indexed = index_spans(spans.assign(_row=np.arange(len(spans))))
+def _roots(indexed: pd.DataFrame, spans: pd.DataFrame) -> np.ndarray:
+    """Each of ``spans``' tree root's id, in its row order (``indexed``: ``spans``
+    through ``spantree.index_spans`` with their row numbers as ``_row``)."""
     roots = np.empty(len(spans), dtype=spans["span_id"].dtype)
     ids = indexed["span_id"].to_numpy()
     roots[indexed["_row"].to_numpy()] = ids[indexed["root_pos"].to_numpy()]
@@ -221,7 +224,7 @@ def _roots(spans: pd.DataFrame) -> np.ndarray:
 def _bounded_spans(spans: pd.DataFrame, limit: int | None, notes: list[str]) -> pd.DataFrame:
     if limit is None or len(spans) <= limit:
         return spans
-    roots = _roots(spans)
+    roots = spans["root_id"].to_numpy()
     trees = pd.DataFrame({"root": roots, "n": 1}).groupby("root")["n"].sum()
     by_id = spans.set_index("span_id")
     head = by_id.loc[trees.index]

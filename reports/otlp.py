@@ -25,13 +25,13 @@ to its timeout, and a failure comes back as a message, never an exception.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pandas as pd
 
 from probe import __version__
+from probe.analyzers.spantree import span_attrs
 from probe.analyzers.timeline import TimelineLimits
 
 if TYPE_CHECKING:
@@ -196,13 +196,7 @@ class OtlpExport:
 
 def _attributes(category: Any, request_id: Any, attrs: Any) -> tuple[dict[str, Any], bool, bool]:
     """(OpenTelemetry attributes, whether it is an HTTP server request, whether it failed)."""
-    values: dict[str, Any] = {}
-    if isinstance(attrs, str) and attrs:
-        try:
-            loaded = json.loads(attrs)
-        except ValueError:
-            loaded = {}
-        values = loaded if isinstance(loaded, dict) else {}
+    values = span_attrs(attrs)
     out: dict[str, Any] = {"probe.category": str(category)}
     if isinstance(request_id, str) and request_id:
         out["probe.request_id"] = request_id

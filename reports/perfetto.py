@@ -22,13 +22,13 @@ The file opens offline in ui.perfetto.dev and in trace_processor.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from probe import __version__
+from probe.analyzers.spantree import span_attrs
 
 if TYPE_CHECKING:
     from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket
@@ -274,13 +274,8 @@ def _annotations(row: Any, keys: dict[str, int]) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     if category == "request" and isinstance(request_id, str) and request_id:
         out.append((keys["request_id"], request_id))
-    if isinstance(attrs, str) and attrs:
-        try:
-            values = json.loads(attrs)
-        except ValueError:
-            values = {}
-        if isinstance(values, dict):
-            out.extend((keys[k], str(values[k])) for k in _ANNOTATED if k in values)
+    values = span_attrs(attrs)
+    out.extend((keys[k], str(values[k])) for k in _ANNOTATED if k in values)
     return out
 
 
