@@ -12,6 +12,13 @@ sample belongs to an endpoint when:
 2. it fell in a span nested in one of the endpoint's requests on a thread where that
    request was the only one open (a worker thread's span for the request's sync work).
 
+An endpoint's on-CPU seconds are measured, not sampled, where the middleware measured
+each of its requests' CPU (``cpu_ns``: a WSGI request runs on one thread, whose CPU clock
+it reads at both ends, ``probe.serving.wsgi``); ``cpu_source`` says which. A server that
+starts a thread per connection makes threads that live a few milliseconds, which a
+sampler at 100 Hz mostly misses: sampled, a CPU-heavy route read lighter than a light
+one under CPU contention.
+
 Samples of a loop thread inside a request's span but outside any handler are the
 server's and the framework's (HTTP parsing, routing, serialising the response): several
 requests are open on the loop at once, and nothing says which of them the loop worked
@@ -57,6 +64,7 @@ _COLUMNS = [
     "gil_s",
     *(f"wait_{r}_s" for r in WAIT_REASONS if r != "gil"),
     "cpu_ms_per_request",
+    "cpu_source",
     "top_frames",
 ]
 
@@ -105,6 +113,7 @@ def endpoints(
         # loop's work for others (analyzers.tasks): the task itself was not running
         cpu = np.where(samples["awaited"].to_numpy(dtype=bool), 0.0, cpu)
     table = _with_samples(table, samples, owner, cpu, wait)
+    table = _with_measured_cpu(table, spans[http], [attrs[i] for i in np.flatnonzero(http)])
     shared = table["cpu_s"] + table["gil_s"]
     notes = []
     if not samples.empty and float(table["sampled_s"].sum()) == 0:
@@ -271,12 +280,36 @@ def _with_samples(
     )
     table = table.join(sums, how="left")
     for column in _COLUMNS:
-        if column != "top_frames":
+        if column not in ("top_frames", "cpu_source"):
             table[column] = table[column].fillna(0.0) if column in table else 0.0
     table["cpu_ms_per_request"] = table["cpu_s"] * 1e3 / table["requests"]
     table["top_frames"] = _top_frames(samples, owner, mine, cpu + wait, table.index)
+    table["cpu_source"] = "sampled"
     table = table[_COLUMNS].sort_values("requests", ascending=False, kind="stable")
     table.index.name = "endpoint"
+    return table
+
+
+def _with_measured_cpu(
+    table: pd.DataFrame, req: pd.DataFrame, attrs: list[dict[str, object]]
+) -> pd.DataFrame:
+    """The endpoints whose every request carries its measured CPU (``cpu_ns``) get it as
+    their ``cpu_s`` in place of the sampled figure (module doc)."""
+    measured = pd.Series(
+        [a.get("cpu_ns") if isinstance(a.get("cpu_ns"), int) else np.nan for a in attrs],
+        index=req.index,
+        dtype="float64",
+    )
+    by = req["name"].astype(str)
+    complete = measured.notna().groupby(by).all()
+    total_s = measured.groupby(by).sum() / 1e9
+    table = table.copy()
+    table["cpu_source"] = "sampled"
+    for name in complete.index[complete.to_numpy()]:
+        if name in table.index:
+            table.at[name, "cpu_s"] = float(total_s[name])
+            table.at[name, "cpu_source"] = "measured"
+    table["cpu_ms_per_request"] = table["cpu_s"] * 1e3 / table["requests"]
     return table
 
 

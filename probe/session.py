@@ -44,6 +44,12 @@ if TYPE_CHECKING:
 
 __all__ = ["Session", "Settings"]
 
+# How long a stop waits for served requests still open to end: a response already sent
+# ends its span within microseconds once its thread runs again, which under CPU
+# contention can take a few scheduler slices (~10 ms); a request still being computed
+# is not waited for past this.
+_OPEN_REQUEST_GRACE_S = 0.2
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -229,6 +235,10 @@ class Session:
         self._stopped = True
         if self.torch is not None:
             self.torch.stop()  # an open window is closed and written while spans still run
+        if self.settings.http_spans:
+            from probe.serving.routes import wait_for_open_requests
+
+            wait_for_open_requests(_OPEN_REQUEST_GRACE_S)
         spans.activate(None)
         if self.settings.http_spans:
             from probe import serving

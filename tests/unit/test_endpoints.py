@@ -148,3 +148,36 @@ def test_a_single_process_server_has_no_worker_table():
     threads = pd.DataFrame({"thread_id": [11, 12], "pid": pd.array([100, 100], "Int64")})
     e = endpoints(spans, pd.DataFrame([sample(5, 11, 2, 4.0)]), STACKS, FRAMES, threads)
     assert e is not None and e.workers is None
+
+
+def measured(sid, name, start_ms, end_ms, cpu_ms, thread):
+    row = http(sid, name, start_ms, end_ms, handler="app.py:20", thread=thread)
+    attrs = json.loads(row["attrs"])
+    if cpu_ms is not None:
+        attrs["cpu_ns"] = int(cpu_ms * MS)
+    return {**row, "attrs": json.dumps(attrs)}
+
+
+def test_measured_request_cpu_replaces_what_sparse_samples_saw():
+    # thread-per-request: each request's short-lived thread; the sampler caught the light
+    # route's thread once and the heavy route's never
+    rows = [measured(i, "POST /predict", i * 10, i * 10 + 3, 2.0, 100 + i) for i in range(10)]
+    rows += [measured(20 + i, "GET /items/{item_id}", 200 + i * 10, 205 + i * 10, 0.1, 200 + i)
+             for i in range(10)]  # fmt: skip
+    samples = pd.DataFrame([sample(202, 200, 3, 1.0)])
+    figures = endpoints(indexed(rows), samples, STACKS, FRAMES)
+    t = figures.table
+    assert t.loc["POST /predict", "cpu_s"] == pytest.approx(0.020)
+    assert t.loc["POST /predict", "cpu_ms_per_request"] == pytest.approx(2.0)
+    assert t.loc["GET /items/{item_id}", "cpu_s"] == pytest.approx(0.001)
+    assert set(t["cpu_source"]) == {"measured"}
+    assert figures.limiting == "POST /predict"
+
+
+def test_an_endpoint_with_a_request_unmeasured_keeps_its_sampled_cpu():
+    rows = [measured(1, "POST /predict", 0, 3, 2.0, 101), measured(2, "POST /predict", 10, 13,
+            None, 102)]  # fmt: skip
+    samples = pd.DataFrame([sample(12, 102, 3, 5.0)])
+    t = endpoints(indexed(rows), samples, STACKS, FRAMES).table
+    assert t.loc["POST /predict", "cpu_source"] == "sampled"
+    assert t.loc["POST /predict", "cpu_s"] == pytest.approx(0.005)

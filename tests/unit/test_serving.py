@@ -220,3 +220,54 @@ def test_a_wsgi_request_takes_the_load_client_s_id_too(recorder, flask_app):
     )
     [span] = recorded(recorder)
     assert span["request_id"] == "L7"
+
+
+def test_a_wsgi_request_carries_the_cpu_its_thread_spent_on_it(recorder):
+    import time
+
+    def burn(environ, start_response):
+        start = time.thread_time_ns()
+        while time.thread_time_ns() - start < 20 * 1_000_000:  # 20 ms of this thread's CPU
+            pass
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"done"]
+
+    def idle(environ, start_response):
+        time.sleep(0.05)  # waits, spends no CPU
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"done"]
+
+    from werkzeug.test import Client
+
+    Client(WsgiSpans(burn)).get("/", buffered=True)
+    Client(WsgiSpans(idle)).get("/", buffered=True)
+    busy, sleepy = recorded(recorder)
+    assert 20e6 <= busy["attrs"]["cpu_ns"] < busy["end"] - busy["start"] + 1e6
+    assert sleepy["attrs"]["cpu_ns"] < 0.5 * 50e6
+
+
+def test_a_stop_waits_briefly_for_a_request_whose_answer_is_sent(recorder):
+    import threading
+    import time
+
+    from probe.serving.routes import end_request, start_request, wait_for_open_requests
+
+    started = threading.Event()
+
+    def request_thread() -> None:  # its answer is sent; its span ends a moment later
+        span, attrs = start_request("GET", None)
+        attrs["status"] = 200
+        started.set()
+        time.sleep(0.02)
+        end_request(span, attrs, "/late", None)
+
+    worker = threading.Thread(target=request_thread)
+    worker.start()
+    started.wait()
+    assert wait_for_open_requests(5.0) == 0  # it ended within the grace: recorded
+    worker.join()
+    [late] = recorded(recorder)
+    assert late["name"] == "GET /late"
+    stuck, attrs = start_request("GET", None)  # never ends: the wait is bounded
+    assert wait_for_open_requests(0.01) == 1
+    end_request(stuck, attrs, "/stuck", None)

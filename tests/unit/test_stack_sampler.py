@@ -255,3 +255,27 @@ def test_pending_rows_keep_no_python_object_per_row():
     assert len(rows) == 1002
     assert held < 100, held
     assert rows[-1][3:6] == [10_000_000_000, 1_000_000_501, "gil"]
+
+
+def test_a_thread_born_between_two_ticks_is_sampled_at_its_first_sight():
+    """A server's thread per connection lives less than a tick: its one sight is all."""
+    clock = Clock()
+    frames = {1: frame_running_python()}
+    cpu = {1: 0, 2: 0}
+    s = make(frames, cpu, clock)
+    s.sample()  # thread 1 was there from the start: a baseline only
+    assert s.drain()["samples"] == []
+    frames[2] = frame_running_python()  # born since: 3 ms of CPU so far
+    clock.now = 10_000_000
+    cpu[1] += 10_000_000
+    cpu[2] = 3_000_000
+    s.sample()
+    rows = {r[1]: r for r in s.drain()["samples"]}
+    assert rows[2][3:5] == [5_000_000, 3_000_000]  # half the tick for its age; its CPU
+    assert rows[1][3:5] == [10_000_000, 10_000_000]
+    frames[3] = frame_running_python()  # born and busy for most of the next tick
+    cpu[3] = 8_000_000
+    clock.now = 20_000_000
+    s.sample()
+    rows = {r[1]: r for r in s.drain()["samples"]}
+    assert rows[3][3:5] == [8_000_000, 8_000_000]  # its age is at least its CPU
