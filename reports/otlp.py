@@ -3,13 +3,11 @@
 Built with the OpenTelemetry SDK and its OTLP/HTTP exporters (the field's standard;
 nothing hand-encoded). From the run's timeline (``probe.analyzers.timeline``):
 
-* each request tree is one trace; a request that came from a web app (it carries
-  ``method``/``route``/``status``: ``probe.serving``) is a SERVER span named
-  ``METHOD route`` with the HTTP semantic conventions' attributes (``http.request.method``,
-  ``http.route``, ``http.response.status_code``; ERROR status at 5xx or on an exception),
-  its stages INTERNAL children; other spans INTERNAL. Trace and span ids are derived from
-  the run's start and the span ids, so exporting a run twice sends the same ids;
-* times are the run's clock turned to Unix time with the pair meta.json read together;
+* each span tree is one trace, mapped as ``probe.live.otel`` says (shared with
+  ``probe run --otlp``'s live stream): a request from a web app is a SERVER span named
+  ``METHOD route`` with the HTTP semantic conventions' attributes, its stages INTERNAL
+  children; trace and span ids are derived from the run's start and the span ids, so
+  exporting a run twice, or exporting a run that was streamed, sends the same ids;
 * metrics (``send`` only): ``http.server.request.duration`` (a histogram, seconds, per
   route and method) from every request span, and gauges ``probe.throughput`` (requests
   a second) and ``probe.verdict.share`` (the limit's share, labelled with its kind,
@@ -24,8 +22,8 @@ to its timeout, and a failure comes back as a message, never an exception.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pandas as pd
@@ -33,6 +31,7 @@ import pandas as pd
 from probe import __version__
 from probe.analyzers.spantree import span_attrs
 from probe.analyzers.timeline import TimelineLimits
+from probe.live.otel import HTTP_ATTRIBUTES, SpanMapper, attributes
 
 if TYPE_CHECKING:
     from probe.analyzers.analysis import Analysis
@@ -42,13 +41,6 @@ __all__ = ["OtlpExport"]
 
 # spans a request to the collector (and a chunk of the file): a few MB of protobuf
 _CHUNK = 10_000
-# the span attributes probe.serving records -> the HTTP semantic conventions' names
-_HTTP = {"method": "http.request.method", "route": "http.route"}
-
-
-def _id(bits: int, *parts: object) -> int:
-    digest = hashlib.blake2b(":".join(map(str, parts)).encode(), digest_size=bits // 8).digest()
-    return int.from_bytes(digest, "big") or 1  # 0 is OpenTelemetry's invalid id
 
 
 @dataclass(frozen=True)
@@ -86,60 +78,34 @@ class OtlpExport:
         spans = self.timeline.spans
         return [spans.iloc[i : i + _CHUNK] for i in range(0, len(spans), _CHUNK)] or [spans]
 
-    def _resource(self) -> Any:
-        from opentelemetry.sdk.resources import Resource
-
-        target = self.meta.get("target") or {}
-        name = str(target.get("name") or "service").rsplit("/", 1)[-1]
-        return Resource.create(
-            {
-                "service.name": name,
-                "process.pid": int(self.meta.get("pid") or 0),
-                "telemetry.sdk.name": "probe",
-                "probe.version": __version__,
-            }
-        )
+    @cached_property
+    def mapper(self) -> SpanMapper:
+        return SpanMapper(self.meta)
 
     def spans(self, spans: pd.DataFrame | None = None) -> list[Any]:
         """The run's spans (or a chunk of them) as the SDK's ReadableSpans, ready for any
         span exporter."""
-        from opentelemetry.sdk.trace import ReadableSpan
-        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-        from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
-
-        resource, scope = self._resource(), InstrumentationScope("probe", __version__)
-        clock = self.meta.get("clock") or {}
-        shift = int(clock.get("unix_ns") or 0) - int(clock.get("perf_ns") or 0)
-        run = self.meta.get("start_unix_ns") or self.meta.get("start") or "run"
         kept = set(self.timeline.spans["span_id"].tolist())
         spans = self.timeline.spans if spans is None else spans
-        out = []
         columns = ["span_id", "parent_id", "root_id", "name", "category", "start_ns", "end_ns",
-                   "request_id", "attrs"]  # fmt: skip
-        for sid, parent, root, name, category, start, end, rid, attrs in spans[columns].itertuples(
-            index=False
-        ):
-            trace_id = _id(128, run, root)
-            context = SpanContext(trace_id, _id(64, run, sid), False, TraceFlags(1))
-            up = None
-            if not pd.isna(parent) and int(parent) in kept:
-                up = SpanContext(trace_id, _id(64, run, int(parent)), False, TraceFlags(1))
-            fields, http, failed = _attributes(category, rid, attrs)
-            out.append(
-                ReadableSpan(
-                    name=str(name),
-                    context=context,
-                    parent=up,
-                    resource=resource,
-                    attributes=fields,
-                    kind=SpanKind.SERVER if http else SpanKind.INTERNAL,
-                    status=Status(StatusCode.ERROR) if failed else Status(StatusCode.UNSET),
-                    start_time=int(start) + shift,
-                    end_time=max(int(end), int(start)) + shift,
-                    instrumentation_scope=scope,
-                )
+                   "request_id", "attrs", "pid"]  # fmt: skip
+        return [
+            self.mapper.span(
+                span_id=int(sid),
+                parent_id=None if pd.isna(parent) or int(parent) not in kept else int(parent),
+                root_id=int(root),
+                name=str(name),
+                category=str(category),
+                start_ns=int(start),
+                end_ns=int(end),
+                request_id=rid if isinstance(rid, str) else None,
+                attrs=span_attrs(attrs),
+                pid=None if pd.isna(pid) else int(pid),
             )
-        return out
+            for sid, parent, root, name, category, start, end, rid, attrs, pid in spans[
+                columns
+            ].itertuples(index=False)
+        ]
 
     def metrics(self) -> Any:
         """The figures as OTLP metrics data (the SDK's, collected once)."""
@@ -147,7 +113,7 @@ class OtlpExport:
         from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
         reader = InMemoryMetricReader()
-        meter = MeterProvider(resource=self._resource(), metric_readers=[reader]).get_meter(
+        meter = MeterProvider(resource=self.mapper.resource(), metric_readers=[reader]).get_meter(
             "probe", __version__
         )
         duration = meter.create_histogram("http.server.request.duration", unit="s")
@@ -156,8 +122,8 @@ class OtlpExport:
         for name, start, end, attrs in requests[["name", "start_ns", "end_ns", "attrs"]].itertuples(
             index=False
         ):
-            fields, _, _ = _attributes("request", None, attrs)
-            labels = {k: v for k, v in fields.items() if k in _HTTP.values()}
+            fields, _, _ = attributes("request", None, span_attrs(attrs))
+            labels = {k: v for k, v in fields.items() if k in HTTP_ATTRIBUTES.values()}
             duration.record(max(int(end) - int(start), 0) / 1e9, labels or {"probe.request": name})
         if self.verdict:
             v = self.verdict
@@ -192,22 +158,3 @@ class OtlpExport:
             traces.shutdown()
             metrics.shutdown()
         return None
-
-
-def _attributes(category: Any, request_id: Any, attrs: Any) -> tuple[dict[str, Any], bool, bool]:
-    """(OpenTelemetry attributes, whether it is an HTTP server request, whether it failed)."""
-    values = span_attrs(attrs)
-    out: dict[str, Any] = {"probe.category": str(category)}
-    if isinstance(request_id, str) and request_id:
-        out["probe.request_id"] = request_id
-    http = category == "request" and "route" in values and "method" in values
-    for key, value in values.items():
-        if key in _HTTP:
-            out[_HTTP[key]] = str(value)
-        elif key == "status" and isinstance(value, int):
-            out["http.response.status_code"] = value
-        elif isinstance(value, str | int | float | bool):
-            out[f"probe.{key}"] = value
-    status = values.get("status")
-    failed = bool(values.get("error")) or (isinstance(status, int) and status >= 500)
-    return out, http, failed

@@ -8,20 +8,26 @@ through here, so each writes the same files the same way:
   the page takes longer, and the verdict names it);
 * ``load_analysis(run_dir)``: load a run directory and diagnose it;
 * ``write_output(analysis, name, path)``: render one registered output to a file,
-  atomically.
+  atomically;
+* ``write_live_verdict(run_dir)``: diagnose what a run still going on has flushed so
+  far, for ``probe run --prometheus-port``'s verdict gauges (``probe.live.metrics``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from probe.analyzers.analysis import Analysis, analyze
 from probe.analyzers.diagnosis import diagnose
 from probe.atomicfile import write_atomic
+from probe.live import LIVE_VERDICT_FILE
 from probe.reports import output
+from probe.reports.json import json_safe
 from probe.reports.terminal import Verdict, printable
 from probe.rundir.reader import Run, compact_and_load, load
 
@@ -93,3 +99,23 @@ def finish_run(run_dir: Path, *, out: IO[str] | None = None) -> list[str]:
     except OSError as e:
         _warn(f"could not write {run_dir / 'report.html'}: {e}")
     return compaction_notes
+
+
+def write_live_verdict(run_dir: Path, *, unix_ns: int | None = None) -> dict[str, Any]:
+    """Diagnose what the run at ``run_dir``, still going on, has flushed so far (its
+    journals read as they are, not compacted) and write the verdict to
+    ``LIVE_VERDICT_FILE`` there, atomically: the primary limit, the run's figures, the
+    leak's state, and when (``unix_ns``, now by default). Returns the document."""
+    diagnosis = analyze(load(run_dir)).diagnosis
+    leak = diagnosis.leak.to_dict()
+    document = json_safe(
+        {
+            "schema": "probe.live-verdict/1",
+            "unix_ns": time.time_ns() if unix_ns is None else unix_ns,
+            "run": diagnosis.run,
+            "primary": diagnosis.primary,
+            "leak": {"state": leak.get("state"), "detected": leak.get("detected")},
+        }
+    )
+    write_atomic(run_dir / LIVE_VERDICT_FILE, json.dumps(document).encode())
+    return document

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from probe.cli.options import CollectorUrl, need_opentelemetry
 from probe.errors import ProbeError
 
 __all__ = ["export_command"]
@@ -46,6 +47,7 @@ FORMATS = ("perfetto", "chrome", "speedscope", "pprof", "otlp")
 @click.option(
     "--endpoint",
     envvar="OTEL_EXPORTER_OTLP_ENDPOINT",
+    type=CollectorUrl(),
     metavar="URL",
     help="otlp: the collector's OTLP/HTTP base URL (/v1/traces and /v1/metrics are "
     "added). [default: $OTEL_EXPORTER_OTLP_ENDPOINT]",
@@ -100,6 +102,8 @@ def export_command(
     from probe.reports.terminal import printable
     from probe.rundir.reader import load
 
+    if fmt == "otlp":
+        need_opentelemetry("--format otlp")
     renderer = output(fmt)
     # each format's own bound where it has one (JSON is larger per event than protobuf)
     limits = TimelineLimits.unbounded() if full else getattr(renderer, "limits", TimelineLimits())
@@ -135,17 +139,6 @@ def _notes(analysis: Any) -> None:
 
     for note in (*analysis.notes, *analysis.timeline.notes):
         click.echo(printable(f"probe: {note}"), err=True)
-
-
-def _need_opentelemetry() -> None:
-    try:
-        import opentelemetry.exporter.otlp.proto.http  # noqa: F401
-        import opentelemetry.sdk  # noqa: F401
-    except ImportError:
-        raise ProbeError(
-            "--format otlp needs the OpenTelemetry SDK and its OTLP/HTTP exporter: "
-            "pip install 'probe-profiler[otlp]'"
-        ) from None
 
 
 class _OneLine(logging.Formatter):

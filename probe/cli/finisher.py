@@ -19,7 +19,16 @@ cores the ended target no longer uses. Then the end-of-run pipeline runs
 and ``report.html``. End-of-file instead of a line (no report wanted after all, or
 ``probe run`` died): it exits at once.
 
-Invocation: ``python -P -m probe.cli.finisher RUN_DIR``; exit status 0 when finished.
+With ``--live-verdict`` (``probe run --prometheus-port``) it also diagnoses the run as it
+goes, for the live metrics' verdict gauges: every so often a forked child of it (its
+imports already paid, at the same idle priority) reads what the run has flushed and
+writes ``live-verdict.json`` (``probe.reports.pipeline.write_live_verdict``), which the
+sidecar serves. The next one waits until the last one's CPU is at most
+``LIVE_VERDICT_BUDGET`` of the time since it started, so a long run's growing analysis
+stays a bounded share of the idle CPU it may use; the run's end kills one under way.
+
+Invocation: ``python -P -m probe.cli.finisher RUN_DIR [--live-verdict]``; exit status 0
+when finished.
 """
 
 from __future__ import annotations
@@ -28,9 +37,18 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 
 __all__ = ["main"]
+
+# The first live verdict after this long (a verdict on less says little), the next ones
+# no sooner than LIVE_VERDICT_EVERY_S after the last and when the last one's CPU is at
+# most LIVE_VERDICT_BUDGET of the time since it began: 5%, the share of a core the
+# sidecar's own sampling is held to (README, overhead).
+LIVE_VERDICT_FIRST_S = 10.0
+LIVE_VERDICT_EVERY_S = 10.0
+LIVE_VERDICT_BUDGET = 0.05
 
 
 def _warm() -> None:
@@ -48,12 +66,73 @@ def _lift() -> None:
             return
 
 
+def _verdict_once(run_dir: Path) -> tuple[int, float] | None:
+    """Fork a child that writes the run's live verdict; (its pid, when it began)."""
+    started = time.monotonic()
+    try:
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:  # the child: diagnose, write, and leave without running any cleanup
+        code = 1
+        try:
+            from probe.reports.pipeline import write_live_verdict
+
+            write_live_verdict(run_dir)
+            code = 0
+        except Exception as e:  # said; the next one may do better with more data
+            print(f"probe: no live verdict this time: {e!r}", file=sys.stderr, flush=True)
+        finally:
+            os._exit(code)
+    return pid, started
+
+
+def _live_verdicts(run_dir: Path, warm: threading.Thread, ended: threading.Event) -> None:
+    """Until ``ended``: a live verdict now and then, within LIVE_VERDICT_BUDGET."""
+    warm.join()
+    wait = LIVE_VERDICT_FIRST_S
+    while not ended.wait(wait):
+        child = _verdict_once(run_dir)
+        if child is None:
+            return
+        pid, started = child
+        cpu_s = 0.0
+        while True:
+            try:
+                done, _, usage = os.wait4(pid, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if done:
+                cpu_s = usage.ru_utime + usage.ru_stime
+                break
+            if ended.wait(0.1):  # the run ended: its verdict is the final one
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return
+        took = time.monotonic() - started
+        wait = max(LIVE_VERDICT_EVERY_S, cpu_s / LIVE_VERDICT_BUDGET - took)
+
+
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the target, not for us
     run_dir = Path(argv[0])
     warm = threading.Thread(target=_warm, name="probe-finisher-imports", daemon=True)
     warm.start()
-    if not sys.stdin.readline().strip():
+    ended = threading.Event()
+    live = None
+    if "--live-verdict" in argv[1:]:
+        live = threading.Thread(
+            target=_live_verdicts, args=(run_dir, warm, ended), name="probe-live-verdict"
+        )
+        live.start()
+    message = sys.stdin.readline().strip()
+    ended.set()
+    if live is not None:
+        live.join()
+        from probe.live import LIVE_VERDICT_FILE
+
+        (run_dir / LIVE_VERDICT_FILE).unlink(missing_ok=True)  # diagnosis.json supersedes
+    if not message:
         return 0
     _lift()
     warm.join()

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-__all__ = ["MAX_SECONDS", "FiniteFloat", "Latency"]
+__all__ = ["MAX_SECONDS", "CollectorUrl", "FiniteFloat", "Latency", "need_opentelemetry"]
 
 # The longest duration an option takes: a year. Threading's timers accept far more (a
 # wait past ~9e12 s overflows), but no profile or watch is meant to run longer.
@@ -68,3 +68,38 @@ class Latency(click.ParamType):
                     self.fail(f"{value!r} is not a positive, finite latency", param, ctx)
                 return seconds
         self.fail(f"{value!r} is not a latency with its unit (200ms, 0.2s, 1500us)", param, ctx)
+
+
+class CollectorUrl(click.ParamType):
+    """An OTLP/HTTP collector's base URL: ``http(s)://host[:port][/path]``. A URL the
+    exporter could not post to (no scheme, another scheme, no host) is refused before
+    anything runs, not found out when the first spans fail."""
+
+    name = "url"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from urllib.parse import urlsplit
+
+        text = str(value).strip()
+        try:
+            url = urlsplit(text)
+            url.port  # noqa: B018 - a port out of range or not a number raises here
+        except ValueError as e:
+            self.fail(f"{text!r} is not a URL: {e}", param, ctx)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            self.fail(f"{text!r} is not an http(s)://HOST[:PORT] URL", param, ctx)
+        return text.rstrip("/")
+
+
+def need_opentelemetry(option: str) -> None:
+    """Raise the one-line error saying how to install the OTLP extra, where it is missing."""
+    from probe.errors import ProbeError
+
+    try:
+        import opentelemetry.exporter.otlp.proto.http  # noqa: F401
+        import opentelemetry.sdk  # noqa: F401
+    except ImportError:
+        raise ProbeError(
+            f"{option} needs the OpenTelemetry SDK and its OTLP/HTTP exporter: "
+            "pip install 'probe-profiler[otlp]'"
+        ) from None

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from probe.cli.options import MAX_SECONDS, FiniteFloat, Latency
+from probe.cli.options import MAX_SECONDS, CollectorUrl, FiniteFloat, Latency, need_opentelemetry
 from probe.errors import ProbeError
 from probe.launcher import Outcome, default_run_dir, resolve_target, run
 from probe.rundir.writer import prepare_run_dir
@@ -187,8 +187,9 @@ _MAX_HZ = 1000.0
     type=click.IntRange(1, 65535),
     metavar="PORT",
     help="Serve live metrics for Prometheus while the run goes on: span and request "
-    "latency histograms per endpoint and stage, requests by status, probe's own CPU "
-    "(http://HOST:PORT/metrics).",
+    "latency histograms per endpoint and stage, requests by status, probe's own CPU, and "
+    "the verdict on the run so far, remade every 10 s or more on idle CPU (not with "
+    "--no-report) (http://HOST:PORT/metrics).",
 )
 @click.option(
     "--prometheus-host",
@@ -196,6 +197,22 @@ _MAX_HZ = 1000.0
     show_default=True,
     metavar="HOST",
     help="Where --prometheus-port listens (0.0.0.0 exposes it beyond this host).",
+)
+@click.option(
+    "--otlp",
+    is_flag=True,
+    help="Stream the run's spans to an OpenTelemetry collector as they end (a request's "
+    "tree a second or so after it): requests as SERVER spans with the HTTP conventions, "
+    "stages as their children, the same ids `probe export --format otlp` sends. To "
+    "--otlp-endpoint, else the SDK's standard $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or "
+    "$OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318. An unreachable collector "
+    "is retried with back-off and never holds the service up.",
+)
+@click.option(
+    "--otlp-endpoint",
+    type=CollectorUrl(),
+    metavar="URL",
+    help="The collector's OTLP/HTTP base URL (/v1/traces is added); implies --otlp.",
 )
 @click.option("--no-gpu", is_flag=True, help="Do not query NVML for GPUs.")
 @click.option(
@@ -224,6 +241,8 @@ def run_command(
     log_spans: bool,
     prometheus_port: int | None,
     prometheus_host: str,
+    otlp: bool,
+    otlp_endpoint: str | None,
     no_gpu: bool,
     no_report: bool,
     target: tuple[str, ...],
@@ -289,6 +308,10 @@ def run_command(
     prometheus = None
     if prometheus_port is not None:
         prometheus = _free_port(prometheus_host, prometheus_port)
+    stream_to = None  # the collector's URL; "": the SDK's standard endpoint
+    if otlp or otlp_endpoint:
+        need_opentelemetry("--otlp")
+        stream_to = otlp_endpoint or ""
 
     from probe.cli.sidecar import Sidecar
 
@@ -298,9 +321,10 @@ def run_command(
         gpu=not no_gpu,
         report=not no_report,
         prometheus=prometheus,
+        otlp=stream_to,
     )
-    if prometheus is not None and not sidecar.running:
-        print(f"probe: no sidecar: live metrics are not served on {prometheus}", file=sys.stderr)
+    if (prometheus is not None or stream_to is not None) and not sidecar.running:
+        print("probe: no sidecar: no live metrics or spans for this run", file=sys.stderr)
     loader = _start_load(run_dir, load_spec) if load_spec is not None else None
     outcome = run(
         resolved,

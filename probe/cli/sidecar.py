@@ -16,12 +16,14 @@ the ``probe run`` process dies without telling it (SIGKILL, ``os._exit``), the s
 sees end-of-file on its stdin, marks the run as killed and compacts what was flushed: a
 killed run still leaves a complete, readable run directory.
 
-With ``--prometheus-port`` it also serves the run's live metrics
-(``probe.livemetrics``), read from the span journals once a second.
+With ``--prometheus-port`` it also serves the run's live metrics, with ``--otlp`` it
+streams the run's spans to a collector (``probe.live``), both read from the span
+journals once a second.
 
 Invocation: ``python -m probe.cli.sidecar RUN_DIR TARGET_PID RESOURCE_HZ GPU(0|1)
-FINISHER_PID(0: none) [HOST:PORT]``; stdin carries one JSON line when the target ended,
-or end-of-file.
+FINISHER_PID(0: none) [prometheus=HOST:PORT] [otlp=URL]`` (``otlp=`` alone: the
+OpenTelemetry SDK's standard endpoint); stdin carries one JSON line when the target
+ended, or end-of-file.
 """
 
 from __future__ import annotations
@@ -137,22 +139,28 @@ class Sidecar:
         gpu: bool,
         report: bool,
         prometheus: str | None = None,
+        otlp: str | None = None,
     ) -> Sidecar:
         """The sidecar, and with ``report`` the finisher (``probe.cli.finisher``), both
         started now: the finisher's imports overlap the run from its first moment.
-        ``prometheus``: HOST:PORT to serve the live metrics on."""
+        ``prometheus``: HOST:PORT to serve the live metrics on; ``otlp``: the collector's
+        URL to stream spans to ("": the SDK's standard endpoint)."""
         from probe.samplers.resources import HELPER_ENV
 
         finisher = None
         if report:
             env = {**os.environ, HELPER_ENV: "finisher"}  # not one of the target's processes
             try:
-                finisher = _spawn("probe.cli.finisher", [str(run_dir)], env, idle=True)
+                live_verdict = ["--live-verdict"] if prometheus else []
+                finisher = _spawn(
+                    "probe.cli.finisher", [str(run_dir), *live_verdict], env, idle=True
+                )
             except OSError:
                 pass  # this process finishes the run
         helper = str(finisher.pid) if finisher is not None else "0"
         args = [str(run_dir), str(os.getpid()), repr(resource_hz), "1" if gpu else "0", helper]
-        args += [prometheus] if prometheus else []
+        args += [f"prometheus={prometheus}"] if prometheus else []
+        args += [f"otlp={otlp}"] if otlp is not None else []
         try:
             proc = _spawn("probe.cli.sidecar", args)
         except OSError:
@@ -219,7 +227,7 @@ def _sample_until_told(
     live: Any = None,
 ) -> dict[str, Any]:
     """Sample the target's tree on a thread until stdin says stop; returns the message.
-    ``live``: the live metrics (``probe.livemetrics.LiveMetrics``) to update each second."""
+    ``live``: the live outputs (``probe.live.LiveOutputs``) to feed each second."""
     from probe.rundir.writer import RunWriter
     from probe.samplers.resources import ResourceSampler
     from probe.samplers.ticker import Ticker
@@ -253,11 +261,13 @@ def _sample_until_told(
     flush()
     writer.close()
     figures = tree.stop()
+    streamed = live.close() if live is not None else {}
     message: dict[str, Any] = json.loads(line) if line.strip() else {}
 
     def record(meta: dict[str, Any]) -> None:
         meta["gpus"] = gpu_status
         meta.setdefault("collector", {})["tree"] = figures
+        meta["collector"].update(streamed)
         if not message:
             _mark_killed(meta, run_dir)
 
@@ -265,18 +275,34 @@ def _sample_until_told(
     return message
 
 
-def _live(run_dir: Path, where: str, own_cpu: Callable[[], float]) -> Any:
-    """The live metrics served on ``where`` (HOST:PORT); None, said, if it cannot bind."""
-    from probe.livemetrics import LiveMetrics
+def _live(run_dir: Path, pid: int, options: list[str], own_cpu: Callable[[], float]) -> Any:
+    """The live outputs ``options`` ask for (``prometheus=HOST:PORT``, ``otlp=URL``);
+    one that cannot start is said and left out. None when none is asked for."""
+    from probe.live import LiveOutputs
     from probe.reports.terminal import printable
 
-    host, _, port = where.rpartition(":")
-    live = LiveMetrics(run_dir, own_cpu)
-    try:
-        live.serve(host.strip("[]"), int(port))
-    except (OSError, ValueError) as e:
-        print(printable(f"probe: could not serve metrics on {where}: {e}"), file=sys.stderr)
+    asked = dict(option.partition("=")[::2] for option in options)
+    if not asked:
         return None
+    live = LiveOutputs(run_dir, pid)
+    if "prometheus" in asked:
+        from probe.live.metrics import LiveMetrics
+
+        host, _, port = asked["prometheus"].rpartition(":")
+        metrics = LiveMetrics(own_cpu, verdicts=run_dir)
+        try:
+            metrics.serve(host.strip("[]"), int(port))
+            live.metrics = metrics
+        except (OSError, ValueError) as e:
+            where = asked["prometheus"]
+            print(printable(f"probe: could not serve metrics on {where}: {e}"), file=sys.stderr)
+    if "otlp" in asked:
+        try:
+            from probe.live.traces import LiveTraces
+
+            live.traces = LiveTraces(run_dir, asked["otlp"] or None)
+        except Exception as e:  # the SDK missing or refusing the URL: the run goes on
+            print(printable(f"probe: otlp: cannot stream spans: {e}"), file=sys.stderr)
     return live
 
 
@@ -291,7 +317,7 @@ def main(argv: list[str]) -> int:
     from probe.reports.terminal import printable  # what it says names paths: escaped
 
     own_cpu = _helper_cpu(finisher_pid)
-    live = _live(run_dir, argv[5], own_cpu) if len(argv) > 5 else None
+    live = _live(run_dir, pid, argv[5:], own_cpu)
     try:
         message = _sample_until_told(run_dir, pid, hz, gpu, own_cpu, live)
         if not message:  # killed: compacted now (nobody waits for it), no diagnosis

@@ -1,10 +1,9 @@
 """Live metrics while a run goes on: what ``probe run --prometheus-port`` serves.
 
-The sidecar (``probe.cli.sidecar``) owns it: once a second it reads what the target's
-span journals gained since the last read (``spans.jsonl``, and each worker's under
-``workers/<pid>/``, flushed at least once a second by the span recorder) and updates a
-``prometheus_client`` registry, served over HTTP on 127.0.0.1 unless told otherwise.
-The service's span hot path is untouched: nothing here runs in its process.
+The sidecar (``probe.cli.sidecar``) feeds it once a second with the spans the run's
+journals gained (``probe.live.journals``) and serves its ``prometheus_client`` registry
+over HTTP, on 127.0.0.1 unless told otherwise. The service's span hot path is untouched:
+nothing here runs in its process.
 
 Metrics, in base units:
 
@@ -14,57 +13,53 @@ Metrics, in base units:
 * ``probe_requests_total{name, status}``: requests finished, by status where the request
   came from a web app ("" otherwise): throughput is its rate;
 * ``probe_collector_cpu_seconds_total``: CPU used by probe's helper processes (this
-  sidecar and the finisher) -- the part of the collector's cost outside the service.
+  sidecar and the finisher) -- the part of the collector's cost outside the service;
+* the current verdict, where the finisher diagnoses the run as it goes
+  (``probe.cli.finisher``; not with ``--no-report``): ``probe_verdict_share{kind,
+  subkind, stage}`` (the limit's share of the work; one series, replaced when the
+  verdict changes), ``probe_verdict_confidence{...}``, ``probe_leak_state{state}``
+  (leak / no_leak / undetermined, a state set) and ``probe_verdict_timestamp_seconds``
+  (when it was made: a dashboard shows its age). Read from ``LIVE_VERDICT_FILE`` in the
+  run directory each second, when it changed.
 
-Not served (yet): the verdict, which needs the analysis (pandas) the sidecar does not
-load; ``probe report`` gives it after the run.
-
-Collection side: stdlib and prometheus_client only.
+Stdlib and prometheus_client only.
 """
 
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Enum,
+    Gauge,
+    Histogram,
+    start_http_server,
+)
+
+from probe.live import LIVE_VERDICT_FILE
+
+if TYPE_CHECKING:
+    from probe.live.journals import LiveSpan
 
 __all__ = ["LiveMetrics"]
 
-# the spans journal's row (probe.rundir.schema.COLUMNS["spans"]): the fields read here
-_NAME, _CATEGORY, _START, _END, _ATTRS = 3, 4, 5, 6, 8
-
-
-class _Tail:
-    """What a journal gained since the last read: whole lines only (a batch being
-    written stays for the next read)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.partial = b""
-
-    def new_lines(self) -> list[bytes]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except OSError:
-            return []
-        self.offset += len(data)
-        data = self.partial + data
-        lines = data.split(b"\n")
-        self.partial = lines.pop()
-        return [line for line in lines if line.strip()]
+_LEAK_STATES = ["leak", "no_leak", "undetermined", "unknown"]
 
 
 class LiveMetrics:
-    def __init__(self, run_dir: Path, own_cpu: Callable[[], float]) -> None:
-        self.run_dir = run_dir
+    """``own_cpu``: probe's helper CPU seconds so far; ``verdicts``: the run directory
+    whose live verdict to serve (None: none)."""
+
+    def __init__(self, own_cpu: Callable[[], float], verdicts: Path | None = None) -> None:
         self.registry = CollectorRegistry()
+        self.verdicts = verdicts
+        self._verdict_mtime = 0
+        self._verdict_labels: tuple[str, str, str] | None = None
         self.spans = Histogram(
             "probe_span_duration_seconds",
             "Finished spans: requests per endpoint, stages",
@@ -80,49 +75,65 @@ class LiveMetrics:
             registry=self.registry,
         )
         cpu.set_function(own_cpu)
-        self._tails: dict[Path, _Tail] = {}
-        self._lock = threading.Lock()
+        limit = ["kind", "subkind", "stage"]
+        self.share = Gauge(
+            "probe_verdict_share",
+            "The current verdict: the limit's share of the work (diagnosis primary.share)",
+            limit,
+            registry=self.registry,
+        )
+        self.confidence = Gauge(
+            "probe_verdict_confidence",
+            "The current verdict's confidence, 0-1",
+            limit,
+            registry=self.registry,
+        )
+        self.leak = Enum(
+            "probe_leak", "The leak verdict's state", states=_LEAK_STATES, registry=self.registry
+        )
+        self.leak.state("unknown")
+        self.verdict_at = Gauge(
+            "probe_verdict_timestamp_seconds",
+            "When the current verdict was made (Unix time; 0: none yet)",
+            registry=self.registry,
+        )
 
     def serve(self, host: str, port: int) -> Any:
         """Serve the registry on ``host:port``; raises OSError when the port is taken."""
         server, _ = start_http_server(port, addr=host, registry=self.registry)
         return server
 
-    def poll(self) -> int:
-        """Read the journals' new spans into the metrics; returns how many were read."""
-        with self._lock:
-            journals = [self.run_dir / "spans.jsonl", *self.run_dir.glob("workers/*/spans.jsonl")]
-            read = 0
-            for path in journals:
-                tail = self._tails.setdefault(path, _Tail(path))
-                for line in tail.new_lines():
-                    read += self._batch(line)
-            return read
+    def observe(self, spans: Iterable[LiveSpan]) -> None:
+        """Count finished spans into the metrics (and take a new verdict, if made)."""
+        self.refresh_verdict()
+        for span in spans:
+            seconds = (span.end_ns - span.start_ns) / 1e9
+            self.spans.labels(span.name, span.category).observe(seconds)
+            if span.category == "request":
+                status = span.attrs.get("status")
+                self.requests.labels(span.name, "" if status is None else str(status)).inc()
 
-    def _batch(self, line: bytes) -> int:
+    def refresh_verdict(self) -> None:
+        """Serve the live verdict file's verdict, if it changed since the last read."""
+        if self.verdicts is None:
+            return
+        path = self.verdicts / LIVE_VERDICT_FILE
         try:
-            prefix, rows = json.loads(line)
-        except (ValueError, TypeError):
-            return 0  # a torn batch (a killed writer): its spans are lost to the live view
-        for row in rows:
-            span = [*prefix, *row]
-            try:
-                name, category = str(span[_NAME]), str(span[_CATEGORY])
-                seconds = max(int(span[_END]) - int(span[_START]), 0) / 1e9
-            except (IndexError, TypeError, ValueError):
-                continue
-            self.spans.labels(name, category).observe(seconds)
-            if category == "request":
-                attrs = span[_ATTRS] if len(span) > _ATTRS else None
-                self.requests.labels(name, _status(attrs)).inc()
-        return len(rows)
-
-
-def _status(attrs: Any) -> str:
-    if isinstance(attrs, str):
-        try:
-            attrs = json.loads(attrs)
-        except ValueError:
-            return ""
-    status = attrs.get("status") if isinstance(attrs, dict) else None
-    return str(status) if status is not None else ""
+            mtime = path.stat().st_mtime_ns
+            if mtime == self._verdict_mtime:
+                return
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return  # none yet (or being replaced: the next read takes it)
+        self._verdict_mtime = mtime
+        primary = document.get("primary") or {}
+        labels = tuple(str(primary.get(k) or "") for k in ("kind", "subkind", "stage"))
+        if self._verdict_labels is not None and self._verdict_labels != labels:
+            self.share.remove(*self._verdict_labels)
+            self.confidence.remove(*self._verdict_labels)
+        self._verdict_labels = labels  # type: ignore[assignment]
+        self.share.labels(*labels).set(float(primary.get("share") or 0.0))
+        self.confidence.labels(*labels).set(float(primary.get("confidence") or 0.0))
+        state = str((document.get("leak") or {}).get("state") or "unknown").replace(" ", "_")
+        self.leak.state(state if state in _LEAK_STATES else "unknown")
+        self.verdict_at.set(int(document.get("unix_ns") or 0) / 1e9)

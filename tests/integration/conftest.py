@@ -123,3 +123,14 @@ def wait_until(predicate, timeout: float = 30, interval: float = 0.1) -> None:
             return
         time.sleep(interval)
     raise AssertionError("condition not met in time")
+
+
+@pytest.fixture
+def receiver():
+    """An OTLP/HTTP collector on 127.0.0.1 (``otlp_collector.Collector``)."""
+    pytest.importorskip("opentelemetry.sdk")
+    from .otlp_collector import Collector
+
+    collector = Collector()
+    yield collector
+    collector.close()

@@ -3,10 +3,13 @@ metrics read over HTTP on 127.0.0.1 while it runs, and a port already taken."""
 
 from __future__ import annotations
 
+import json
+import signal
 import socket
 import time
 import urllib.request
 
+import psutil
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -64,6 +67,58 @@ def test_live_metrics_are_served_while_the_service_runs(run_probe, tmp_path):
     assert "probe_collector_cpu_seconds_total" in samples
     proc.communicate(timeout=60)
     assert proc.returncode == 0
+
+
+# A service whose limit nobody can doubt, measured from outside while it runs (the test
+# reads its CPU time with psutil over the same seconds): one thread spending ~all its
+# time in a pure Python loop -- cpu/python, at ~1 core.
+CPU_SERVICE = """
+import probe
+
+def tokenize(n):
+    total = 0
+    for i in range(n):
+        total += (i * 7) % 13
+    return total
+
+print("ready", flush=True)
+while True:
+    with probe.request():
+        with probe.span("tokenize"):
+            tokenize(20_000)
+"""
+
+
+def verdict_labels(port: int) -> dict | None:
+    try:
+        samples = scrape(port)
+    except OSError:
+        return None
+    if not samples.get("probe_verdict_timestamp_seconds", {}).get((), 0):
+        return None
+    (labels,) = samples["probe_verdict_share"]
+    return dict(labels)
+
+
+def test_the_verdict_on_the_run_so_far_is_served_while_it_runs(run_probe, tmp_path):
+    port = free_port()
+    script = write_script(tmp_path, CPU_SERVICE)
+    proc = run_probe.spawn("--prometheus-port", str(port), script)
+    assert proc.stdout.readline().strip() == "ready"
+    target = psutil.Process(proc.pid)
+    cpu_before, wall_before = sum(target.cpu_times()[:2]), time.monotonic()
+    found: list[dict] = []
+    wait_until(lambda: bool(found.append(verdict_labels(port)) or found[-1]), timeout=60)
+    cores = (sum(target.cpu_times()[:2]) - cpu_before) / (time.monotonic() - wall_before)
+    assert cores > 0.8  # the truth, from outside: it kept a core busy
+    assert (found[-1]["kind"], found[-1]["subkind"]) == ("cpu", "python"), found[-1]
+    assert (tmp_path / "run" / "live-verdict.json").is_file()
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    assert proc.returncode in (0, 130)
+    final = json.loads((tmp_path / "run" / "diagnosis.json").read_text())["primary"]
+    assert (final["kind"], final["subkind"]) == ("cpu", "python")
+    assert not (tmp_path / "run" / "live-verdict.json").exists()  # diagnosis.json supersedes
 
 
 def test_a_port_already_taken_is_one_line_and_nothing_runs(run_probe, tmp_path):
