@@ -86,6 +86,8 @@ class Analysis:
             root_pid=int(meta.get("pid") or 0),
             command=command,
             limits=self.limits,
+            torch_windows=self._run.torch_windows,
+            clock=meta.get("clock"),
         )
 
     @property

@@ -13,7 +13,10 @@
   (``analyzers.attribution``: a thread's exact CPU shared among the rows caught running,
   the rest of its wall time waited, by reason) -- what the profile exporters weigh by;
 * counters per process (CPU in cores, RSS) and for the machine (CPU %, each GPU's
-  utilisation and memory), in base units, at the times they were read.
+  utilisation and memory), in base units, at the times they were read;
+* the torch.profiler windows' events -- ops, ranges and runtime calls on their threads,
+  kernels and copies on their GPU streams -- on the run's clock
+  (``analyzers.torch_timeline``).
 
 Bounded by ``TimelineLimits``: past a limit, spans are kept as whole trees (a request with
 all its stages) -- the slowest trees of each name first, the tail being what people open
@@ -28,12 +31,14 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from probe.analyzers.attribution import attribute
 from probe.analyzers.spantree import index_spans, innermost_span
+from probe.analyzers.torch_timeline import torch_events
 
 __all__ = ["TIMELINE_TABLES", "CounterSeries", "Timeline", "TimelineLimits", "timeline"]
 
@@ -58,10 +63,14 @@ class TimelineLimits:
     spans: int | None = 80_000
     samples: int | None = 100_000
     counter_points: int | None = 5_000  # per series
+    # torch.profiler events (ops, kernels ...), whole windows: 46-58 bytes each in
+    # Perfetto (a begin and an end packet; the ten real GPU traces,
+    # benchmarks/torch_event_bytes.py), so 50 k add ~2.4 MB to a bounded file's 6.7
+    torch_events: int | None = 50_000
 
     @classmethod
     def unbounded(cls) -> TimelineLimits:
-        return cls(spans=None, samples=None, counter_points=None)
+        return cls(spans=None, samples=None, counter_points=None, torch_events=None)
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,11 @@ class Timeline:
     counters: list[CounterSeries]
     kept: dict[str, tuple[int, int]]  # spans / samples / counter points: (kept, recorded)
     notes: list[str] = field(default_factory=list)
+    # the torch.profiler windows' ops, ranges, runtime calls, kernels and copies on the
+    # run's clock (analyzers.torch_timeline.TORCH_EVENT_COLUMNS; empty without torch)
+    torch: pd.DataFrame = field(
+        default_factory=lambda: torch_events([], shift_ns=0, limit=None, notes=[])[0]
+    )
 
     @property
     def complete(self) -> bool:
@@ -119,7 +133,11 @@ def timeline(
     root_pid: int,
     command: str = "",
     limits: TimelineLimits | None = None,
+    torch_windows: list[tuple[dict[str, Any], Any]] | None = None,
+    clock: dict[str, Any] | None = None,
 ) -> Timeline:
+    """``torch_windows``: the run's (``Run.torch_windows``), placed on the run's clock with
+    ``clock`` (meta.json's pair: ``unix_ns``, ``perf_ns``)."""
     limits = limits or TimelineLimits()
     threads = _threads(tables["threads"], root_pid)
     pid_of = dict(zip(threads["thread_id"], threads["pid"], strict=True))
@@ -135,6 +153,13 @@ def timeline(
     kept_samples = _thinned(samples, limits.samples, "stack samples", notes)
     kept_samples = kept_samples.assign(**_span_labels(kept_samples, indexed))
     counters, points = _counters(tables, limits.counter_points, notes)
+    clock = clock or {}
+    torch, torch_kept = torch_events(
+        torch_windows or [],
+        shift_ns=int(clock.get("unix_ns") or 0) - int(clock.get("perf_ns") or 0),
+        limit=limits.torch_events,
+        notes=notes,
+    )
     used = set(kept_samples["stack_id"].tolist())
     return Timeline(
         processes=_processes(threads, spans, root_pid, command),
@@ -148,8 +173,10 @@ def timeline(
             "spans": (len(kept_spans), len(spans)),
             "samples": (len(kept_samples), len(samples)),
             "counter points": points,
+            **({"torch events": torch_kept} if torch_windows else {}),
         },
         notes=notes,
+        torch=torch,
     )
 
 

@@ -6,8 +6,10 @@ and most trace viewers. Spans on a thread's own lane are complete events (``X``)
 thread; requests, and spans on a thread's extra lanes, are async slices (``b``/``e``) with
 one id per lane, so each lane is a track. Stack samples go as the format's
 ``stackFrames``/``samples`` (a waiting sample's last frame says on what), counters as
-``C`` events, the export's notes under ``otherData``. Times are microseconds on the run's
-sampling clock.
+``C`` events, the export's notes under ``otherData``. The torch.profiler windows' host
+events (ops, ranges, runtime calls) are async slices on a "torch" track of their thread,
+each GPU's kernels and copies complete events in a "GPU N" process, a thread per stream.
+Times are microseconds on the run's sampling clock.
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ class ChromeTrace:
     filename: ClassVar[str] = "trace.json"
     # JSON spends ~3x the bytes of Perfetto's protobuf on each event (measured on the
     # hour-long synthetic run, benchmarks/export_bounds.py): a third of its limits keeps
-    # the file under 10 MB
+    # the file under 10 MB (7.9 MB); a torch event takes 250-300 bytes
+    # (benchmarks/torch_event_bytes.py), so 7,000 add ~2 MB at most
     limits: ClassVar[TimelineLimits] = TimelineLimits(
-        spans=27_000, samples=33_000, counter_points=1_700
+        spans=27_000, samples=33_000, counter_points=1_700, torch_events=7_000
     )
 
     timeline: Timeline
@@ -51,7 +54,7 @@ class ChromeTrace:
         t = self.timeline
         frames, samples = _samples(t)
         doc = {
-            "traceEvents": [*_names(t), *_spans(t), *_counters(t)],
+            "traceEvents": [*_names(t), *_spans(t), *_torch(t), *_counters(t)],
             "stackFrames": frames,
             "samples": samples,
             "displayTimeUnit": "ms",
@@ -94,6 +97,31 @@ def _spans(t: Timeline) -> list[dict[str, Any]]:
         out.append({**base, "ph": "b", "id2": {"local": track}, "ts": _us(int(start)),
                     "args": args})  # fmt: skip
         out.append({**base, "ph": "e", "id2": {"local": track}, "ts": _us(max(end, start))})
+    return out
+
+
+# GPU N's "process" in the file: above any pid Linux gives (pid_max is at most 2**22)
+_GPU_PID = 1 << 23
+
+
+def _torch(t: Timeline) -> list[dict[str, Any]]:
+    events = t.torch
+    out: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": _GPU_PID + int(device),
+         "args": {"name": f"GPU {device}"}}
+        for device in sorted(set(events.loc[events["device"] >= 0, "device"].tolist()))
+    ]  # fmt: skip
+    columns = ["name", "kind", "pid", "thread_id", "device", "stream", "start_ns", "end_ns"]
+    for name, kind, pid, tid, device, stream, start, end in events[columns].itertuples(index=False):
+        ts, dur = _us(int(start)), _us(max(int(end) - int(start), 0))
+        if device >= 0:
+            out.append({"ph": "X", "name": str(name), "cat": str(kind), "ts": ts, "dur": dur,
+                        "pid": _GPU_PID + int(device), "tid": int(stream)})  # fmt: skip
+            continue
+        base = {"name": str(name), "cat": str(kind), "pid": int(pid), "tid": int(tid),
+                "id2": {"local": f"torch {tid}"}}  # fmt: skip
+        out.append({**base, "ph": "b", "ts": ts})
+        out.append({**base, "ph": "e", "ts": ts + dur})
     return out
 
 

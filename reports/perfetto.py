@@ -13,6 +13,10 @@ trace builder and its protobuf definitions (``TracePacket``), never hand-packed 
   a frame that says on what (``[waiting: lock]``); an on-CPU one ends in the code;
 * the counters (CPU in cores and RSS per process, host CPU %, each GPU's utilisation and
   memory) on counter tracks, in base units;
+* the torch.profiler windows' events, when the run took any: the host's ops, ranges and
+  CUDA runtime calls on a "torch" track under the thread that ran them, each GPU
+  stream's kernels and copies on a track of its own under "GPU N", and each window as
+  a slice on a "torch.profiler windows" track (where to zoom in);
 * what the export left out (``Timeline.notes``) as instants on a "probe export" track.
 
 Times are the run's sampling clock (CLOCK_MONOTONIC) as recorded. Every packet is on one
@@ -87,6 +91,7 @@ class _Packets:
         self.t = timeline
         self.thread_uuid: dict[int, int] = {}
         self.process_uuid: dict[int, int] = {}
+        self.gpu_uuid: dict[int, int] = {}
         self.names: dict[str, int] = {}
         # debug annotation name -> its interned id
         self.keys = {k: i for i, k in enumerate(("request_id", *_ANNOTATED), start=1)}
@@ -96,6 +101,7 @@ class _Packets:
         yield from self._interned()
         yield from self._processes_and_threads()
         yield from self._spans()
+        yield from self._torch()
         yield from self._samples()
         yield from self._counters()
         yield from self._notes()
@@ -106,6 +112,8 @@ class _Packets:
     def _interned(self) -> Any:
         t = self.t
         for name in t.spans["name"].astype(str).unique().tolist():
+            self._name_iid(name)
+        for name in t.torch["name"].astype(str).unique().tolist():
             self._name_iid(name)
         stacks = _Stacks(t)
 
@@ -162,25 +170,84 @@ class _Packets:
         yield from made
         pairs = zip(spans["track"].tolist(), spans["lane"].tolist(), strict=True)
         tracks = [uuids[k] for k in pairs]
-        starts = spans["start_ns"].to_numpy()
-        ends = np.maximum(spans["end_ns"].to_numpy(), starts)
-        # ends before begins at one instant; inner ends first, outer begins first
-        n = len(spans)
-        ts = np.concatenate([starts, ends])
-        kind = np.concatenate([np.ones(n), np.zeros(n)])
-        inner = np.concatenate([-ends, -starts])
-        order = np.lexsort((inner, kind, ts))
         names = spans["name"].astype(str).tolist()
         args = [
             _annotations(s, self.keys)
             for s in spans[["category", "request_id", "attrs"]].itertuples(index=False)
         ]
+        yield from self._slices(
+            spans["start_ns"].to_numpy(), spans["end_ns"].to_numpy(), tracks, names, args
+        )
+
+    def _slices(
+        self,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        tracks: list[int],
+        names: list[str],
+        args: list[list[tuple[int, str]]] | None = None,
+    ) -> Any:
+        """Begin and end packets of slices, in time order: ends before begins at one
+        instant; inner ends first, outer begins first."""
+        ends = np.maximum(ends, starts)
+        n = len(starts)
+        ts = np.concatenate([starts, ends])
+        kind = np.concatenate([np.ones(n), np.zeros(n)])
+        inner = np.concatenate([-ends, -starts])
+        order = np.lexsort((inner, kind, ts))
         for i in order.tolist():
             row = i % n
             if i < n:
-                yield _slice_begin(int(ts[i]), tracks[row], self.names[names[row]], args[row])
+                extra = args[row] if args is not None else []
+                yield _slice_begin(int(ts[i]), tracks[row], self.names[names[row]], extra)
             else:
                 yield _slice_end(int(ts[i]), tracks[row])
+
+    def _torch(self) -> Any:
+        events = self.t.torch
+        if events.empty:
+            return
+        made: list[Any] = []
+        host = (events["device"] < 0).to_numpy()
+        columns = [events[c].tolist() for c in ("pid", "thread_id", "device", "stream")]
+        uuids: dict[tuple[int, int, int, int, bool], int] = {}
+        tracks = []
+        for key in zip(*columns, host.tolist(), strict=True):
+            if key not in uuids:
+                uuids[key] = self._torch_track(key, made)
+            tracks.append(uuids[key])
+        windows = events.groupby("window", sort=False).agg(
+            start=("start_ns", "min"), end=("end_ns", "max")
+        )
+        root = self.process_uuid.get(int(self.t.processes["pid"].iloc[0]))
+        uuid = next(self.uuids)
+        made.append(_descriptor(uuid, parent=root, name="torch.profiler windows"))
+        yield from made
+        for window, (start, end) in windows.iterrows():
+            yield from _named_slice(int(start), int(end), uuid, str(window))
+        yield from self._slices(
+            events["start_ns"].to_numpy(),
+            events["end_ns"].to_numpy(),
+            tracks,
+            events["name"].astype(str).tolist(),
+        )
+
+    def _torch_track(self, key: tuple[int, int, int, int, bool], made: list[Any]) -> int:
+        """A thread's "torch" track, or a GPU stream's (under its GPU's)."""
+        pid, tid, device, stream, host = key
+        uuid = next(self.uuids)
+        if host:
+            if tid not in self.thread_uuid:  # a thread the run's table missed
+                self.thread_uuid[tid] = next(self.uuids)
+                made.append(_descriptor(self.thread_uuid[tid], thread=(pid, tid, "")))
+            made.append(_descriptor(uuid, parent=self.thread_uuid[tid], name="torch"))
+            return uuid
+        gpu = self.gpu_uuid.get(device)
+        if gpu is None:
+            gpu = self.gpu_uuid[device] = next(self.uuids)
+            made.append(_descriptor(gpu, name=f"GPU {device}"))
+        made.append(_descriptor(uuid, parent=gpu, name=f"stream {stream}"))
+        return uuid
 
     def _samples(self) -> Any:
         s = self.t.samples
@@ -325,6 +392,21 @@ def _slice_begin(ts: int, track: int, name_iid: int, args: list[tuple[int, str]]
             e.debug_annotations.add(name_iid=key, string_value=value)
 
     return fill
+
+
+def _named_slice(start: int, end: int, track: int, name: str) -> Any:
+    """A slice by name (not interned: a handful), begin and end in one filler pair."""
+
+    def begin(p: TracePacket) -> None:
+        p.timestamp = start
+        e = p.track_event
+        e.type, e.track_uuid, e.name = _BEGIN, track, name
+
+    def end_(p: TracePacket) -> None:
+        p.timestamp = end
+        p.track_event.type, p.track_event.track_uuid = _END, track
+
+    return begin, end_
 
 
 def _slice_end(ts: int, track: int) -> Any:

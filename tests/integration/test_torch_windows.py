@@ -5,14 +5,18 @@ Skipped where torch is not installed (the README's test command installs it)."""
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
 
+from probe.analyzers.analysis import analyze
 from probe.analyzers.ops import growing_prefix
+from probe.analyzers.timeline import TimelineLimits
 from probe.rundir.kineto import read_kineto
 from probe.rundir.reader import load
 
-from .conftest import REPO, write_script
+from .conftest import REPO, probe_cmd, write_script
 
 pytest.importorskip("torch")
 
@@ -81,3 +85,63 @@ def test_windows_off_leave_the_run_as_it_was_without_torch(run_probe):
     assert torch_figures(r.run_dir) is None and not (r.run_dir / "torch").exists()
     d = json.loads((r.run_dir / "diagnosis.json").read_text())
     assert "torch" not in d and not any("torch.profiler" in n for n in d["notes"])
+
+
+# Ground truth from the script's own clock (perf_counter_ns: CLOCK_MONOTONIC, the run's
+# clock): each marker op runs between two reads it logs, so on the timeline it must lie
+# between them. Kineto stamps ops in Unix time; only the run's clock pair can put them
+# there (analyzers.torch_timeline).
+MARKED = """
+import json, sys, time
+import torch
+
+model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())
+x, marker = torch.randn(8, 64), torch.randn(333)
+log = open(sys.argv[1], "w")
+deadline = time.monotonic() + 3.0
+with torch.no_grad():
+    while time.monotonic() < deadline:
+        for _ in range(20):
+            model(x)
+        before = time.perf_counter_ns()
+        torch.cumsum(marker, 0)
+        log.write(json.dumps([before, time.perf_counter_ns()]) + "\\n")
+"""
+
+
+def test_a_window_s_ops_land_on_the_perfetto_and_chrome_timelines_when_they_ran(
+    run_probe, tmp_path
+):
+    script = write_script(tmp_path, MARKED)
+    marks = tmp_path / "marks.jsonl"
+    r = run_probe(script, marks, timeout=300)
+    assert r.returncode == 0, r.stderr
+    intervals = [json.loads(line) for line in marks.read_text().splitlines()]
+    events = analyze(load(r.run_dir), limits=TimelineLimits.unbounded()).timeline.torch
+    cumsums = events[events["name"] == "aten::cumsum"]
+    assert len(cumsums) >= 3  # the window caught a few markers
+    for start, end in zip(cumsums["start_ns"], cumsums["end_ns"], strict=True):
+        # within its logged interval (1 ms for the wall clock's slew since the run began)
+        assert any(b - 1e6 <= start and end <= a + 1e6 for b, a in intervals), (start, end)
+
+    perfetto, chrome = tmp_path / "trace.perfetto-trace", tmp_path / "trace.json"
+    for fmt, out in (("perfetto", perfetto), ("chrome", chrome)):
+        done = subprocess.run(probe_cmd("export", r.run_dir, "--format", fmt, "--full", "-o", out),
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    trace = Trace.FromString(perfetto.read_bytes())
+    torch_tracks = {
+        p.track_descriptor.uuid
+        for p in trace.packet
+        if p.HasField("track_descriptor") and p.track_descriptor.name == "torch"
+    }
+    begins = [p for p in trace.packet if p.HasField("track_event") and p.track_event.type == 1]
+    on_torch = [p for p in begins if p.track_event.track_uuid in torch_tracks]
+    assert len(on_torch) == len(events)  # every event of the windows, once
+    chrome_begins = [
+        e for e in json.loads(chrome.read_text())["traceEvents"]
+        if e["ph"] == "b" and e.get("id2", {}).get("local", "").startswith("torch ")
+    ]  # fmt: skip
+    assert len(chrome_begins) == len(events)
+    marker_us = sorted(e["ts"] for e in chrome_begins if e["name"] == "aten::cumsum")
+    assert marker_us == pytest.approx(sorted(cumsums["start_ns"] / 1e3), abs=1)
