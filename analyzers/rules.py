@@ -196,7 +196,14 @@ def interpreter_waits_by_demand(
     socket call) led the handler 50% to 45% in 1 run in 6; by on-CPU time, 62% to 38%.
 
     Applied when those waits reach ``gil_share`` of the sampled time (the GIL is
-    contended); the total is kept, so the shares still add up to the path.
+    contended); the total is kept, so the shares still add up to the path. The charged
+    waits are the function's components too (``wait_gil``/``wait_unknown`` in the pool's
+    proportion, the rest rescaled to the new path time): the rules read a stage by its
+    components, and a function holding the GIL has few waits of its own where it
+    stands. predict_api on a faster host (2026-11-25: handlers 64% of the CPU by
+    /proc, the process at 0.97 of 2 cores): the handler's own GIL waits were 4% of its
+    samples, so it read cpu/native (its thread caught at the self-pipe's send, where the
+    sampler is handed the GIL), while the event loop waited for the GIL 45% of its time.
 
     Not to a batch job's followed path (``path_followed``: the main thread's time, its
     waits on other threads replaced by what they did meanwhile): that is a sequence in
@@ -214,8 +221,18 @@ def interpreter_waits_by_demand(
     gil = float((sampled * table["wait_gil"]).sum())
     if total <= 0 or demand <= 0 or gil < t.gil_share * total:
         return table
-    path_s = sampled - waits + pool * on_cpu / demand
-    return table.assign(path_s=path_s, path_share=path_s / total)
+    charged = pool * on_cpu / demand
+    path_s = sampled - waits + charged
+    scale = (sampled / path_s).where(path_s > 0, 0.0)
+    rescaled = {f"wait_{r}": table[f"wait_{r}"] * scale for r in WAITS if r != "gil"}
+    return table.assign(
+        path_s=path_s,
+        path_share=path_s / total,
+        cpu_share=table["cpu_share"] * scale,
+        **rescaled,
+        wait_gil=(charged * gil / pool / path_s).where(path_s > 0, 0.0),
+        wait_unknown=(charged * (pool - gil) / pool / path_s).where(path_s > 0, 0.0),
+    )
 
 
 def stage_rows(bd: Breakdown) -> pd.DataFrame:

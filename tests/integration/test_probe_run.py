@@ -542,7 +542,7 @@ def test_verdict_names_the_limit_and_diagnosis_json_is_written(tmp_path, run_pro
     script = write_script(
         tmp_path,
         """
-        import time
+        import json, sys, time
         import probe
         @probe.stage("busy")
         def busy():
@@ -550,13 +550,22 @@ def test_verdict_names_the_limit_and_diagnosis_json_is_written(tmp_path, run_pro
             for i in range(3_000_000):  # pure Python: no C call to be caught in
                 total += i * i % 7
             return total
+        truth = {"busy_s": 0.0, "requests_s": 0.0}
         for _ in range(3):
             with probe.request():
+                began = time.perf_counter()
                 busy()
+                truth["busy_s"] += time.perf_counter() - began
                 time.sleep(0.1)
+                truth["requests_s"] += time.perf_counter() - began
+        with open(sys.argv[1], "w") as f:
+            json.dump(truth, f)
     """,
     )
-    r = run_probe(script)
+    # The truth by the script's own clock: busy's share of the requests' time (0.55-0.7
+    # by the machine's speed: 3 M iterations take 0.12-0.25 s against the 0.1-s sleep)
+    truth_file = tmp_path / "truth.json"
+    r = run_probe(script, truth_file)
     assert r.returncode == 0
     out = r.stdout
     assert "CPU-bound in `busy`" in out and "limit: cpu/python in busy" in out
@@ -567,7 +576,10 @@ def test_verdict_names_the_limit_and_diagnosis_json_is_written(tmp_path, run_pro
     assert diagnosis["schema"] == "probe.diagnosis/1"
     assert diagnosis["run"]["requests"] == 3
     assert diagnosis["primary"]["stage"] == "busy"
-    assert diagnosis["primary"]["share"] > 0.6
+    truth = json.loads(truth_file.read_text())
+    # within 0.1: the spans' share is exact, the stack samples' (100 Hz, ~70 of them)
+    # carry a few points of sampling error
+    assert abs(diagnosis["primary"]["share"] - truth["busy_s"] / truth["requests_s"]) < 0.1
     # the launcher's frames (probe's CLI, click, runpy) are cut above the target's module
     run = load(r.run_dir)
     stacks = run.stacks[run.stacks["frame_ids"] != ""]  # "" is the overflow stack
