@@ -26,7 +26,7 @@ from probe.analyzers.leaks import (
     growing_types,
     judge_recorded,
 )
-from probe.analyzers.recommendations import Recommendation, demands, ranked, recommend
+from probe.analyzers.recommendations import Recommendation, demands, minor, proposed, ranked
 from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, classify, cold_start
 from probe.analyzers.vocabulary import kind_words, subkind_words
 from probe.rundir.reader import Run
@@ -53,6 +53,9 @@ class Diagnosis:
     capacity: Capacity | None = None  # a served HTTP app's (analyzers.capacity), if any
     # dynamic batching, where a stage's spans carry a ``batch`` size (analyzers.batching)
     batching: BatchAdvice | None = None
+    # fixes proposed but worth under 1.25x alone (recommendations.minor): they compound
+    # with the others, and ``probe diff --applied`` can name them
+    minor_recommendations: list[Recommendation] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         stages = self.breakdown.stages
@@ -62,6 +65,7 @@ class Diagnosis:
             "primary": self.primary,
             "findings": [f.to_dict() for f in self.findings],
             "recommendations": [r.to_dict() for r in self.recommendations],
+            "minor_recommendations": [r.to_dict() for r in self.minor_recommendations],
             "leak": self.leak.to_dict(),
             "stages": _stages_records(stages),
             "notes": self.notes,
@@ -416,10 +420,11 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
     findings = classify(bd, facts)
     cold = cold_start(bd, facts)
     leak = _leak(run, bd)
-    recs = recommend(findings, bd, facts, cold=cold, leak=leak.to_dict())
+    every = proposed(findings, bd, facts, cold=cold, leak=leak.to_dict())
     torch = _torch(run)
     if torch is not None:
-        recs = ranked(recs + torch.recommendations)
+        every += torch.recommendations
+    recs = ranked(every)
     served = endpoints(
         bd.spans,
         bd.work_samples,
@@ -445,6 +450,7 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
         primary=primary_block,
         findings=findings,
         recommendations=recs,
+        minor_recommendations=minor(every),
         leak=leak,
         breakdown=bd,
         notes=notes + _torch_notes(run, torch) + _endpoint_notes(served) + _unwrapped(run),

@@ -181,7 +181,8 @@ def _chosen(
     a: Diagnosis, applied: list[str] | None, notes: list[str]
 ) -> tuple[list[Recommendation], str]:
     """The recommendations B applied, and how they were picked ("given", "top" or "")."""
-    by_id = {r.id: r for r in a.recommendations}
+    # the fixes under the recommendations' bar too: applied with others, they compound
+    by_id = {r.id: r for r in (*a.minor_recommendations, *a.recommendations)}
     if applied:
         missing = [i for i in applied if i not in by_id]
         if missing:

@@ -105,6 +105,7 @@ class Verdict:
     notes: list[str] = field(default_factory=list)
     torch: list[str] = field(default_factory=list)  # the torch.profiler windows' lines
     endpoints: list[str] = field(default_factory=list)  # a served app's, one line each
+    minor: list[str] = field(default_factory=list)  # fixes under the bar: "id 1.21×"
 
     @classmethod
     def from_analysis(cls, analysis: Analysis) -> Verdict:
@@ -149,6 +150,7 @@ class Verdict:
             endpoints=_endpoint_lines(d)
             + capacity_lines(d.capacity)
             + batching_lines(d.batching.to_dict() if d.batching is not None else None),
+            minor=[f"{r.id} {_x(r.estimated_speedup)}" for r in d.minor_recommendations],
         )
 
     def render(self) -> str:
@@ -166,6 +168,12 @@ class Verdict:
         lines += advice_lines(
             self.recommendations, self.how, self.limit, speedup="estimated end-to-end speedup"
         )
+        if self.minor:
+            lines += [
+                "",
+                f"Also proposed, under 1.25× alone (they compound with the fixes above; "
+                f"`probe diff --applied` takes them): {', '.join(self.minor)}",
+            ]
         if self.leak is not None:
             lines += ["", *_leak_lines(self.leak)]
         lines += [f"note: {n}" for n in self.notes]
