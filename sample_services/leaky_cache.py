@@ -15,7 +15,7 @@ Measured on this machine class (default 1,200 requests, ~6 s): the default's mem
 same over so short a run: a leak costs memory first, and only then time (longer GC
 passes, swapping, OOM).
 
-    python sample_services/leaky_cache.py [--requests N] [--fixed]
+    python sample_services/leaky_cache.py [--requests N | --seconds S] [--fixed]
 """
 
 from __future__ import annotations
@@ -69,6 +69,9 @@ def remember(cache: dict, key: tuple[int, int], result: dict[str, list]) -> None
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1200, help="requests to serve")
+    parser.add_argument(
+        "--seconds", type=float, help="serve for this long instead (the same on any host)"
+    )
     parser.add_argument("--fixed", action="store_true", help="bounded LRU cache")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(3)
@@ -76,13 +79,16 @@ def main(argv: list[str] | None = None) -> int:
     users = rng.standard_normal((64, 128))
     cache: dict = BoundedCache(LRU_SIZE) if args.fixed else _CACHE
     start = time.perf_counter()
-    for i in range(args.requests):
-        with probe.request(id=f"req-{i}"):
-            user = i % len(users)
+    deadline = start + args.seconds if args.seconds is not None else None
+    served = 0
+    while served < args.requests if deadline is None else time.perf_counter() < deadline:
+        with probe.request(id=f"req-{served}"):
+            user = served % len(users)
             remember(cache, (user, time.perf_counter_ns()), score(users[user], catalogue))
+        served += 1
     wall = time.perf_counter() - start
     print(
-        f"served {args.requests} requests in {wall:.2f} s: {args.requests / wall:.1f} "
+        f"served {served} requests in {wall:.2f} s: {served / wall:.1f} "
         f"requests/s ({len(cache)} cached, RSS {rss_mib():.1f} MiB)",
         file=sys.stderr,
     )
