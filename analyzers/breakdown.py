@@ -52,7 +52,13 @@ import pandas as pd
 from probe.analyzers.attribution import attribute
 from probe.analyzers.constants import constant
 from probe.analyzers.path import PATH, critical_path
-from probe.analyzers.spantree import covered_ns, index_spans, innermost_span, request_mask
+from probe.analyzers.spantree import (
+    covered_ns,
+    index_spans,
+    innermost_span,
+    latency_ns,
+    request_mask,
+)
 from probe.analyzers.stacks import label_stacks
 from probe.analyzers.tasks import loop_lag, loop_lag_notes, with_task_waits
 from probe.rundir.reader import Run
@@ -315,7 +321,7 @@ def _requests(indexed: pd.DataFrame, is_request: np.ndarray) -> RequestFigures:
     start_ns, end_ns = int(req["start_ns"].min()), int(req["end_ns"].max())
     window = (end_ns - start_ns) / 1e9
     total = float(req["dur_ns"].sum()) / 1e9
-    p50, p95, p99 = _percentiles(req["dur_ns"])
+    p50, p95, p99 = _percentiles(latency_ns(req))
     return RequestFigures(
         count=len(req),
         window_s=window,

@@ -512,11 +512,12 @@ def _unwrapped(run: Run) -> list[str]:
     names = list(http.get("unrecognised") or [])
     failed = dict(http.get("failures") or {})
     notes = [f"request spans: patching {m} failed ({why})" for m, why in failed.items()]
+    notes += [str(n) for n in http.get("notes") or []]
     if names and not http.get("servers"):
         notes.append(
             f"served by {', '.join(names)}, which probe does not wrap yet: no per-request "
             "figures; wrap the handler in `with probe.request():` (or serve it with uvicorn, "
-            "Werkzeug or gunicorn under probe run)"
+            "gunicorn, hypercorn, waitress, Werkzeug or Django's server under probe run)"
         )
     return notes
 

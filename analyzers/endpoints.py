@@ -43,13 +43,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from probe.analyzers.spantree import innermost_span, span_attrs
+from probe.analyzers.spantree import innermost_span, latency_ns, span_attrs
 from probe.rundir.schema import WAIT_REASONS
 
 __all__ = ["EndpointFigures", "endpoints"]
 
 # the request-span attributes that make a request an HTTP one (probe.serving)
 _HTTP_KEYS = ("method", "route", "status")
+
+# A request's phases (probe.serving.routes.Phases), from its attributes: the wait for the
+# event loop before the handler (where the server stamps the request's receipt), the
+# handler up to the response's start, sending the body, and the app's work after the
+# answer. NaN where the server or app gave no such instant.
+_PHASES = ("queued", "handler", "send", "after")
 
 _COLUMNS = [
     "requests",
@@ -66,6 +72,7 @@ _COLUMNS = [
     "cpu_ms_per_request",
     "cpu_source",
     "top_frames",
+    *(f"{phase}_{q}_ms" for phase in _PHASES for q in ("p50", "p99")),
 ]
 
 
@@ -104,7 +111,8 @@ def endpoints(
     http = np.array([all(k in a for k in _HTTP_KEYS) for a in attrs], dtype=bool)
     if not http.any():
         return None
-    table, window_s = _route_table(spans[http], [attrs[i] for i in np.flatnonzero(http)])
+    http_attrs = [attrs[i] for i in np.flatnonzero(http)]
+    table, window_s = _route_table(spans[http], http_attrs)
     owner, server = _owners(spans, http, attrs, samples, stacks, frames)
     cpu = samples["cpu_ns"].to_numpy(dtype="float64") / 1e9 if len(samples) else np.zeros(0)
     wait = samples["wait_ns"].to_numpy(dtype="float64") / 1e9 if len(samples) else np.zeros(0)
@@ -113,7 +121,8 @@ def endpoints(
         # loop's work for others (analyzers.tasks): the task itself was not running
         cpu = np.where(samples["awaited"].to_numpy(dtype=bool), 0.0, cpu)
     table = _with_samples(table, samples, owner, cpu, wait)
-    table = _with_measured_cpu(table, spans[http], [attrs[i] for i in np.flatnonzero(http)])
+    table = _with_measured_cpu(table, spans[http], http_attrs)
+    table = _with_phases(table, spans[http], http_attrs)
     shared = table["cpu_s"] + table["gil_s"]
     notes = []
     if not samples.empty and float(table["sampled_s"].sum()) == 0:
@@ -201,7 +210,7 @@ def _route_table(req: pd.DataFrame, attrs: list[dict[str, object]]) -> tuple[pd.
     window_s = (int(req["end_ns"].max()) - int(req["start_ns"].min())) / 1e9
     by = req["name"].astype(str)
     errors = pd.Series([bool(a.get("error")) for a in attrs], index=req.index)
-    dur_ms = req["dur_ns"].astype("float64") / 1e6
+    dur_ms = latency_ns(req, attrs).astype("float64") / 1e6
     q = dur_ms.groupby(by).quantile([0.5, 0.9, 0.95, 0.99]).unstack()
     table = pd.DataFrame(
         {
@@ -310,6 +319,39 @@ def _with_measured_cpu(
             table.at[name, "cpu_s"] = float(total_s[name])
             table.at[name, "cpu_source"] = "measured"
     table["cpu_ms_per_request"] = table["cpu_s"] * 1e3 / table["requests"]
+    return table
+
+
+def _with_phases(
+    table: pd.DataFrame, req: pd.DataFrame, attrs: list[dict[str, object]]
+) -> pd.DataFrame:
+    """Each endpoint's phases, p50 and p99 over the requests that have them (``_PHASES``)."""
+
+    def offset(key: str) -> np.ndarray:
+        values = [a.get(key) for a in attrs]
+        return np.array([float(v) if isinstance(v, int) else np.nan for v in values])
+
+    dur = req["dur_ns"].to_numpy(dtype="float64")
+    first, answered = offset("first_byte_ns"), offset("answered_ns")
+    answered = np.minimum(answered, dur)
+    phases = (
+        pd.DataFrame(
+            {
+                "queued": offset("queued_ns"),
+                "handler": first,
+                "send": answered - first,
+                "after": dur - answered,
+            },
+            index=req.index,
+        ).clip(lower=0)
+        / 1e6
+    )
+    grouped = phases.groupby(req["name"].astype(str).to_numpy())
+    table = table.copy()
+    for q, label in ((0.5, "p50"), (0.99, "p99")):
+        figures = grouped.quantile(q)
+        for phase in _PHASES:
+            table[f"{phase}_{label}_ms"] = figures[phase].reindex(table.index)
     return table
 
 

@@ -83,6 +83,16 @@ IDLE_LOOPS: dict[tuple[str, str], IdleLoop] = {
         "worker supervisor",
         frozenset({"Event.wait", "Multiprocess.keep_subprocess_alive", "Multiprocess.join_all"}),
     ),
+    ("hypercorn/run.py", "run"): IdleLoop(
+        "worker supervisor", frozenset({"wait", "check_for_updates", "_join_exited"})
+    ),
+    # waitress: its main thread's asyncore loop in select()/poll() for the next event
+    # (connections, readable requests), its task threads in their queue's condition
+    ("waitress/wasyncore.py", "poll"): IdleLoop("server loop", _SELECT),
+    ("waitress/wasyncore.py", "poll2"): IdleLoop("server loop", frozenset({"poll"})),
+    ("waitress/task.py", "ThreadedTaskDispatcher.handler_thread"): IdleLoop(
+        "thread-pool worker", frozenset({"Condition.wait"})
+    ),
     # logging's QueueListener: waits for records
     ("logging/handlers.py", "QueueListener._monitor"): IdleLoop("log listener", _QUEUE_GET),
 }
@@ -130,6 +140,8 @@ SERVING_LOOPS: frozenset[tuple[str, str]] = frozenset(
         ("socketserver.py", "BaseServer.serve_forever"),  # http.server, wsgiref, Werkzeug
         ("gunicorn/arbiter.py", "Arbiter.run"),
         ("uvicorn/supervisors/multiprocess.py", "Multiprocess.run"),
+        ("hypercorn/run.py", "run"),
+        ("waitress/server.py", "BaseWSGIServer.run"),
     }
 )
 

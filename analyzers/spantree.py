@@ -12,7 +12,14 @@ import json
 import numpy as np
 import pandas as pd
 
-__all__ = ["covered_ns", "index_spans", "innermost_span", "request_mask", "span_attrs"]
+__all__ = [
+    "covered_ns",
+    "index_spans",
+    "innermost_span",
+    "latency_ns",
+    "request_mask",
+    "span_attrs",
+]
 
 
 def index_spans(spans: pd.DataFrame) -> pd.DataFrame:
@@ -126,3 +133,27 @@ def span_attrs(text: object) -> dict[str, object]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def latency_ns(requests: pd.DataFrame, attrs: list[dict[str, object]] | None = None) -> pd.Series:
+    """Each request's latency (``requests`` indexed, with ``dur_ns``): to the answer where
+    the serving middleware saw it handed over (``answered_ns``, ``probe.serving.routes.
+    Phases``), else its span's duration. An app may go on after answering (Django's ASGI
+    handler closes the response on a thread): the request's time, not the client's wait.
+    ``attrs``: the spans' parsed attributes, where the caller has them."""
+    dur = requests["dur_ns"].astype("int64")
+    if attrs is None:
+        text = requests["attrs"].astype("string").fillna("")
+        has = text.str.contains('"answered_ns"', regex=False).to_numpy(dtype=bool)
+        if not has.any():
+            return dur
+        parsed = [span_attrs(t) if h else {} for t, h in zip(text, has, strict=True)]
+    else:
+        parsed = attrs
+    answered = [a.get("answered_ns") for a in parsed]
+    ok = np.array([isinstance(v, int) and v >= 0 for v in answered], dtype=bool)
+    if not ok.any():
+        return dur
+    values = np.array([v if k else 0 for v, k in zip(answered, ok, strict=True)], dtype="int64")
+    spans = dur.to_numpy()
+    return pd.Series(np.where(ok, np.minimum(spans, values), spans), index=dur.index)

@@ -306,6 +306,7 @@ class Session:
                 "servers": list(hooks.patched),
                 "failures": hooks.failures,
                 "limits": hooks.limits,
+                "notes": hooks.notes,
                 "unrecognised": [m for m in hooks.UNRECOGNISED if m in sys.modules],
             }
         if self.tree is not None:

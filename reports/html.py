@@ -681,10 +681,51 @@ def _endpoints_html(
         "stack samples in each route's handler. Limiting throughput: <code>{limiting}</code>"
         "</p><table><tr><th>route</th><th>requests</th><th>errors</th><th>throughput</th>"
         "<th>latency p50 / p90 / p95 / p99</th><th>CPU a request</th><th>GIL wait s</th>"
-        "<th>top frames</th></tr>{rows}</table>{workers}</section>",
+        "<th>top frames</th></tr>{rows}</table>{phases}{workers}</section>",
         limiting=limiting or "—",
         rows=rows,
+        phases=_phases_html(routes),
         workers=_workers_html(workers),
+    )
+
+
+# analyzers.endpoints' request phases, as the page names them
+_PHASES = (("queued", "loop wait"), ("handler", "handler"), ("send", "send"),
+           ("after", "after the answer"))  # fmt: skip
+
+
+def _phases_html(routes: list[dict[str, Any]]) -> Markup:
+    shown = [
+        (key, label)
+        for key, label in _PHASES
+        if any(r.get(f"{key}_p50_ms") is not None for r in routes)
+    ]
+    if not shown:
+        return Markup("")
+    heads = join(html("<th>{label} p50 / p99</th>", label=label) for _, label in shown)
+    rows = join(
+        html(
+            "<tr><td><code>{name}</code></td>{cells}</tr>",
+            name=r["name"],
+            cells=join(
+                html(
+                    "<td>{p50} / {p99} ms</td>",
+                    p50=num(r.get(f"{key}_p50_ms"), ".2f"),
+                    p99=num(r.get(f"{key}_p99_ms"), ".2f"),
+                )
+                for key, _ in shown
+            ),
+        )
+        for r in routes
+    )
+    return html(
+        "<h3>Request phases</h3><p>From each request's span: the handler up to the "
+        "response's start, sending the body, the app's work after the answer (the latency "
+        "ends at the answer), and where the server stamps a request as it parses it "
+        "(uvicorn) the wait for the event loop to start its handler.</p>"
+        "<table id='phases'><tr><th>route</th>{heads}</tr>{rows}</table>",
+        heads=heads,
+        rows=rows,
     )
 
 

@@ -169,15 +169,40 @@ class Verdict:
             self.recommendations, self.how, self.limit, speedup="estimated end-to-end speedup"
         )
         if self.minor:
+            compound = "they compound with the fixes above; " if self.recommendations else ""
             lines += [
                 "",
-                f"Also proposed, under 1.25× alone (they compound with the fixes above; "
-                f"`probe diff --applied` takes them): {', '.join(self.minor)}",
+                f"{'Also proposed' if self.recommendations else 'Proposed'}, under 1.25× "
+                f"alone ({compound}`probe diff --applied` takes them): {', '.join(self.minor)}",
             ]
         if self.leak is not None:
             lines += ["", *_leak_lines(self.leak)]
         lines += [f"note: {n}" for n in self.notes]
         return printable("\n".join(lines))
+
+
+# a request's phases as the verdict names them (analyzers.endpoints: queued is the wait
+# for the event loop before the handler, after is the app's work past the answer)
+_PHASE_NAMES = {
+    "queued": "loop wait",
+    "handler": "handler",
+    "send": "send",
+    "after": "after answer",
+}
+
+
+def _phase_lines(table: Any) -> list[str]:
+    """Per endpoint, the phases the server and app let probe time (p50 / p99)."""
+    lines = []
+    for name, row in table.iterrows():
+        parts = [
+            f"{label} {row[f'{phase}_p50_ms']:.2f} / {row[f'{phase}_p99_ms']:.2f}"
+            for phase, label in _PHASE_NAMES.items()
+            if f"{phase}_p50_ms" in row and math.isfinite(row[f"{phase}_p50_ms"])
+        ]
+        if parts:
+            lines.append(f"  {str(name)[:30]:<30} " + " · ".join(parts) + " ms")
+    return ["", "Request phases (p50 / p99):", *lines] if lines else []
 
 
 def _endpoint_lines(d: Diagnosis, limit: int = 8) -> list[str]:
@@ -200,6 +225,7 @@ def _endpoint_lines(d: Diagnosis, limit: int = 8) -> list[str]:
         )
     if len(e.table) > limit:
         lines.append(f"  … {len(e.table) - limit} more in diagnosis.json")
+    lines += _phase_lines(e.table.head(limit))
     if e.workers is not None:
         lines += ["", "Workers (requests, errors, latency p50/p99, CPU in the handlers):"]
         for pid, row in e.workers.head(limit).iterrows():

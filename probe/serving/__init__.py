@@ -18,17 +18,30 @@ Servers recognised (``hooks.SERVERS``):
 * **gunicorn**'s own workers (sync, gthread, ...): ``Worker.load_wsgi``, in each worker
   process (``probe.workers`` records every worker into a shard of the run directory);
   its uvicorn workers go through ``uvicorn.Config.load`` as above.
+* **hypercorn**, ASGI or WSGI, its CLI or ``serve()``: its ``ASGIWrapper`` and
+  ``WSGIWrapper`` (it serves from spawned worker processes, recorded as shards).
+* **waitress** (``waitress-serve``, ``waitress.serve``): ``waitress.server.create_server``.
+* **Django's development server** (``manage.py runserver --noreload``):
+  ``django.core.servers.basehttp.run``. With the autoreloader on, the server is a child
+  process probe does not record, and the run says so.
 
-Route templates come from Starlette's router (FastAPI's too: ``scope["route"]``) and from
-Flask's URL rule; an app whose router probe does not know gives ``METHOD (no route)``.
+Route templates come from Starlette's router (FastAPI's too: ``scope["route"]``), from
+Flask's URL rule and from Django's URL resolver (``BaseHandler.resolve_request``: under
+any server, WSGI or ASGI); an app whose router probe does not know gives ``METHOD (no
+route)``.
+
+Phases (``routes.Phases``): each request's span carries when its response started and
+when the last of it was handed over (its latency ends there; an app's clean-up after it
+is the request's time, not its latency), and under uvicorn how long the parsed request
+waited for the event loop to start its handler.
 
 Sync routes: Starlette runs a sync handler on AnyIO's worker threads, which inherit the
 request's context; the work sent there while a request is open becomes a span of that
 request on the worker thread (``asgi.worker_thread_spans``), so the worker's stack
 samples are the request's.
 
-Not recognised yet (the run proceeds without request spans; ``@probe.request`` still
-works): hypercorn, waitress, Django's server.
+Not recognised (the run proceeds without request spans and says so; ``@probe.request``
+still works): aiohttp's server, Tornado, Twisted, CherryPy's cheroot (``hooks.UNRECOGNISED``).
 
 Nothing here imports a web framework: patches are applied as the target imports them.
 """

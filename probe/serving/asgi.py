@@ -16,7 +16,14 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from contextvars import ContextVar
 from typing import Any
 
-from probe.serving.routes import ID_HEADER, code_location, end_request, start_request
+from probe.serving.routes import (
+    ID_HEADER,
+    RECEIVED_KEY,
+    Phases,
+    code_location,
+    end_request,
+    start_request,
+)
 from probe.spans import Span, active_recorder, current_request_id
 
 __all__ = ["RequestSpans", "route_of", "worker_thread_spans"]
@@ -37,7 +44,10 @@ _scope: ContextVar[Scope | None] = ContextVar("probe_request_scope", default=Non
 def route_of(scope: Scope) -> str | None:
     """The route template the app's router matched: Starlette's (and FastAPI's) router
     leaves the route in ``scope["route"]``; under a ``Mount`` the scope's ``root_path``
-    holds the mount's prefix."""
+    holds the mount's prefix. Django's (``hooks._patch_django_routes``) is in
+    ``scope["probe.route"]``."""
+    if isinstance(scope.get("probe.route"), str):
+        return str(scope["probe.route"])
     route = scope.get("route")
     template = getattr(route, "path_format", None) or getattr(route, "path", None)
     if not isinstance(template, str):
@@ -57,11 +67,16 @@ class RequestSpans:
             return
         sent_id = next((v for k, v in scope.get("headers") or () if k == _ID_KEY), None)
         span, attrs = start_request(str(scope.get("method") or "GET"), sent_id)
+        phases = Phases(scope.get(RECEIVED_KEY))
 
         async def send_seen(message: Message) -> None:
-            if message.get("type") == "http.response.start":
+            kind = message.get("type")
+            if kind == "http.response.start":
                 attrs["status"] = int(message.get("status") or 0)
+                phases.started()
             await send(message)
+            if kind == "http.response.body" and not message.get("more_body"):
+                phases.answered_now()
 
         token = _scope.set(scope)
         try:
@@ -71,7 +86,9 @@ class RequestSpans:
             raise
         finally:
             _scope.reset(token)
-            end_request(span, attrs, route_of(scope), code_location(scope.get("endpoint")))
+            handler = scope.get("probe.handler") or code_location(scope.get("endpoint"))
+            phases.into(attrs)
+            end_request(span, attrs, route_of(scope), handler)
 
 
 def worker_thread_spans(run_sync: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:

@@ -13,7 +13,10 @@ from probe.spans import Span
 __all__ = [
     "ID_HEADER",
     "NO_ROUTE",
+    "RECEIVED_KEY",
+    "Phases",
     "code_location",
+    "django_route",
     "end_request",
     "start_request",
     "wait_for_open_requests",
@@ -35,10 +38,70 @@ _ID_MAX = 64
 _CONVERTER = re.compile(r"<(?:[^<>:]+:)?([^<>:]+)>")
 
 
+# Where a server that knows when it parsed a request leaves that instant in the ASGI
+# scope (perf_counter_ns; uvicorn: ``hooks._patch_uvicorn_cycles``)
+RECEIVED_KEY = "probe.received_ns"
+
+
+class Phases:
+    """A request's phases, as offsets in ns from its span's start (read right after it):
+    ``first_byte_ns`` when the app started its response (ASGI's ``http.response.start``,
+    WSGI's ``start_response``), ``answered_ns`` when it handed over the last of the body
+    -- the client's answer; what runs after it (an app's clean-up) is the request's time
+    but not its latency -- and ``queued_ns``, before the start, where the server says
+    when it had parsed the request: the time it waited for the event loop to start its
+    handler (the loop's lag as this request saw it)."""
+
+    __slots__ = ("first_byte", "answered", "queued", "t0")
+
+    def __init__(self, received_ns: object = None) -> None:
+        self.t0 = time.perf_counter_ns()
+        self.first_byte: int | None = None
+        self.answered: int | None = None
+        self.queued = max(0, self.t0 - received_ns) if isinstance(received_ns, int) else None
+
+    def started(self) -> None:
+        if self.first_byte is None:
+            self.first_byte = time.perf_counter_ns() - self.t0
+
+    def answered_now(self) -> None:
+        if self.answered is None:
+            self.answered = time.perf_counter_ns() - self.t0
+
+    def into(self, attrs: dict[str, Any]) -> None:
+        measured = {
+            "queued_ns": self.queued,
+            "first_byte_ns": self.first_byte,
+            "answered_ns": self.answered,
+        }
+        attrs.update({k: v for k, v in measured.items() if v is not None})
+
+
 def werkzeug_template(rule: str) -> str:
     """``/items/<int:item_id>`` as ``/items/{item_id}``: one spelling of a path parameter
     for every framework, the one Starlette and OpenAPI use."""
     return _CONVERTER.sub(r"{\1}", rule)
+
+
+# (?P<name>...) in a regular-expression route (Django's re_path)
+_NAMED_GROUP = re.compile(r"\(\?P<([^<>]+)>(?:[^()]|\([^()]*\))*\)")
+
+
+def django_route(match: Any, method: str) -> tuple[str | None, tuple[str, str] | None]:
+    """The template and handler of a Django ``ResolverMatch``: ``/items/{item_id}/`` for
+    ``path("items/<int:item_id>/", ...)`` under any ``include()`` (its ``route`` is the
+    whole route), a regular-expression route's named groups as ``{name}``; the view
+    function, or a class-based view's method for the request's verb (``get``...)."""
+    route = getattr(match, "route", None)
+    template = None
+    if isinstance(route, str):
+        named = _NAMED_GROUP.sub(r"{\1}", route).lstrip("^").rstrip("$")
+        template = "/" + werkzeug_template(named)
+    view = getattr(match, "func", None)
+    view_class = getattr(view, "view_class", None)
+    if view_class is not None:
+        view = getattr(view_class, method.lower(), None) or getattr(view_class, "dispatch", view)
+    return template, code_location(view)
 
 
 def code_location(handler: Any) -> tuple[str, str] | None:

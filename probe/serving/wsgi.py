@@ -28,6 +28,7 @@ from typing import Any
 
 from probe.serving.routes import (
     ID_HEADER,
+    Phases,
     code_location,
     end_request,
     start_request,
@@ -60,8 +61,10 @@ class RequestSpans:
             str(environ.get("REQUEST_METHOD") or "GET"), environ.get(_ID_KEY)
         )
         clock = (get_ident(), thread_time_ns()) if _threads_are_real() else None
+        phases = Phases()
 
         def start_seen(status: str, headers: Any, exc_info: Any = None) -> Any:
+            phases.started()
             try:
                 attrs["status"] = int(str(status).split(" ", 1)[0])
             except ValueError:
@@ -74,9 +77,9 @@ class RequestSpans:
             body = self.app(environ, start_seen)
         except BaseException:
             attrs["error"] = True
-            _finish(span, attrs, environ, clock)
+            _finish(span, attrs, environ, clock, phases)
             raise
-        return _Body(body, span, attrs, environ, clock)
+        return _Body(body, span, attrs, environ, clock, phases)
 
 
 class _Body:
@@ -89,9 +92,10 @@ class _Body:
         attrs: dict[str, Any],
         environ: Any,
         clock: tuple[int, int] | None,
+        phases: Phases,
     ):
         self._body, self._span, self._attrs, self._environ = body, span, attrs, environ
-        self._clock = clock
+        self._clock, self._phases = clock, phases
         self._done = False
 
     def __iter__(self) -> Iterator[bytes]:
@@ -103,6 +107,7 @@ class _Body:
         # The body is sent: the request is over for its client, who may stop the server
         # before the server gets to close() (a span ended only there was lost at Ctrl-C
         # right after the last answer: 79 requests of 80).
+        self._phases.answered_now()
         self._end()
 
     def close(self) -> None:
@@ -116,14 +121,19 @@ class _Body:
     def _end(self) -> None:
         if not self._done:
             self._done = True
-            _finish(self._span, self._attrs, self._environ, self._clock)
+            _finish(self._span, self._attrs, self._environ, self._clock, self._phases)
 
 
 def _finish(
-    span: Span, attrs: dict[str, Any], environ: dict[str, Any], clock: tuple[int, int] | None
+    span: Span,
+    attrs: dict[str, Any],
+    environ: dict[str, Any],
+    clock: tuple[int, int] | None,
+    phases: Phases,
 ) -> None:
     if clock is not None and clock[0] == get_ident():
         attrs["cpu_ns"] = thread_time_ns() - clock[1]
+    phases.into(attrs)
     end_request(span, attrs, environ.get(_ROUTE_KEY), environ.get(_HANDLER_KEY))
 
 

@@ -181,3 +181,34 @@ def test_an_endpoint_with_a_request_unmeasured_keeps_its_sampled_cpu():
     t = endpoints(indexed(rows), samples, STACKS, FRAMES).table
     assert t.loc["POST /predict", "cpu_source"] == "sampled"
     assert t.loc["POST /predict", "cpu_s"] == pytest.approx(0.005)
+
+
+def phased(sid, start_ms, end_ms, **offsets_ms):
+    row = http(sid, "GET /items/{item_id}", start_ms, end_ms)
+    attrs = json.loads(row["attrs"])
+    attrs.update({k: int(v * MS) for k, v in offsets_ms.items()})
+    return {**row, "attrs": json.dumps(attrs)}
+
+
+def test_latency_ends_at_the_answer_and_the_phases_split_the_request():
+    # each request: 1 ms waiting for the loop, 10 ms to its response's start, 2 ms
+    # sending, answered at 12 ms; then 8 ms of the app's clean-up before its span ends
+    rows = [
+        phased(i, i * 30, i * 30 + 20, queued_ns=1, first_byte_ns=10, answered_ns=12)
+        for i in range(10)
+    ]
+    t = endpoints(indexed(rows), pd.DataFrame(), STACKS, FRAMES).table
+    row = t.loc["GET /items/{item_id}"]
+    assert row["p50_ms"] == pytest.approx(12.0) and row["p99_ms"] == pytest.approx(12.0)
+    assert row["queued_p50_ms"] == pytest.approx(1.0)
+    assert row["handler_p50_ms"] == pytest.approx(10.0)
+    assert row["send_p50_ms"] == pytest.approx(2.0)
+    assert row["after_p50_ms"] == pytest.approx(8.0)
+
+
+def test_a_server_that_gives_no_instants_has_no_phases_and_its_spans_are_the_latency():
+    rows = [http(i, "GET /items/{item_id}", i * 30, i * 30 + 20) for i in range(10)]
+    t = endpoints(indexed(rows), pd.DataFrame(), STACKS, FRAMES).table
+    row = t.loc["GET /items/{item_id}"]
+    assert row["p50_ms"] == pytest.approx(20.0)
+    assert all(np.isnan(row[f"{p}_p50_ms"]) for p in ("queued", "handler", "send", "after"))

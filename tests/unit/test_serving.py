@@ -16,7 +16,7 @@ from probe import spans
 from probe.serving import hooks
 from probe.serving.asgi import RequestSpans as AsgiSpans
 from probe.serving.asgi import worker_thread_spans
-from probe.serving.routes import werkzeug_template
+from probe.serving.routes import django_route, werkzeug_template
 from probe.serving.wsgi import RequestSpans as WsgiSpans
 
 
@@ -271,3 +271,46 @@ def test_a_stop_waits_briefly_for_a_request_whose_answer_is_sent(recorder):
     stuck, attrs = start_request("GET", None)  # never ends: the wait is bounded
     assert wait_for_open_requests(0.01) == 1
     end_request(stuck, attrs, "/stuck", None)
+
+
+class _Match:
+    """A Django ResolverMatch's two fields the route is read from."""
+
+    def __init__(self, route: str, func: object) -> None:
+        self.route, self.func = route, func
+
+
+def _view(request: object) -> None: ...
+
+
+class _ClassView:
+    def get(self, request: object) -> None: ...
+
+    def dispatch(self, request: object) -> None: ...
+
+
+def _as_view() -> object:
+    def view(request: object) -> None: ...
+
+    view.view_class = _ClassView  # type: ignore[attr-defined]  # as View.as_view does
+    return view
+
+
+@pytest.mark.parametrize(
+    ("route", "template"),
+    [
+        ("items/<int:item_id>", "/items/{item_id}"),
+        ("shop/items/<slug:slug>/reviews/", "/shop/items/{slug}/reviews/"),
+        (r"^re/(?P<slug>[a-z]+)/(?P<n>[0-9]{2})$", "/re/{slug}/{n}"),
+        ("", "/"),
+    ],
+)
+def test_django_routes_are_spelled_as_templates(route, template):
+    assert django_route(_Match(route, _view), "GET")[0] == template
+
+
+def test_a_django_class_based_view_is_found_by_the_request_s_verb():
+    _, handler = django_route(_Match("v/", _as_view()), "GET")
+    assert handler is not None and handler[1].endswith("_ClassView.get")
+    _, fallback = django_route(_Match("v/", _as_view()), "DELETE")
+    assert fallback is not None and fallback[1].endswith("_ClassView.dispatch")
