@@ -73,6 +73,9 @@ _COLUMNS = [
     "cpu_source",
     "top_frames",
     *(f"{phase}_{q}_ms" for phase in _PHASES for q in ("p50", "p99")),
+    # the longest the event loop kept a request waiting at once (probe.serving.loop_lag)
+    "loop_lag_p50_ms",
+    "loop_lag_p99_ms",
 ]
 
 
@@ -325,7 +328,8 @@ def _with_measured_cpu(
 def _with_phases(
     table: pd.DataFrame, req: pd.DataFrame, attrs: list[dict[str, object]]
 ) -> pd.DataFrame:
-    """Each endpoint's phases, p50 and p99 over the requests that have them (``_PHASES``)."""
+    """Each endpoint's phases (``_PHASES``) and loop lag, p50 and p99 over the requests
+    that have them."""
 
     def offset(key: str) -> np.ndarray:
         values = [a.get(key) for a in attrs]
@@ -341,6 +345,7 @@ def _with_phases(
                 "handler": first,
                 "send": answered - first,
                 "after": dur - answered,
+                "loop_lag": offset("loop_lag_ns"),
             },
             index=req.index,
         ).clip(lower=0)
@@ -350,7 +355,7 @@ def _with_phases(
     table = table.copy()
     for q, label in ((0.5, "p50"), (0.99, "p99")):
         figures = grouped.quantile(q)
-        for phase in _PHASES:
+        for phase in (*_PHASES, "loop_lag"):
             table[f"{phase}_{label}_ms"] = figures[phase].reindex(table.index)
     return table
 

@@ -691,7 +691,7 @@ def _endpoints_html(
 
 # analyzers.endpoints' request phases, as the page names them
 _PHASES = (("queued", "loop wait"), ("handler", "handler"), ("send", "send"),
-           ("after", "after the answer"))  # fmt: skip
+           ("after", "after the answer"), ("loop_lag", "worst loop lag"))  # fmt: skip
 
 
 def _phases_html(routes: list[dict[str, Any]]) -> Markup:
@@ -722,7 +722,8 @@ def _phases_html(routes: list[dict[str, Any]]) -> Markup:
         "<h3>Request phases</h3><p>From each request's span: the handler up to the "
         "response's start, sending the body, the app's work after the answer (the latency "
         "ends at the answer), and where the server stamps a request as it parses it "
-        "(uvicorn) the wait for the event loop to start its handler.</p>"
+        "(uvicorn) the wait for the event loop to start its handler; on an asyncio loop, "
+        "the longest the loop kept the request waiting at once (its worst lag).</p>"
         "<table id='phases'><tr><th>route</th>{heads}</tr>{rows}</table>",
         heads=heads,
         rows=rows,

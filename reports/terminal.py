@@ -188,6 +188,7 @@ _PHASE_NAMES = {
     "handler": "handler",
     "send": "send",
     "after": "after answer",
+    "loop_lag": "worst loop lag",
 }
 
 

@@ -33,7 +33,8 @@ route)``.
 Phases (``routes.Phases``): each request's span carries when its response started and
 when the last of it was handed over (its latency ends there; an app's clean-up after it
 is the request's time, not its latency), and under uvicorn how long the parsed request
-waited for the event loop to start its handler.
+waited for the event loop to start its handler. On an asyncio loop, the longest the loop
+kept the request waiting at once (``loop_lag``).
 
 Sync routes: Starlette runs a sync handler on AnyIO's worker threads, which inherit the
 request's context; the work sent there while a request is open becomes a span of that

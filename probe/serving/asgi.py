@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from contextvars import ContextVar
 from typing import Any
 
+from probe.serving.loop_lag import LoopLag
 from probe.serving.routes import (
     ID_HEADER,
     RECEIVED_KEY,
@@ -68,6 +69,8 @@ class RequestSpans:
         sent_id = next((v for k, v in scope.get("headers") or () if k == _ID_KEY), None)
         span, attrs = start_request(str(scope.get("method") or "GET"), sent_id)
         phases = Phases(scope.get(RECEIVED_KEY))
+        lag = LoopLag.of_running_loop()
+        opened = lag.opened() if lag is not None else 0
 
         async def send_seen(message: Message) -> None:
             kind = message.get("type")
@@ -88,6 +91,8 @@ class RequestSpans:
             _scope.reset(token)
             handler = scope.get("probe.handler") or code_location(scope.get("endpoint"))
             phases.into(attrs)
+            if lag is not None:
+                attrs["loop_lag_ns"] = lag.closed(opened)
             end_request(span, attrs, route_of(scope), handler)
 
 

@@ -4,14 +4,17 @@ the clients saw (``tests/serving_corpus``: the apps, the driver, the truth)."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
 import statistics
 import threading
+import time
 
 import pytest
 
+from probe.rundir.reader import load
 from tests.serving_corpus.drive import drive
 from tests.threads_corpus.drive import free_port, wait_for_port
 
@@ -200,3 +203,51 @@ def test_django_s_autoreloader_is_named_as_why_no_request_was_seen(run_probe, tm
     d = json.loads((tmp_path / "run" / "diagnosis.json").read_text())
     assert any("--noreload" in n and "autoreloader" in n for n in d["notes"]), d["notes"]
     assert "endpoints" not in d
+
+
+def test_requests_open_while_a_handler_blocks_the_loop_see_that_lag_and_the_rest_do_not(
+    run_probe, tmp_path
+):
+    # Truth by construction (stall_api.py): POST /stall blocks uvicorn's event loop with a
+    # 1-s time.sleep in an async route; a GET /sleep (a 20-ms await) open meanwhile waits
+    # it out, the ones before and after wait for nothing
+    pytest.importorskip("fastapi")
+    port = free_port()
+    server = run_probe.spawn(
+        "-m", "uvicorn", "stall_api:app", "--app-dir", str(CORPUS), "--port", str(port),
+        "--log-level", "critical",
+    )  # fmt: skip
+    wait_for_port(port)
+    stop = threading.Event()
+
+    def sleeper() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        while not stop.is_set():
+            conn.request("GET", "/sleep")
+            conn.getresponse().read()
+        conn.close()
+
+    client = threading.Thread(target=sleeper)
+    client.start()
+    time.sleep(0.8)
+    stall = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    stall.request("POST", "/stall")
+    assert stall.getresponse().status == 200
+    stall.close()
+    time.sleep(0.8)
+    stop.set()
+    client.join(30)
+    server.send_signal(signal.SIGINT)
+    server.communicate(timeout=120)
+    spans = load(tmp_path / "run").spans
+    attrs = spans.set_index("name")["attrs"]
+    sleeps = sorted(json.loads(a)["loop_lag_ns"] / 1e6 for a in attrs.loc[["GET /sleep"]])
+    assert len(sleeps) >= 40, sleeps
+    # the request in flight through the stall waited it out (give or take a tick of the
+    # timer); the others saw the timer's own jitter, well under a tick
+    assert 900 <= sleeps[-1] <= 1100, sleeps[-3:]
+    assert sleeps[len(sleeps) // 2] < 10, sleeps
+    d = json.loads((tmp_path / "run" / "diagnosis.json").read_text())
+    assert routes_of(d)["GET /sleep"]["loop_lag_p50_ms"] < 10, routes_of(d)
+    # the stall's own second is its handler's time (its lag is what it did to the others)
+    assert routes_of(d)["POST /stall"]["handler_p50_ms"] >= 1000, routes_of(d)

@@ -1,0 +1,43 @@
+"""The event loop's lag per request (probe.serving.loop_lag) on a real asyncio loop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from probe.serving.loop_lag import TICK_NS, LoopLag
+
+
+def test_a_request_open_while_the_loop_is_blocked_sees_the_block_and_a_later_one_does_not():
+    async def main() -> tuple[int, int]:
+        lag = LoopLag.of_running_loop()
+        assert lag is not None and LoopLag.of_running_loop() is lag  # one per loop
+        opened = lag.opened()
+        await asyncio.sleep(0.015)  # a tick fires on time
+        time.sleep(0.2)  # a sync call in async code: the loop is blocked
+        await asyncio.sleep(0.015)  # the late tick fires
+        blocked = lag.closed(opened)
+        opened = lag.opened()
+        await asyncio.sleep(0.05)
+        return blocked, lag.closed(opened)
+
+    blocked, calm = asyncio.run(main())
+    assert 0.2e9 - TICK_NS <= blocked <= 0.2e9 + TICK_NS
+    assert calm < TICK_NS
+
+
+def test_an_idle_loop_has_no_timer_once_its_requests_are_done():
+    async def main() -> int:
+        lag = LoopLag.of_running_loop()
+        assert lag is not None
+        lag.closed(lag.opened())
+        await asyncio.sleep(2 * TICK_NS / 1e9)  # the pending tick fires, is not re-armed
+        fired = len(lag.firings)
+        await asyncio.sleep(5 * TICK_NS / 1e9)
+        return len(lag.firings) - fired
+
+    assert asyncio.run(main()) == 0
+
+
+def test_outside_an_asyncio_loop_there_is_nothing_to_measure():
+    assert LoopLag.of_running_loop() is None
