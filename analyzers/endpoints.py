@@ -178,7 +178,11 @@ def _worker_table(
     if not pid.isin(worker_pids).any():
         return None
     errors = pd.Series([bool(a.get("error")) for a in attrs], index=req.index)
-    dur_ms = req["dur_ns"].astype("float64") / 1e6
+    dur_ms = latency_ns(req, attrs).astype("float64") / 1e6
+    measured = pd.Series(
+        [float(v) if isinstance(v := a.get("cpu_ns"), int) else np.nan for a in attrs],
+        index=req.index,
+    )
     known = pid.notna()
     pid, errors, dur_ms, names = (
         pid[known].astype(int),
@@ -201,6 +205,13 @@ def _worker_table(
     sample_pid = samples["thread_id"].map(pid_of).to_numpy() if len(samples) else np.zeros(0)
     handler_cpu = pd.Series(cpu[mine]).groupby(sample_pid[mine]).sum() if mine.any() else {}
     table["cpu_s"] = [float(handler_cpu.get(p, 0.0)) for p in table.index]
+    # a worker whose every request's CPU was measured (WSGI: the request thread's clock)
+    # gets it in place of the sampled figure, as the endpoints do (_with_measured_cpu)
+    mine_measured = measured[known]
+    complete = mine_measured.notna().groupby(pid).all()
+    total_s = mine_measured.groupby(pid).sum() / 1e9
+    for p in complete.index[complete.to_numpy(dtype=bool)]:
+        table.at[p, "cpu_s"] = float(total_s[p])
     table["routes"] = [
         {str(k): int(v) for k, v in names[pid == p].value_counts().items()} for p in table.index
     ]

@@ -175,9 +175,10 @@ _MAX_HZ = 1000.0
 @click.option(
     "--no-http-spans",
     is_flag=True,
-    help="Leave served web apps unwrapped. By default an ASGI app served by uvicorn or a "
-    "WSGI app served by Werkzeug (Flask's server) or gunicorn is wrapped in middleware: "
-    "each HTTP request becomes a probe.request span named by method and route template.",
+    help="Leave served web apps unwrapped. By default an app served by uvicorn, gunicorn, "
+    "hypercorn, waitress, Werkzeug (Flask's server) or Django's runserver --noreload is "
+    "wrapped in middleware: each HTTP request becomes a probe.request span named by method "
+    "and route template, with its phases and, on an asyncio loop, its worst loop lag.",
 )
 @click.option(
     "--log-spans", is_flag=True, help="Log one JSON line per span on the 'probe.spans' logger."

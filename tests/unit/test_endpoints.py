@@ -212,3 +212,16 @@ def test_a_server_that_gives_no_instants_has_no_phases_and_its_spans_are_the_lat
     row = t.loc["GET /items/{item_id}"]
     assert row["p50_ms"] == pytest.approx(20.0)
     assert all(np.isnan(row[f"{p}_p50_ms"]) for p in ("queued", "handler", "send", "after"))
+
+
+def test_a_worker_whose_requests_carry_their_measured_cpu_gets_it_in_its_row():
+    # two WSGI workers, each request's CPU measured on its thread; the sampler saw none
+    spans = indexed(
+        [measured(1, "POST /predict", 0, 10, 2.0, 11), measured(2, "POST /predict", 5, 25, 3.0, 12),
+         measured(3, "POST /predict", 0, 40, 4.0, 21)]
+    )  # fmt: skip
+    threads = pd.DataFrame({"thread_id": [11, 12, 21], "pid": pd.array([100, 100, 200], "Int64")})
+    e = endpoints(spans, pd.DataFrame(), STACKS, FRAMES, threads, worker_pids=(100, 200))
+    assert e is not None and e.workers is not None
+    assert e.workers.loc[100, "cpu_s"] == pytest.approx(0.005)
+    assert e.workers.loc[200, "cpu_s"] == pytest.approx(0.004)
