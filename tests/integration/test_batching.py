@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -59,12 +60,11 @@ def best_run(out: Path, *args: str) -> Path:
     return min(walls, key=walls.__getitem__)
 
 
-def test_the_advised_batch_size_serves_what_the_sweep_predicted(tmp_path):
-    # Each side under probe is the faster of two runs, as the plain pair below takes each
-    # side's best: one run of a 3-s job moves 10-15% on this machine kind (a clean-clone
-    # CI run failed at 2.10x realized against 1.61x predicted with one run a side)
-    before = best_run(tmp_path / "before", "--batch", "1")
-    sweep = tmp_path / "sweep"
+def swept_pair(out: Path) -> tuple[int, float, float]:
+    """One round: the sample at batch 1 under probe, the sweep against it, the sample at
+    the advised size under probe; (advised size, predicted, realized speedup)."""
+    before = best_run(out / "before", "--batch", "1")
+    sweep = out / "sweep"
     swept = probe(
         "batch-sweep", "batch_scorer:score", "--input", "batch_scorer:example_batch",
         "--sizes", "1-256", "--against", before, "-o", sweep,
@@ -72,25 +72,42 @@ def test_the_advised_batch_size_serves_what_the_sweep_predicted(tmp_path):
     assert swept.returncode == 0, swept.stderr
     assert "Advice: batch" in swept.stdout and "batch   256:" in swept.stderr  # progress
     document = json.loads((sweep / "batch_sweep.json").read_text())
-    advised = document["advice"]["batch"]
-    predicted = document["predicted"]["speedup"]
+    advised, predicted = document["advice"]["batch"], document["predicted"]["speedup"]
     # the stage batches well (a call's fixed cost is most of a lone request's): it pays
     assert advised > 1 and predicted > 1.25
-    after = best_run(tmp_path / "after", "--batch", str(advised))
+    after = best_run(out / "after", "--batch", str(advised))
     diff = probe("diff", before, after, "--sweep", sweep, "--json")
     assert diff.returncode == 0, diff.stderr
     compared = json.loads(diff.stdout)
     assert compared["basis"] == "job" and compared["matched_by"] == "sweep"
     # the same job: predicted throughput (requests over the predicted wall) vs realized
-    realized = compared["job_wall_s"]["speedup"]
-    assert abs(predicted - realized) / realized <= WITHIN, (predicted, realized)
-    # and without probe: alternated plain pairs, each side's best
-    walls: dict[int, list[float]] = {1: [], advised: []}
+    return advised, predicted, compared["job_wall_s"]["speedup"]
+
+
+def test_the_advised_batch_size_serves_what_the_sweep_predicted(tmp_path):
+    # Each side under probe is the faster of two runs, as the plain pair below takes each
+    # side's best: one run of a 3-s job moves 10-15% on this machine kind (a clean-clone
+    # CI run failed at 2.10x realized against 1.61x predicted with one run a side). Two
+    # rounds, their geometric means compared, as the sample services' pairs are: on a
+    # faster host of this kind one round in CI predicted 5.5-5.7x against 4.2-4.4x
+    # realized (2 clean-clone runs of 5, 2026-11-25), while rounds alone there read 5.1x
+    # against 4.5-4.9x, and 4.8-4.9x plainly
+    rounds = [swept_pair(tmp_path / f"round{k}") for k in (1, 2)]
+    predicted = statistics.geometric_mean(p for _, p, _ in rounds)
+    realized = statistics.geometric_mean(r for _, _, r in rounds)
+    assert abs(predicted - realized) / realized <= WITHIN, rounds
+    # and without probe: alternated plain pairs, each side's best, at the first round's
+    # size, against the rounds' prediction where they advised the same size (two sizes
+    # within the sweep's noise of each other may trade places), else the first round's
+    size = rounds[0][0]
+    if any(a != size for a, _, _ in rounds):
+        predicted = rounds[0][1]
+    walls: dict[int, list[float]] = {1: [], size: []}
     for _ in range(2):
-        for size in (1, advised):
-            walls[size].append(plain_wall(size))
-    plain = min(walls[1]) / min(walls[advised])
-    assert abs(predicted - plain) / plain <= WITHIN, (predicted, plain, walls)
+        for batch in (1, size):
+            walls[batch].append(plain_wall(batch))
+    plain = min(walls[1]) / min(walls[size])
+    assert abs(predicted - plain) / plain <= WITHIN, (rounds, plain, walls)
 
 
 def test_spans_that_carry_a_batch_size_get_the_advice_in_the_diagnosis(tmp_path, run_probe):
