@@ -179,10 +179,7 @@ def _worker_table(
         return None
     errors = pd.Series([bool(a.get("error")) for a in attrs], index=req.index)
     dur_ms = latency_ns(req, attrs).astype("float64") / 1e6
-    measured = pd.Series(
-        [float(v) if isinstance(v := a.get("cpu_ns"), int) else np.nan for a in attrs],
-        index=req.index,
-    )
+    measured = pd.Series(_attr_ns(attrs, "cpu_ns"), index=req.index)
     known = pid.notna()
     pid, errors, dur_ms, names = (
         pid[known].astype(int),
@@ -318,11 +315,7 @@ def _with_measured_cpu(
 ) -> pd.DataFrame:
     """The endpoints whose every request carries its measured CPU (``cpu_ns``) get it as
     their ``cpu_s`` in place of the sampled figure (module doc)."""
-    measured = pd.Series(
-        [a.get("cpu_ns") if isinstance(a.get("cpu_ns"), int) else np.nan for a in attrs],
-        index=req.index,
-        dtype="float64",
-    )
+    measured = pd.Series(_attr_ns(attrs, "cpu_ns"), index=req.index)
     by = req["name"].astype(str)
     complete = measured.notna().groupby(by).all()
     total_s = measured.groupby(by).sum() / 1e9
@@ -342,21 +335,17 @@ def _with_phases(
     """Each endpoint's phases (``_PHASES``) and loop lag, p50 and p99 over the requests
     that have them."""
 
-    def offset(key: str) -> np.ndarray:
-        values = [a.get(key) for a in attrs]
-        return np.array([float(v) if isinstance(v, int) else np.nan for v in values])
-
     dur = req["dur_ns"].to_numpy(dtype="float64")
-    first, answered = offset("first_byte_ns"), offset("answered_ns")
+    first, answered = _attr_ns(attrs, "first_byte_ns"), _attr_ns(attrs, "answered_ns")
     answered = np.minimum(answered, dur)
     phases = (
         pd.DataFrame(
             {
-                "queued": offset("queued_ns"),
+                "queued": _attr_ns(attrs, "queued_ns"),
                 "handler": first,
                 "send": answered - first,
                 "after": dur - answered,
-                "loop_lag": offset("loop_lag_ns"),
+                "loop_lag": _attr_ns(attrs, "loop_lag_ns"),
             },
             index=req.index,
         ).clip(lower=0)
@@ -369,6 +358,12 @@ def _with_phases(
         for phase in (*_PHASES, "loop_lag"):
             table[f"{phase}_{label}_ms"] = figures[phase].reindex(table.index)
     return table
+
+
+def _attr_ns(attrs: list[dict[str, object]], key: str) -> np.ndarray:
+    """An integer attribute of each request (ns: ``cpu_ns``, the phases' offsets) as
+    floats, NaN where a request lacks it."""
+    return np.array([float(v) if isinstance(v := a.get(key), int) else np.nan for a in attrs])
 
 
 def _stacks_holding(
