@@ -115,7 +115,10 @@ def endpoints(
     if not http.any():
         return None
     http_attrs = [attrs[i] for i in np.flatnonzero(http)]
-    table, window_s = _route_table(spans[http], http_attrs)
+    # the HTTP requests, each with its latency (to the answer: spantree.latency_ns)
+    req = spans[http]
+    req = req.assign(latency_ns=latency_ns(req, http_attrs))
+    table, window_s = _route_table(req, http_attrs)
     owner, server = _owners(spans, http, attrs, samples, stacks, frames)
     cpu = samples["cpu_ns"].to_numpy(dtype="float64") / 1e9 if len(samples) else np.zeros(0)
     wait = samples["wait_ns"].to_numpy(dtype="float64") / 1e9 if len(samples) else np.zeros(0)
@@ -124,8 +127,8 @@ def endpoints(
         # loop's work for others (analyzers.tasks): the task itself was not running
         cpu = np.where(samples["awaited"].to_numpy(dtype=bool), 0.0, cpu)
     table = _with_samples(table, samples, owner, cpu, wait)
-    table = _with_measured_cpu(table, spans[http], http_attrs)
-    table = _with_phases(table, spans[http], http_attrs)
+    table = _with_measured_cpu(table, req, http_attrs)
+    table = _with_phases(table, req, http_attrs)
     shared = table["cpu_s"] + table["gil_s"]
     notes = []
     if not samples.empty and float(table["sampled_s"].sum()) == 0:
@@ -134,10 +137,7 @@ def endpoints(
             "wait figures are empty (a run too short for the sampling rate?)"
         )
     pid_of = _pid_of_thread(threads)
-    workers = _worker_table(
-        spans[http], [attrs[i] for i in np.flatnonzero(http)], pid_of, samples, owner, cpu,
-        worker_pids,
-    )  # fmt: skip
+    workers = _worker_table(req, http_attrs, pid_of, samples, owner, cpu, worker_pids)
     if workers is not None and (workers["requests"] == 0).any():
         idle = [str(p) for p in workers.index[workers["requests"] == 0]]
         notes.append(
@@ -178,7 +178,7 @@ def _worker_table(
     if not pid.isin(worker_pids).any():
         return None
     errors = pd.Series([bool(a.get("error")) for a in attrs], index=req.index)
-    dur_ms = latency_ns(req, attrs).astype("float64") / 1e6
+    dur_ms = req["latency_ns"].astype("float64") / 1e6
     measured = pd.Series(_attr_ns(attrs, "cpu_ns"), index=req.index)
     known = pid.notna()
     pid, errors, dur_ms, names = (
@@ -217,11 +217,12 @@ def _worker_table(
 
 
 def _route_table(req: pd.DataFrame, attrs: list[dict[str, object]]) -> tuple[pd.DataFrame, float]:
-    """Per route, from its request spans: counts, errors, latency percentiles, rate."""
+    """Per route, from its request spans (with their ``latency_ns``): counts, errors,
+    latency percentiles, rate."""
     window_s = (int(req["end_ns"].max()) - int(req["start_ns"].min())) / 1e9
     by = req["name"].astype(str)
     errors = pd.Series([bool(a.get("error")) for a in attrs], index=req.index)
-    dur_ms = latency_ns(req, attrs).astype("float64") / 1e6
+    dur_ms = req["latency_ns"].astype("float64") / 1e6
     q = dur_ms.groupby(by).quantile([0.5, 0.9, 0.95, 0.99]).unstack()
     table = pd.DataFrame(
         {
