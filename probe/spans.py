@@ -19,6 +19,11 @@ Contract
   import ``nvtx`` -- which saves its numpy import (~110 ms) and ~50 ns a span otherwise.
 * With no recorder active, spans still emit NVTX ranges and record nothing.
 * Opt-in structured timing logs: one JSON line per span on the logger ``probe.spans``.
+* Two implementations of the hot path, one behaviour: ``probe._fastspans`` (C, built by
+  setup.py where a compiler is: ~0.1 us a span) and the pure-Python path below (~0.6 us;
+  the reference, and what runs where the extension is not built or where
+  ``PROBE_PURE_SPANS=1`` asks for it: the span tests run on both, the benchmark prints
+  both). ``uses_compiled_path()`` says which one this process runs.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import threading
 from collections.abc import Callable
 from contextvars import ContextVar
 from time import perf_counter_ns
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 __all__ = [
     "Span",
@@ -43,6 +48,7 @@ __all__ = [
     "request",
     "span",
     "stage",
+    "uses_compiled_path",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -82,6 +88,41 @@ def _nvtx_domain_from_env() -> Any:
 
 
 _nvtx: Any = _nvtx_domain_from_env()
+
+
+def _compiled_path() -> Any:
+    """``probe._fastspans`` when it is built, wanted, and times with perf_counter_ns's
+    clock (CLOCK_MONOTONIC: checked, not assumed); None otherwise."""
+    if os.environ.get("PROBE_PURE_SPANS", "") not in ("", "0"):
+        return None
+    try:
+        from probe import _fastspans
+    except ImportError:  # built only where a C compiler was (setup.py)
+        return None
+    before = perf_counter_ns()
+    read = _fastspans.clock_ns()
+    return _fastspans if before <= read <= perf_counter_ns() else None
+
+
+_fast: Any = _compiled_path()
+
+
+def uses_compiled_path() -> bool:
+    """Whether spans run on the compiled hot path (``probe._fastspans``) in this process."""
+    return _fast is not None
+
+
+def _sync_compiled_path() -> None:
+    """Hand the switches the pure path reads as globals to the compiled path."""
+    if _fast is not None:
+        _fast.configure(
+            recorder=_recorder,
+            logging_on=_logging_on,
+            nvtx=_nvtx,
+            ids=_ids,
+            current=_current,
+            emit_log=_emit_log,
+        )
 
 
 class ThreadSpans(list[tuple[Any, ...]]):
@@ -134,12 +175,14 @@ def reset_ids(first: int) -> None:
     """Number spans from ``first`` on (a worker process: ids unique across the run)."""
     global _ids
     _ids = itertools.count(first)
+    _sync_compiled_path()
 
 
 def activate(recorder: SpanRecorder | None) -> None:
     """Route finished spans to ``recorder`` (None: record nothing)."""
     global _recorder
     _recorder = recorder
+    _sync_compiled_path()
 
 
 def active_recorder() -> SpanRecorder | None:
@@ -151,12 +194,14 @@ def log_spans(enabled: bool = True) -> None:
     """Emit one JSON line per finished span on the ``probe.spans`` logger (INFO)."""
     global _logging_on
     _logging_on = enabled
+    _sync_compiled_path()
 
 
 def _set_nvtx_domain(domain: Any) -> Any:
     """Replace the NVTX domain (tests pass a fake); returns the previous one."""
     global _nvtx
     previous, _nvtx = _nvtx, domain
+    _sync_compiled_path()
     return previous
 
 
@@ -178,6 +223,16 @@ def _finish(record: tuple[Any, ...]) -> None:
         _emit_log(record)
 
 
+def _finish_after_error(record: tuple[Any, ...]) -> None:
+    """Record the span of a call that raised. The call's own error is what its caller
+    must see: a failure to record (the recorder's, not the service's) is dropped here; a
+    recorder that fails fails again on the next call that returns, and raises there."""
+    try:
+        _finish(record)
+    except Exception:
+        pass
+
+
 def _emit_log(record: tuple[Any, ...]) -> None:
     span_id, parent_id, name, category, start_ns, end_ns, request_id, attrs = record
     line = {
@@ -196,8 +251,9 @@ def _emit_log(record: tuple[Any, ...]) -> None:
     _log.info(json.dumps(line, default=str))
 
 
-class Span:
-    """A named span of a category; a decorator and a context manager at once."""
+class _PySpanCore:
+    """The pure-Python core of ``Span``: its fields and its with-block (the reference for
+    ``probe._fastspans.SpanCore``, which replaces it where it is built)."""
 
     __slots__ = ("name", "category", "attrs", "request_id", "_nvtx_cache")
 
@@ -214,9 +270,6 @@ class Span:
         self.request_id = request_id
         self._nvtx_cache: tuple[Any, Any] | None = None
 
-    def __repr__(self) -> str:
-        return f"<probe {self.category} {self.name!r}>"
-
     def _nvtx_attrs(self, domain: Any) -> Any:
         cache = self._nvtx_cache
         if cache is None or cache[0] is not domain:
@@ -224,13 +277,7 @@ class Span:
             self._nvtx_cache = cache
         return cache[1]
 
-    def _request_of(self, parent: _Ctx | None, span_id: int) -> str | None:
-        if self.category == "request":
-            return self.request_id if self.request_id is not None else f"r{span_id}"
-        return parent[1] if parent is not None else None
-
-    # -- context manager ---------------------------------------------------------------
-    def __enter__(self) -> Span:
+    def __enter__(self) -> Any:
         if self.name is None:
             raise TypeError(f"probe.{self.category}() used as a context manager needs a name")
         dom = _nvtx
@@ -240,7 +287,12 @@ class Span:
             return self
         parent = _current.get()
         sid = next(_ids)
-        _current.set((sid, self._request_of(parent, sid), parent, perf_counter_ns(), self))
+        req: str | None
+        if self.category == "request":
+            req = self.request_id if self.request_id is not None else f"r{sid}"
+        else:
+            req = parent[1] if parent is not None else None
+        _current.set((sid, req, parent, perf_counter_ns(), self))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -249,21 +301,43 @@ class Span:
         if ctx is not None and ctx[4] is self:
             parent = ctx[2]
             _current.set(parent)
-            _finish(
-                (
-                    ctx[0],
-                    parent[0] if parent is not None else None,
-                    self.name,
-                    self.category,
-                    ctx[3],
-                    end,
-                    ctx[1],
-                    self.attrs,
-                )
+            record = (
+                ctx[0],
+                parent[0] if parent is not None else None,
+                self.name,
+                self.category,
+                ctx[3],
+                end,
+                ctx[1],
+                self.attrs,
             )
+            if exc and exc[0] is not None:
+                _finish_after_error(record)
+            else:
+                _finish(record)
         dom = _nvtx
         if dom is not None:
             dom.pop_range()
+
+
+if TYPE_CHECKING:
+    _SpanCore = _PySpanCore
+else:
+    _SpanCore = _fast.SpanCore if _fast is not None else _PySpanCore
+
+
+class Span(_SpanCore):
+    """A named span of a category; a decorator and a context manager at once."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<probe {self.category} {self.name!r}>"
+
+    def _request_of(self, parent: _Ctx | None, span_id: int) -> str | None:
+        if self.category == "request":
+            return self.request_id if self.request_id is not None else f"r{span_id}"
+        return parent[1] if parent is not None else None
 
     async def __aenter__(self) -> Span:
         return self.__enter__()
@@ -289,6 +363,8 @@ class Span:
             span = Span(fn.__qualname__.rsplit("<locals>.", 1)[-1], self.category, self.attrs)
         if flags & _CO_COROUTINE:
             return _wrap_async(fn, span)  # type: ignore[return-value]
+        if _fast is not None:
+            return functools.update_wrapper(_fast.wrap_sync(fn, span), fn)  # type: ignore[return-value]
         return _wrap_sync(fn, span)  # type: ignore[return-value]
 
 
@@ -324,20 +400,29 @@ def _wrap_sync(fn: Callable[..., Any], span: Span) -> Callable[..., Any]:
         start = clock()
         token = current_set((sid, req, parent, start, span))
         try:
-            return fn(*args, **kwargs)
-        finally:
+            result = fn(*args, **kwargs)
+        except BaseException:
             end = clock()
             current_reset(token)
             if dom is not None:
                 dom.pop_range()
-            record = (sid, parent[0] if parent else None, name, category, start, end, req, attrs)
-            if rec is not None:
-                try:
-                    rec.local.buf.append(record)
-                except AttributeError:
-                    rec.thread_buffer().append(record)
-            if _logging_on:
-                _emit_log(record)
+            _finish_after_error(
+                (sid, parent[0] if parent else None, name, category, start, end, req, attrs)
+            )
+            raise
+        end = clock()
+        current_reset(token)
+        if dom is not None:
+            dom.pop_range()
+        record = (sid, parent[0] if parent else None, name, category, start, end, req, attrs)
+        if rec is not None:
+            try:
+                rec.local.buf.append(record)
+            except AttributeError:
+                rec.thread_buffer().append(record)
+        if _logging_on:
+            _emit_log(record)
+        return result
 
     return probe_span_wrapper
 
@@ -360,13 +445,18 @@ def _wrap_async(fn: Callable[..., Any], span: Span) -> Callable[..., Any]:
             start = perf_counter_ns()
             token = _current.set((sid, req, parent, start, span))
             try:
-                return await fn(*args, **kwargs)
-            finally:
+                result = await fn(*args, **kwargs)
+            except BaseException:
                 end = perf_counter_ns()
                 _current.reset(token)
-                _finish(
+                _finish_after_error(
                     (sid, parent[0] if parent else None, name, category, start, end, req, attrs)
                 )
+                raise
+            end = perf_counter_ns()
+            _current.reset(token)
+            _finish((sid, parent[0] if parent else None, name, category, start, end, req, attrs))
+            return result
         finally:
             if rng is not None:
                 dom.end_range(rng)
@@ -381,8 +471,11 @@ def _factory(category: str) -> Callable[..., Any]:
     def make(name_or_fn: str | None = None, /, **attrs: Any) -> Span: ...
 
     def make(name_or_fn: Any = None, /, name: str | None = None, **attrs: Any) -> Any:
-        if callable(name_or_fn) and not isinstance(name_or_fn, str):
-            return Span(None, category)(name_or_fn)
+        # a classmethod object is not callable, but is what a bare decorator gets
+        if (callable(name_or_fn) and not isinstance(name_or_fn, str)) or isinstance(
+            name_or_fn, (staticmethod, classmethod)
+        ):
+            return Span(None, category)(name_or_fn)  # type: ignore[type-var]
         return Span(name_or_fn if name_or_fn is not None else name, category, attrs)
 
     return make
@@ -410,3 +503,6 @@ def request(id: Any = None, **attrs: Any) -> Any:  # noqa: A002 - the public nam
     if callable(id) and not isinstance(id, str):  # bare @probe.request
         return Span("request", "request")(id)
     return Span("request", "request", attrs, request_id=None if id is None else str(id))
+
+
+_sync_compiled_path()

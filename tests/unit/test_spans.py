@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import inspect
 import json
 import logging
+import os
+import pickle
+import subprocess
+import sys
+import sysconfig
 import threading
+import weakref
+from pathlib import Path
 
 import pytest
 
@@ -258,3 +267,113 @@ def test_generator_functions_are_refused_with_advice():
 def test_context_manager_needs_a_name():
     with pytest.raises(TypeError, match="needs a name"), probe.stage():
         pass
+
+
+@probe.stage("picklable")
+def module_level_stage(x: int, *, scale: int = 2) -> int:
+    """Doubles."""
+    return x * scale
+
+
+def test_a_decorated_function_keeps_what_callers_read_from_a_function(recorder):
+    assert module_level_stage.__name__ == "module_level_stage"
+    assert module_level_stage.__qualname__ == "module_level_stage"
+    assert module_level_stage.__doc__ == "Doubles."
+    assert module_level_stage.__module__ == __name__
+    assert module_level_stage.__wrapped__.__name__ == "module_level_stage"
+    # frameworks (FastAPI, click) read the signature through __wrapped__
+    signature = inspect.signature(module_level_stage)
+    assert list(signature.parameters) == ["x", "scale"] and signature.return_annotation == "int"
+    # multiprocessing pickles functions by reference
+    assert pickle.loads(pickle.dumps(module_level_stage)) is module_level_stage
+    assert weakref.ref(module_level_stage)() is module_level_stage
+    assert module_level_stage(3, scale=3) == 9
+    assert [r["name"] for r in records(recorder)] == ["picklable"]
+
+
+def test_decorated_methods_bind_as_methods_and_classmethods_to_the_class(recorder):
+    class Model:
+        scale = 10
+
+        @probe.stage
+        def forward(self, x, *, bias=0):
+            return (self, x + bias)
+
+        @probe.stage
+        @classmethod
+        def build(cls):
+            return cls
+
+    m = Model()
+    assert m.forward(1, bias=2) == (m, 3)
+    assert Model.forward(m, 1) == (m, 1)  # looked up on the class: unbound, as a function
+    assert Model.build() is Model and m.build() is Model
+    assert [r["name"] for r in records(recorder)] == ["Model.forward"] * 2 + ["Model.build"] * 2
+
+
+def test_a_decorated_closure_in_a_cycle_is_collected():
+    def make():
+        @probe.stage("cyclic")
+        def f():
+            return f  # the closure refers to the wrapper: a cycle through __wrapped__
+
+        return weakref.ref(f)
+
+    ref = make()
+    gc.collect()
+    assert ref() is None
+
+
+def test_a_failing_recorder_does_not_hide_the_function_s_own_error():
+    class BrokenRecorder(spans.SpanRecorder):
+        def thread_buffer(self):
+            raise RuntimeError("recorder broke")
+
+    @probe.stage("work")
+    def work():
+        raise ValueError("the function's own")
+
+    spans.activate(BrokenRecorder())
+    try:
+        with pytest.raises(ValueError, match="the function's own"):
+            work()
+        with pytest.raises(KeyError, match="the block's own"), probe.span("block"):
+            raise KeyError("the block's own")
+        assert probe.current_request_id() is None
+    finally:
+        spans.activate(None)
+
+
+@pytest.mark.skipif(
+    os.environ.get("PROBE_PURE_SPANS") == "1", reason="this is the pure-Python run already"
+)
+def test_the_span_suite_holds_on_the_pure_python_path():
+    """Both hot paths, one behaviour: this file again, with PROBE_PURE_SPANS=1."""
+    env = {**os.environ, "PROBE_PURE_SPANS": "1"}
+    check = subprocess.run(
+        [sys.executable, "-c", "from probe import spans; print(spans.uses_compiled_path())"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert check.stdout.strip() == "False", check.stderr
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+
+
+def _c_compiler_and_headers() -> bool:
+    import shutil
+
+    compiler = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    return shutil.which(compiler.split()[0]) is not None and headers.is_file()
+
+
+@pytest.mark.skipif(not _c_compiler_and_headers(), reason="no C compiler or Python headers")
+@pytest.mark.skipif(os.environ.get("PROBE_PURE_SPANS") == "1", reason="pure path asked for")
+def test_where_a_c_compiler_is_the_compiled_span_path_is_the_one_in_use():
+    assert spans.uses_compiled_path(), (
+        "probe._fastspans was not built although a C compiler is here: "
+        "install with `pip install -e .` (the README's test command) to build it in place"
+    )
