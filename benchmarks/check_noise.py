@@ -12,15 +12,22 @@ unchanged and slowed run is checked against its round's baseline. ``--repeats N`
 each side N runs (``probe check A1..AN --baseline B1 .. --baseline BN``).
 
     python benchmarks/check_noise.py [--pairs 20] [--requests 300] [--work 40000] [--repeats 1]
+
+It also times the request's work in plain Python (no probe) before the first round and
+after the last, with the host's steal time: the figures mean little without the host's
+regime beside them (the same loop has run at 1.5 ms and 2.7 ms a request on this machine
+class, minutes apart).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 SERVICE = """
@@ -68,6 +75,27 @@ def check(current: list[Path], baseline: list[Path]) -> tuple[bool, float, str]:
     return not verdict["passed"], float(p50["slowdown"]), failed
 
 
+def host_regime(work: int, requests: int) -> str:
+    """The plain loop's median wall and CPU a request, and the host's steal meanwhile."""
+
+    def steal_jiffies() -> int:
+        with open("/proc/stat") as stat:
+            return int(stat.readline().split()[8])
+
+    walls, cpus = [], []
+    stolen = steal_jiffies()
+    for _ in range(requests):
+        wall, cpu = time.perf_counter_ns(), time.thread_time_ns()
+        total = 0
+        for i in range(work):
+            total += i * i
+        walls.append(time.perf_counter_ns() - wall)
+        cpus.append(time.thread_time_ns() - cpu)
+    stolen = steal_jiffies() - stolen
+    wall_ms, cpu_ms = statistics.median(walls) / 1e6, statistics.median(cpus) / 1e6
+    return f"plain loop {wall_ms:.2f} ms a request (CPU {cpu_ms:.2f} ms), steal {stolen} jiffies"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=20)
@@ -76,6 +104,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="runs a side")
     args = parser.parse_args()
     false_failures = caught = 0
+    print(f"host before: {host_regime(args.work, args.requests)}", flush=True)
     with tempfile.TemporaryDirectory() as folder:
         tmp = Path(folder)
         (tmp / "service.py").write_text(SERVICE)
@@ -93,6 +122,7 @@ def main() -> None:
                   f"{'FAILED ' + same_what if same_failed else 'passed'};  "
                   f"1.2x work p50 x{slow_ratio:.3f} {'caught' if slow_failed else 'MISSED'}",
                   flush=True)  # fmt: skip
+    print(f"host after:  {host_regime(args.work, args.requests)}")
     print(f"unchanged pairs failed: {false_failures} of {args.pairs} (target <= 1)")
     print(f"20% slowdowns caught:   {caught} of {args.pairs} (target >= {args.pairs - 1})")
 
