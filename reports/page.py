@@ -14,6 +14,7 @@ No pandas here: the leak report is written from inside a watched service.
 
 from __future__ import annotations
 
+import functools
 import html as html_lib
 import json
 import math
@@ -31,6 +32,7 @@ __all__ = [
     "bucket",
     "chart_text",
     "html",
+    "installed_plotly_js",
     "join",
     "layout",
     "num",
@@ -116,6 +118,15 @@ def _figure_block(fig_id: str, spec: dict[str, Any], nonce: str) -> Markup:
     )
 
 
+@functools.cache
+def installed_plotly_js() -> str:
+    """The installed plotly's plotly.js (~3.6 MB), read once a process: probe run's
+    finisher reads it while the target runs, with its other imports."""
+    from plotly.offline import get_plotlyjs
+
+    return str(get_plotlyjs())
+
+
 def page(
     title: str,
     body: Markup,
@@ -128,9 +139,7 @@ def page(
     spec), then ``tail``; plotly.js embedded once, scripts allowed only by the page's
     nonce. ``plotly_js``: the library's source (default: the installed plotly's)."""
     if plotly_js is None:
-        from plotly.offline import get_plotlyjs
-
-        plotly_js = get_plotlyjs()
+        plotly_js = installed_plotly_js()
     nonce = secrets.token_urlsafe(16)
     csp = (
         f"default-src 'none'; script-src 'nonce-{nonce}' 'unsafe-eval'; "

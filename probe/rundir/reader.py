@@ -14,6 +14,7 @@ This module imports pandas and pyarrow; collection never imports it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field, replace
@@ -120,6 +121,14 @@ def _frame(table: str, arrow: pa.Table, where: Path) -> pd.DataFrame:
 
 
 def _empty_frame(table: str) -> pd.DataFrame:
+    # a copy of one made per table and process: converting an empty Arrow table to a
+    # typed frame costs ~1-3 ms, and most runs have several empty tables (no spans, no
+    # GPU...) at the end of every run
+    return _empty_frame_of(table).copy()
+
+
+@functools.cache
+def _empty_frame_of(table: str) -> pd.DataFrame:
     return _frame(table, _schema(table).empty_table(), Path(table))
 
 
