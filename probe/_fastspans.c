@@ -645,6 +645,180 @@ wrap_sync(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return (PyObject *)self;
 }
 
+
+/* ---- the spans journal's encoding ---------------------------------------------------- */
+
+/* What the collector writes once a second per thread: json.JSONEncoder(separators=(",",
+   ":"), default=str).encode([[tid], records]) byte for byte (ASCII escapes, as json's
+   ensure_ascii), for the records the hot path makes. A record's attrs (a dict, or
+   anything else) is handed to `encode` (that encoder) and spliced in. A value of a
+   type not expected in a record (a float where an id goes...) makes it return None:
+   the caller then encodes the batch the plain way. */
+
+typedef struct {
+    char *buf;
+    Py_ssize_t len, cap;
+} Out;
+
+static int
+out_reserve(Out *o, Py_ssize_t more)
+{
+    if (o->len + more <= o->cap) return 0;
+    Py_ssize_t cap = o->cap ? o->cap : 4096;
+    while (cap < o->len + more) cap *= 2;
+    char *grown = PyMem_Realloc(o->buf, cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->buf = grown;
+    o->cap = cap;
+    return 0;
+}
+
+static int
+out_bytes(Out *o, const char *data, Py_ssize_t n)
+{
+    if (out_reserve(o, n) < 0) return -1;
+    memcpy(o->buf + o->len, data, n);
+    o->len += n;
+    return 0;
+}
+
+static int
+out_char(Out *o, char c)
+{
+    return out_bytes(o, &c, 1);
+}
+
+/* 1: written; 0: not an exact int in 64 bits (the caller falls back); -1: error */
+static int
+out_int(Out *o, PyObject *v)
+{
+    if (!PyLong_CheckExact(v)) return 0;
+    int overflow = 0;
+    long long n = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow) return 0;
+    if (n == -1 && PyErr_Occurred()) return -1;
+    char digits[24];
+    int i = sizeof digits;
+    unsigned long long u = n < 0 ? 0ULL - (unsigned long long)n : (unsigned long long)n;
+    do {
+        digits[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (n < 0) digits[--i] = '-';
+    return out_bytes(o, digits + i, (Py_ssize_t)sizeof digits - i) < 0 ? -1 : 1;
+}
+
+static const char HEX[] = "0123456789abcdef";
+
+static int
+out_escaped_unit(Out *o, Py_UCS4 c)
+{
+    char esc[6] = {'\\', 'u', HEX[(c >> 12) & 15], HEX[(c >> 8) & 15], HEX[(c >> 4) & 15],
+                   HEX[c & 15]};
+    return out_bytes(o, esc, 6);
+}
+
+/* 1 / 0 / -1 as out_int: a str as json's encode_basestring_ascii writes it */
+static int
+out_str(Out *o, PyObject *v)
+{
+    if (!PyUnicode_CheckExact(v)) return 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(v);
+    if (out_reserve(o, n + 2) < 0 || out_char(o, '"') < 0) return -1;
+    int kind = PyUnicode_KIND(v);
+    const void *data = PyUnicode_DATA(v);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        int rc;
+        if (c >= ' ' && c <= '~' && c != '\\' && c != '"') rc = out_char(o, (char)c);
+        else if (c == '\\') rc = out_bytes(o, "\\\\", 2);
+        else if (c == '"') rc = out_bytes(o, "\\\"", 2);
+        else if (c == '\b') rc = out_bytes(o, "\\b", 2);
+        else if (c == '\f') rc = out_bytes(o, "\\f", 2);
+        else if (c == '\n') rc = out_bytes(o, "\\n", 2);
+        else if (c == '\r') rc = out_bytes(o, "\\r", 2);
+        else if (c == '\t') rc = out_bytes(o, "\\t", 2);
+        else if (c >= 0x10000) {
+            Py_UCS4 v2 = c - 0x10000;
+            rc = out_escaped_unit(o, 0xd800 | ((v2 >> 10) & 0x3ff));
+            if (rc == 0) rc = out_escaped_unit(o, 0xdc00 | (v2 & 0x3ff));
+        }
+        else rc = out_escaped_unit(o, c);
+        if (rc < 0) return -1;
+    }
+    return out_char(o, '"') < 0 ? -1 : 1;
+}
+
+/* an int, a str or None: 1 / 0 / -1 */
+static int
+out_atom(Out *o, PyObject *v, int str_allowed)
+{
+    if (v == Py_None) return out_bytes(o, "null", 4) < 0 ? -1 : 1;
+    if (str_allowed && PyUnicode_CheckExact(v)) return out_str(o, v);
+    return out_int(o, v);
+}
+
+static int
+out_record(Out *o, PyObject *record, PyObject *encode)
+{
+    if (!PyTuple_CheckExact(record) || PyTuple_GET_SIZE(record) != 8) return 0;
+    /* (span_id, parent_id, name, category, start_ns, end_ns, request_id, attrs) */
+    static const char strings[7] = {0, 0, 1, 1, 0, 0, 1};
+    if (out_char(o, '[') < 0) return -1;
+    for (int i = 0; i < 7; i++) {
+        if (i && out_char(o, ',') < 0) return -1;
+        int rc = out_atom(o, PyTuple_GET_ITEM(record, i), strings[i]);
+        if (rc <= 0) return rc;
+    }
+    if (out_char(o, ',') < 0) return -1;
+    PyObject *attrs = PyTuple_GET_ITEM(record, 7);
+    if (attrs == Py_None) {
+        if (out_bytes(o, "null", 4) < 0) return -1;
+    }
+    else {
+        PyObject *text = PyObject_CallOneArg(encode, attrs);
+        if (text == NULL) return -1;
+        Py_ssize_t n;
+        const char *utf8 = PyUnicode_Check(text) ? PyUnicode_AsUTF8AndSize(text, &n) : NULL;
+        int rc = utf8 == NULL ? -1 : out_bytes(o, utf8, n);
+        Py_DECREF(text);
+        if (rc < 0) return -1;
+    }
+    return out_char(o, ']') < 0 ? -1 : 1;
+}
+
+static PyObject *
+encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "encode_batch(tid, records, encode)");
+        return NULL;
+    }
+    PyObject *tid = args[0], *records = args[1], *encode = args[2];
+    if (!PyList_Check(records)) Py_RETURN_NONE;
+    Out o = {NULL, 0, 0};
+    int rc = out_bytes(&o, "[[", 2);
+    if (rc == 0) rc = out_int(&o, tid) == 1 ? 0 : 1;
+    if (rc == 0) rc = out_bytes(&o, "],[", 3);
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(records); i++) {
+        if (i && out_char(&o, ',') < 0) {
+            rc = -1;
+            break;
+        }
+        int done = out_record(&o, PyList_GET_ITEM(records, i), encode);
+        rc = done == 1 ? 0 : (done == 0 ? 1 : -1);
+    }
+    if (rc == 0) rc = out_bytes(&o, "]]", 2);
+    PyObject *result = NULL;
+    if (rc == 0) result = PyUnicode_DecodeASCII(o.buf, o.len, NULL);
+    else if (rc == 1 && !PyErr_Occurred()) result = Py_NewRef(Py_None);
+    PyMem_Free(o.buf);
+    return result;
+}
+
 /* ---- configuration and the clock --------------------------------------------------- */
 
 static PyObject *
@@ -697,6 +871,9 @@ static PyMethodDef module_methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "configure(*, recorder, logging_on, nvtx, ids, current, emit_log): the switches."},
     {"clock_ns", clock_ns, METH_NOARGS, "The clock spans are timed with, in ns."},
+    {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
+     "encode_batch(tid, records, encode): one thread's spans as the journal's JSON line, "
+     "or None where a record holds what it does not encode."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -355,8 +355,13 @@ class Session:
                 if tid not in self._known_threads:
                     self._known_threads.add(tid)
                     threads.append((tid, buf.ident, buf.thread_name, records[0][4]))
-                # The recorder's tuples as they are: one encode per thread and second.
-                self.writer.append("spans", records, prefix=(tid,))
+                # The recorder's tuples as they are: one encode per thread and second
+                # (compiled where it is built: probe.spans.encode_batch).
+                line = spans.encode_batch(tid, records)
+                if line is not None:
+                    self.writer.append_line("spans", line, len(records))
+                else:
+                    self.writer.append("spans", records, prefix=(tid,))
             sources = [self.stacks.drain(), self.heap.drain()]
             if self.tasks is not None:
                 sources.append(self.tasks.drain())

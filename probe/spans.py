@@ -44,6 +44,7 @@ __all__ = [
     "SpanRecorder",
     "ThreadSpans",
     "current_request_id",
+    "encode_batch",
     "log_spans",
     "request",
     "span",
@@ -221,6 +222,20 @@ def _finish(record: tuple[Any, ...]) -> None:
         buf.append(record)
     if _logging_on:
         _emit_log(record)
+
+
+# A record's attrs in the journal: what probe.rundir.writer's encoder writes
+_attrs_json = json.JSONEncoder(separators=(",", ":"), default=str).encode
+
+
+def encode_batch(tid: int, records: list[tuple[Any, ...]]) -> str | None:
+    """One thread's finished spans as the spans journal's line: exactly what
+    ``probe.rundir.writer`` writes for ``[[tid], records]``, ~5x faster (the collector's
+    second-by-second cost: ~0.1 us a span against ~0.5). None where the compiled path is
+    not in use, or a record holds a value it does not encode (the writer then does)."""
+    if _fast is None:
+        return None
+    return _fast.encode_batch(tid, records, _attrs_json)
 
 
 def _finish_after_error(record: tuple[Any, ...]) -> None:

@@ -74,6 +74,11 @@ class RunWriter:
         self._file(table).write(self._dumps([prefix, rows]) + "\n")
         self.rows_written[table] = self.rows_written.get(table, 0) + len(rows)
 
+    def append_line(self, table: str, line: str, rows: int) -> None:
+        """Append one batch already encoded as ``append`` would (``rows`` of them)."""
+        self._file(table).write(line + "\n")
+        self.rows_written[table] = self.rows_written.get(table, 0) + rows
+
     def flush(self) -> None:
         for f in self._files.values():
             f.flush()

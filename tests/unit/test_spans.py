@@ -377,3 +377,46 @@ def test_where_a_c_compiler_is_the_compiled_span_path_is_the_one_in_use():
         "probe._fastspans was not built although a C compiler is here: "
         "install with `pip install -e .` (the README's test command) to build it in place"
     )
+
+
+def _journal_line(tid, records):
+    """What probe.rundir.writer writes for one thread's batch: the reference."""
+    return json.JSONEncoder(separators=(",", ":"), default=str).encode([[tid], records])
+
+
+class _Unencodable:
+    def __str__(self):
+        return "<written as its str>"
+
+
+def test_the_compiled_journal_line_is_json_s_own_byte_for_byte():
+    odd_text = ['plain', 'quote " and \\ backslash', "tab\tnew\nline\r\x00\x1f\x7f",
+                "é ü ß", "中文", "emoji 🚀 astral 𝄞", "", "\u2028\u2029"]  # fmt: skip
+    records = []
+    for i, text in enumerate(odd_text):
+        records.append((i + 1, None if i % 2 else i, text, "stage", 10**12 + i,
+                        10**12 + i + 500, f"r{i}" if i % 3 else None, None))  # fmt: skip
+    records.append((99, 1, "GET /items/{id}", "request", 2**62, 2**62 + 1, "req-7",
+                    {"served": True, "status": 200, "route": "/items/{id}", "t": 0.5,
+                     "obj": _Unencodable(), "nested": {"a": [1, "ü"]}}))  # fmt: skip
+    records.append((-5, 0, "neg", "span", 0, -1, "x", {}))
+    line = spans.encode_batch(7, records)
+    if not spans.uses_compiled_path():
+        assert line is None  # the writer encodes it
+        return
+    assert line == _journal_line(7, records)
+    assert json.loads(line) == json.loads(_journal_line(7, records))
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        (2**64, None, "big id", "stage", 1, 2, None, None),  # past 64 bits
+        (True, None, "bool id", "stage", 1, 2, None, None),  # an int subclass
+        (1, None, "float time", "stage", 1.5, 2, None, None),
+        (1, None, 4.2, "stage", 1, 2, None, None),  # a name that is not a str
+        (1, None, "short"),
+    ],
+)
+def test_a_record_the_compiled_encoder_does_not_expect_is_left_to_the_writer(odd):
+    assert spans.encode_batch(3, [(1, None, "fine", "stage", 1, 2, None, None), odd]) is None
