@@ -808,7 +808,9 @@ encode_batch(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             rc = -1;
             break;
         }
-        int done = out_record(&o, PyList_GET_ITEM(records, i), encode);
+        PyObject *record = Py_NewRef(PyList_GET_ITEM(records, i));  /* attrs run user code */
+        int done = out_record(&o, record, encode);
+        Py_DECREF(record);
         rc = done == 1 ? 0 : (done == 0 ? 1 : -1);
     }
     if (rc == 0) rc = out_bytes(&o, "]]", 2);
