@@ -60,9 +60,10 @@ def best_run(out: Path, *args: str) -> Path:
     return min(walls, key=walls.__getitem__)
 
 
-def swept_pair(out: Path) -> tuple[int, float, float]:
+def swept_pair(out: Path) -> tuple[int, float, float, dict[int, float]]:
     """One round: the sample at batch 1 under probe, the sweep against it, the sample at
-    the advised size under probe; (advised size, predicted, realized speedup)."""
+    the advised size under probe; (advised size, predicted, realized speedup, the
+    sweep's predicted speedup at every size it timed)."""
     before = best_run(out / "before", "--batch", "1")
     sweep = out / "sweep"
     swept = probe(
@@ -73,6 +74,10 @@ def swept_pair(out: Path) -> tuple[int, float, float]:
     assert "Advice: batch" in swept.stdout and "batch   256:" in swept.stderr  # progress
     document = json.loads((sweep / "batch_sweep.json").read_text())
     advised, predicted = document["advice"]["batch"], document["predicted"]["speedup"]
+    # the prediction at every size: its throughput on the curve over the run's, which the
+    # advised size's prediction gives (the run's figure divides them all alike)
+    curve = {point["batch"]: point["throughput"] for point in document["advice"]["curve"]}
+    at_size = {size: rate * predicted / curve[advised] for size, rate in curve.items()}
     # the stage batches well (a call's fixed cost is most of a lone request's): it pays
     assert advised > 1 and predicted > 1.25
     after = best_run(out / "after", "--batch", str(advised))
@@ -81,7 +86,7 @@ def swept_pair(out: Path) -> tuple[int, float, float]:
     compared = json.loads(diff.stdout)
     assert compared["basis"] == "job" and compared["matched_by"] == "sweep"
     # the same job: predicted throughput (requests over the predicted wall) vs realized
-    return advised, predicted, compared["job_wall_s"]["speedup"]
+    return advised, predicted, compared["job_wall_s"]["speedup"], at_size
 
 
 def test_the_advised_batch_size_serves_what_the_sweep_predicted(tmp_path):
@@ -93,15 +98,18 @@ def test_the_advised_batch_size_serves_what_the_sweep_predicted(tmp_path):
     # realized (2 clean-clone runs of 5, 2026-11-25), while rounds alone there read 5.1x
     # against 4.5-4.9x, and 4.8-4.9x plainly
     rounds = [swept_pair(tmp_path / f"round{k}") for k in (1, 2)]
-    predicted = statistics.geometric_mean(p for _, p, _ in rounds)
-    realized = statistics.geometric_mean(r for _, _, r in rounds)
+    predicted = statistics.geometric_mean(p for _, p, _, _ in rounds)
+    realized = statistics.geometric_mean(r for _, _, r, _ in rounds)
     assert abs(predicted - realized) / realized <= WITHIN, rounds
     # and without probe: alternated plain pairs, each side's best, at the first round's
-    # size, against the rounds' prediction where they advised the same size (two sizes
-    # within the sweep's noise of each other may trade places), else the first round's
+    # size, against the rounds' prediction at that size. Two sizes within the sweep's
+    # noise of each other may trade places between rounds (a clean-clone CI run advised
+    # 128 then 256, 2026-11-25): each round's prediction is then read at the first
+    # round's size from its sweep's curve, as the first round's own is -- comparing the
+    # first round alone failed there (3.86x predicted at 128 against 5.01x plainly, while
+    # the second round's curve read 4.90x at 128)
     size = rounds[0][0]
-    if any(a != size for a, _, _ in rounds):
-        predicted = rounds[0][1]
+    predicted = statistics.geometric_mean(curve[size] for _, _, _, curve in rounds)
     walls: dict[int, list[float]] = {1: [], size: []}
     for _ in range(2):
         for batch in (1, size):
