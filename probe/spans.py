@@ -20,7 +20,7 @@ Contract
 * With no recorder active, spans still emit NVTX ranges and record nothing.
 * Opt-in structured timing logs: one JSON line per span on the logger ``probe.spans``.
 * Two implementations of the hot path, one behaviour: ``probe._fastspans`` (C, built by
-  setup.py where a compiler is: ~0.1 us a span) and the pure-Python path below (~0.6 us;
+  setup.py where a compiler is: ~0.3 us a span) and the pure-Python path below (~0.5 us;
   the reference, and what runs where the extension is not built or where
   ``PROBE_PURE_SPANS=1`` asks for it: the span tests run on both, the benchmark prints
   both). ``uses_compiled_path()`` says which one this process runs.
@@ -266,6 +266,13 @@ def _emit_log(record: tuple[Any, ...]) -> None:
     _log.info(json.dumps(line, default=str))
 
 
+def _request_of(span: _PySpanCore, parent: _Ctx | None, span_id: int) -> str | None:
+    """The request id a new span carries: its own (a request span) or its parent's."""
+    if span.category == "request":
+        return span.request_id if span.request_id is not None else f"r{span_id}"
+    return parent[1] if parent is not None else None
+
+
 class _PySpanCore:
     """The pure-Python core of ``Span``: its fields and its with-block (the reference for
     ``probe._fastspans.SpanCore``, which replaces it where it is built)."""
@@ -302,12 +309,7 @@ class _PySpanCore:
             return self
         parent = _current.get()
         sid = next(_ids)
-        req: str | None
-        if self.category == "request":
-            req = self.request_id if self.request_id is not None else f"r{sid}"
-        else:
-            req = parent[1] if parent is not None else None
-        _current.set((sid, req, parent, perf_counter_ns(), self))
+        _current.set((sid, _request_of(self, parent, sid), parent, perf_counter_ns(), self))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -348,11 +350,6 @@ class Span(_SpanCore):
 
     def __repr__(self) -> str:
         return f"<probe {self.category} {self.name!r}>"
-
-    def _request_of(self, parent: _Ctx | None, span_id: int) -> str | None:
-        if self.category == "request":
-            return self.request_id if self.request_id is not None else f"r{span_id}"
-        return parent[1] if parent is not None else None
 
     async def __aenter__(self) -> Span:
         return self.__enter__()
@@ -456,7 +453,7 @@ def _wrap_async(fn: Callable[..., Any], span: Span) -> Callable[..., Any]:
                 return await fn(*args, **kwargs)
             parent = _current.get()
             sid = next(_ids)
-            req = span._request_of(parent, sid)
+            req = _request_of(span, parent, sid)
             start = perf_counter_ns()
             token = _current.set((sid, req, parent, start, span))
             try:
