@@ -71,8 +71,7 @@ class RunWriter:
         """Append one batch: each of ``rows`` stands for the row ``prefix + row``."""
         if not rows:
             return
-        self._file(table).write(self._dumps([prefix, rows]) + "\n")
-        self.rows_written[table] = self.rows_written.get(table, 0) + len(rows)
+        self.append_line(table, self._dumps([prefix, rows]), len(rows))
 
     def append_line(self, table: str, line: str, rows: int) -> None:
         """Append one batch already encoded as ``append`` would (``rows`` of them)."""
