@@ -8,11 +8,12 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import zipfile
 from pathlib import Path
 
 import pytest
+
+from tests.build_env import c_compiler_and_headers
 
 from .conftest import REPO
 
@@ -84,12 +85,6 @@ def _spans_from(wheel: Path, tmp_path: Path) -> list[str]:
     return [compiled, rows]
 
 
-def _compiler() -> bool:
-    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
-    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
-    return shutil.which(compiler) is not None and headers.is_file()
-
-
 def test_without_a_c_compiler_the_sdist_installs_and_spans_run_in_pure_python(tmp_path):
     sdist = _sdist(tmp_path)
     wheel = _wheel_from(sdist, tmp_path, {**os.environ, "CC": "/bin/false"})
@@ -97,7 +92,7 @@ def test_without_a_c_compiler_the_sdist_installs_and_spans_run_in_pure_python(tm
     assert _spans_from(wheel, tmp_path) == ["False", "[('work', 'r1'), ('request', 'r1')]"]
 
 
-@pytest.mark.skipif(not _compiler(), reason="no C compiler or Python headers here")
+@pytest.mark.skipif(not c_compiler_and_headers(), reason="no C compiler or Python headers here")
 def test_with_a_c_compiler_the_sdist_builds_the_compiled_span_path(tmp_path):
     sdist = _sdist(tmp_path)
     wheel = _wheel_from(sdist, tmp_path, dict(os.environ))

@@ -11,15 +11,14 @@ import os
 import pickle
 import subprocess
 import sys
-import sysconfig
 import threading
 import weakref
-from pathlib import Path
 
 import pytest
 
 import probe
 from probe import spans
+from tests.build_env import c_compiler_and_headers
 
 
 def records(rec: spans.SpanRecorder) -> list[dict]:
@@ -362,15 +361,7 @@ def test_the_span_suite_holds_on_the_pure_python_path():
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
 
 
-def _c_compiler_and_headers() -> bool:
-    import shutil
-
-    compiler = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
-    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
-    return shutil.which(compiler.split()[0]) is not None and headers.is_file()
-
-
-@pytest.mark.skipif(not _c_compiler_and_headers(), reason="no C compiler or Python headers")
+@pytest.mark.skipif(not c_compiler_and_headers(), reason="no C compiler or Python headers")
 @pytest.mark.skipif(os.environ.get("PROBE_PURE_SPANS") == "1", reason="pure path asked for")
 def test_where_a_c_compiler_is_the_compiled_span_path_is_the_one_in_use():
     assert spans.uses_compiled_path(), (
