@@ -31,15 +31,13 @@ class TorchWindowsDiagnosis:
     recommendations: list[Recommendation]  # re-estimated for the run
 
     def to_dict(self) -> dict[str, Any]:
-        d = self.diagnosis
+        whole = self.diagnosis.to_dict()
         return {
             "windows": self.windows,
             "window": self.chosen,
             "steady_share": round(self.steady_share, 4),
-            "primary": d.primary,
-            "run": d.run,
-            "recommendations": [r.to_dict() for r in d.recommendations],
-            "notes": d.notes,
+            **{k: whole[k] for k in ("primary", "run", "recommendations", "stages")},
+            **{k: whole[k] for k in ("gpu", "cpu", "notes")},
         }
 
 
@@ -57,7 +55,7 @@ def torch_windows_diagnosis(
     steady = 1.0
     if forward_at_s is not None and wall_s > 0:
         steady = min(max((wall_s - forward_at_s) / wall_s, 0.0), 1.0)
-    listed = [{**e, "limit": d.primary.get("summary", ""), "ops": n} for e, d, n in windows]
+    listed = [{**e, "limit": _limit(d), "ops": n} for e, d, n in windows]
     return TorchWindowsDiagnosis(
         windows=listed,
         chosen=str(entry.get("file", "")),
@@ -69,6 +67,12 @@ def torch_windows_diagnosis(
             if r.scope != "memory"
         ],
     )
+
+
+def _limit(d: TraceDiagnosis) -> str:
+    if not d.run.get("gpu"):
+        return "no GPU work: the host's ops only"
+    return str(d.primary.get("summary", ""))
 
 
 def _for_the_run(r: Recommendation, steady: float, window: str) -> Recommendation:

@@ -6,10 +6,11 @@ the GPU's busy and idle time by cause, copies, each span's host and device time,
 decoder's growing prefix -- then what limits the window (``trace_limits``) and what each
 fix would buy (``trace_fixes``). The document keeps ``diagnosis.json``'s keys (``schema``,
 ``run``, ``primary``, ``findings``, ``recommendations``, ``leak``, ``stages``, ``notes``)
-and adds ``source`` ("kineto") and ``gpu`` (the tables behind the verdict). A trace holds
-no memory series of the process, so its leak verdict is undetermined, with what would
-settle it. A trace without GPU work keeps the CPU-side analyses and says there is no GPU
-limit to name.
+and adds ``source`` ("kineto"), ``gpu`` (the tables behind the verdict) and ``cpu`` (the
+host's ops by self time, its threads' time between ops, the growing prefix:
+``analyzers.op_breakdown``, ``analyzers.ops``). A trace holds no memory series of the
+process, so its leak verdict is undetermined, with what would settle it. A trace without
+GPU work keeps the CPU-side analyses and says there is no GPU limit to name.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from probe.analyzers.diagnosis import SCHEMA
 from probe.analyzers.gpu_timeline import gpu_timeline
 from probe.analyzers.kernels import classify_kernels, kernel_breakdown
 from probe.analyzers.leaks import UNDETERMINED, LeakVerdict
-from probe.analyzers.ops import growing_prefix
+from probe.analyzers.op_breakdown import OpBreakdown, op_breakdown, recorded_ranges
+from probe.analyzers.ops import PrefixFinding, growing_prefix
 from probe.analyzers.recommendations import Recommendation
 from probe.analyzers.rules import Finding
 from probe.analyzers.trace_fixes import TraceEvidence, trace_recommendations
@@ -55,6 +57,9 @@ class TraceDiagnosis:
     stages: pd.DataFrame  # host and device time by span name
     leak: LeakVerdict = NO_MEMORY_SERIES
     notes: list[str] = field(default_factory=list)
+    # the host's side: op by op and thread by thread, and a decoder's growing prefix
+    ops: OpBreakdown | None = None
+    prefix: PrefixFinding | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -71,7 +76,20 @@ class TraceDiagnosis:
                 "idle": _records(self.idle),
                 "copies": _records(self.copies),
             },
+            "cpu": self.cpu_to_dict(),
             "notes": self.notes,
+        }
+
+    def cpu_to_dict(self, *, top: int = 30) -> dict[str, Any]:
+        """The host side: the ``top`` ops by self time, the threads that ran ops, and a
+        decoder's growing prefix (None where no op's sequence grows)."""
+        ops = self.ops
+        return {
+            "ops": _records(ops.ops.head(top)) if ops is not None else [],
+            "op_kinds": len(ops.ops) if ops is not None else 0,
+            "threads": _records(ops.threads) if ops is not None else [],
+            "profiler_op_cost_ns": round(ops.op_cost_ns, 1) if ops is not None else 0.0,
+            "growing_prefix": _prefix_dict(self.prefix),
         }
 
 
@@ -110,6 +128,8 @@ def diagnose_trace(trace: KinetoTrace, *, op_cost_ns: float = 0.0) -> TraceDiagn
         copies=copy_breakdown(t["copies"], t["runtime"]),
         stages=_stages(t),
         notes=notes,
+        ops=op_breakdown(t["ops"], op_cost_ns=op_cost_ns),
+        prefix=prefix,
     )
 
 
@@ -201,12 +221,8 @@ def _stages(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
     ann = t["annotations"]
     spans = [ann[ann["side"] == "cpu"][["name", "tid", "ts_ns", "dur_ns"]]] if len(ann) else []
     ops = t["ops"]
-    if len(ops):
-        named = ops["name"].astype(str)
-        # the older schema records record_function ranges as ops: "ProfilerStep#5",
-        # "Optimizer.step#SGD.step", "enumerate(DataLoader)#..."
-        ranges = named.str.contains("#", regex=False) & ~named.str.startswith("aten::")
-        spans.append(ops[ranges][["name", "tid", "ts_ns", "dur_ns"]])
+    if len(ops):  # the older schema records record_function ranges as ops
+        spans.append(ops[recorded_ranges(ops["name"])][["name", "tid", "ts_ns", "dur_ns"]])
     spans = [s for s in spans if len(s)]
     if not spans:
         return pd.DataFrame(columns=["name", "spans", "host_ns", "device_ns", "launches", "lag_ns"])
@@ -214,6 +230,22 @@ def _stages(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
     joined["name"] = joined["name"].astype(str)
     per_span = device_time(joined, t["runtime"], t["kernels"], t["copies"])
     return device_time_by_name(per_span)
+
+
+def _prefix_dict(found: PrefixFinding | None) -> dict[str, Any] | None:
+    if found is None:
+        return None
+    return {
+        "op": found.op,
+        "shape": found.shape,
+        "first_length": found.first_length,
+        "steps": found.steps,
+        "runs": found.runs,
+        "per_step_us": round(found.per_step_ns / 1e3, 2),
+        "per_token_us": round(found.per_token_ns / 1e3, 3),
+        "steps_ms": round(sum(found.step_ns) / 1e6, 3),
+        "speedup": round(found.speedup, 3),
+    }
 
 
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:

@@ -25,6 +25,14 @@ import numpy as np
 
 from probe.analyzers.vocabulary import COMPONENT_COLOURS, WAITS
 from probe.reports.page import MAX_POINTS, Markup, bucket, chart_text, html, join, layout, num, page
+from probe.reports.torch_html import (
+    copies_html,
+    host_ops_html,
+    idle_figure,
+    kernel_figure,
+    span_figure,
+    windows_html,
+)
 
 if TYPE_CHECKING:
     from probe.analyzers.analysis import Analysis
@@ -529,6 +537,9 @@ _SECTIONS = {
     "flame": "Flame graph",
     "resources": "Resources",
     "memory": "Memory",
+    "torch_kernels": "PyTorch window: GPU time by kernel family and precision",
+    "torch_idle": "PyTorch window: GPU idle time by cause",
+    "torch_spans": "PyTorch window: spans' host time and the GPU time of the work they launched",
 }
 
 
@@ -561,6 +572,8 @@ class HtmlReport:
     # Perfetto file beside the page, if one was exported
     elsewhere: list[tuple[str, str]] = field(default_factory=list)
     perfetto_file: str | None = None
+    # the torch.profiler windows (diagnosis.json's torch block), if any were taken
+    torch: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_analysis(cls, analysis: Analysis) -> HtmlReport:
@@ -576,6 +589,8 @@ class HtmlReport:
             "memory": _memory_figure(analysis),
             "capacity": _capacity_figure(d),
         }
+        torch = d.torch.to_dict() if d.torch is not None else {}
+        optional.update(_torch_figures(torch))
         figures.update({k: f for k, f in optional.items() if f is not None and f["data"]})
         name = str((analysis.meta.get("target") or {}).get("name", "run")).rsplit("/", 1)[-1]
         shown = ("requests", "throughput_per_s", "latency_ms", "wall_s", "process_cores")
@@ -597,6 +612,7 @@ class HtmlReport:
             batching=d.batching.to_dict() if d.batching is not None else {},
             elsewhere=_elsewhere(analysis.meta, analysis.path),
             perfetto_file=_exported_trace(analysis.path),
+            torch=torch,
         )
 
     def render(self, *, plotly_js: str | None = None) -> str:
@@ -606,13 +622,14 @@ class HtmlReport:
         notes = join(html("<li class='note'>{}</li>", n) for n in self.notes + self.downsampled)
         meta = join(html("<tr><th>{}</th><td>{}</td></tr>", k, v) for k, v in self.meta_rows)
         body = html(
-            "{}{}{}{}<h2>What to change</h2>{}<h2>Leak</h2>{}",
+            "{}{}{}{}<h2>What to change</h2>{}<h2>Leak</h2>{}{}",
             _verdict_html(self.verdict),
             _endpoints_html(self.endpoints, self.limiting_endpoint, self.endpoint_workers),
             _capacity_html(self.capacity),
             _batching_html(self.batching),
             recommendations_html(self.recommendations),
             _leak_html(self.leak),
+            _torch_html(self.torch),
         )
         tail = (html("<h2>Notes</h2><ul>{}</ul>", notes) if notes else Markup("")) + html(
             "<h2>Run</h2><table class='meta'>{}</table>{}",
@@ -795,6 +812,38 @@ def recommendations_html(recommendations: list[dict[str, Any]]) -> Markup:
             )
         )
     return join(out)
+
+
+def _torch_figures(torch: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
+    if not torch:
+        return {}
+    gpu = torch["gpu"]
+    return {
+        "torch_kernels": kernel_figure(gpu["kernels"]),
+        "torch_idle": idle_figure(gpu["idle"]),
+        "torch_spans": span_figure(torch["stages"][:20]),
+    }
+
+
+def _torch_html(torch: dict[str, Any]) -> Markup:
+    """The torch.profiler windows: which were taken (linked), the shown one's limit
+    where it ran GPU work, its host ops and its copies; its charts follow the others."""
+    if not torch:
+        return Markup("")
+    gpu = html(
+        "<p>{}</p><h3>Copies</h3>{}", torch["primary"].get("summary", ""),
+        copies_html(torch["gpu"]["copies"]),
+    ) if torch["run"].get("gpu") else Markup("")  # fmt: skip
+    return html(
+        "<h2 id='torch'>PyTorch ops</h2>{}<p class='muted'>The window shown: {} (the one "
+        "with the most ops); it represents {} of the run, from the first forward pass "
+        "on.</p>{}<h3>Host</h3>{}",
+        windows_html(torch["windows"], torch["window"]),
+        torch["window"],
+        num(torch.get("steady_share"), ".0%"),
+        gpu,
+        host_ops_html(torch["cpu"]),
+    )
 
 
 def _leak_html(leak: dict[str, Any]) -> Markup:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from probe.analyzers.vocabulary import WAITS
 from probe.reports.batching import batching_lines
+from probe.reports.host_ops import host_op_lines
 
 if TYPE_CHECKING:
     from probe.analyzers.analysis import Analysis
@@ -298,12 +299,14 @@ def _torch_lines(d: Diagnosis) -> list[str]:
         return []
     shown = next((w for w in t.windows if w["file"] == t.chosen), t.windows[0])
     length = shown["end_s"] - shown["start_s"]
-    return [
+    lines = [
         "",
         f"PyTorch ops ({shown['file']}, {length:.1f} s from {shown['start_s']:.1f} s; "
         f"{len(t.windows)} window(s) in all):",
-        f"  {t.diagnosis.primary.get('summary', '')}",
     ]
+    if t.diagnosis.run.get("gpu"):
+        lines.append(f"  {t.diagnosis.primary.get('summary', '')}")
+    return lines + host_op_lines(t.diagnosis.cpu_to_dict(), rows=3)
 
 
 def _leak_lines(leak: dict[str, Any]) -> list[str]:

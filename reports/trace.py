@@ -3,7 +3,8 @@
 An output with a model of its own, like ``terminal.DiffText``: ``TraceVerdict.
 from_trace_diagnosis(d)`` gathers what the verdict says as plain data -- the limit, the
 trace's figures, GPU time by kernel family and precision, idle time by cause, the spans'
-host and device time side by side, the top recommendations and the best one's how-to, the
+host and device time side by side, the host's ops and its threads' time between them
+(``reports.host_ops``), the top recommendations and the best one's how-to, the
 notes -- and ``render()`` lays it out. The JSON document is ``TraceDiagnosis.to_dict()``
 made JSON-safe (``reports.json.json_safe``). Every line goes through ``printable``: kernel
 and span names come from the traced program.
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from probe.reports.host_ops import host_op_lines
 from probe.reports.terminal import (
     advice_lines,
     head_lines,
@@ -40,6 +42,7 @@ class TraceVerdict:
     kernels: list[dict[str, Any]] = field(default_factory=list)
     idle: list[dict[str, Any]] = field(default_factory=list)
     stages: list[dict[str, Any]] = field(default_factory=list)
+    host: list[str] = field(default_factory=list)  # the host's ops (reports.host_ops)
     recommendations: list[dict[str, Any]] = field(default_factory=list)
     how: tuple[str, str] | None = None
     notes: list[str] = field(default_factory=list)
@@ -61,6 +64,7 @@ class TraceVerdict:
             kernels=d.kernels.head(cls.max_rows).to_dict("records"),
             idle=d.idle.sort_values("idle_ns", ascending=False).to_dict("records"),
             stages=d.stages.head(cls.max_rows).to_dict("records"),
+            host=host_op_lines(d.cpu_to_dict(), rows=cls.max_rows),
             recommendations=recommendation_rows(d.recommendations),
             how=(best.id, best.how) if best is not None else None,
             notes=list(d.notes),
@@ -86,6 +90,8 @@ class TraceVerdict:
                 f"   GPU {_ms(s['device_ns']):>12}"
                 for s in self.stages
             ]
+        if self.host:
+            lines += ["", "Host (CPU ops):", *self.host]
         lines += advice_lines(
             self.recommendations, self.how, self.limit, speedup="estimated speedup of the window"
         )

@@ -3,7 +3,9 @@
 The same self-contained page as a run's (``reports.page``: escaping by default, plotly
 embedded, scripts allowed by nonce only): the verdict, what to change and what it buys,
 then GPU time by kernel family and precision, GPU idle time by cause, each span's host
-time beside the GPU time of the work it launched, the copies, and the notes.
+time beside the GPU time of the work it launched, the copies, the host's ops and its
+threads' time between them, and the notes (the parts shared with a run's report:
+``reports.torch_html``).
 ``TraceHtmlReport.from_trace_diagnosis(d)`` builds the plain data, ``render()`` the page.
 """
 
@@ -13,18 +15,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from probe.reports.html import recommendations_html
-from probe.reports.page import Markup, chart_text, html, join, layout, num, page
+from probe.reports.page import Markup, html, join, num, page
+from probe.reports.torch_html import (
+    copies_html,
+    host_ops_html,
+    idle_figure,
+    kernel_figure,
+    span_figure,
+)
 
 if TYPE_CHECKING:
     from probe.analyzers.trace_diagnosis import TraceDiagnosis
 
 __all__ = ["TraceHtmlReport"]
-
-_PRECISION_COLOURS = {
-    "fp64": "#8c564b", "fp32": "#d62728", "tf32": "#ff7f0e", "bf16": "#2ca02c",
-    "fp16": "#17becf", "fp8": "#1f77b4", "fp4": "#9467bd", "int8": "#e377c2",
-    "unknown": "#c7c7c7",
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -35,13 +38,14 @@ class TraceHtmlReport:
     copies: list[dict[str, Any]]
     notes: list[str]
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    cpu: dict[str, Any] = field(default_factory=dict)  # the host's ops (diagnosis' cpu)
 
     @classmethod
     def from_trace_diagnosis(cls, d: TraceDiagnosis) -> TraceHtmlReport:
         figures = {
-            "kernels": _kernel_figure(d.kernels.to_dict("records")),
-            "idle": _idle_figure(d.idle.to_dict("records")),
-            "stages": _stage_figure(d.stages.head(20).to_dict("records")),
+            "kernels": kernel_figure(d.kernels.to_dict("records")),
+            "idle": idle_figure(d.idle.to_dict("records")),
+            "stages": span_figure(d.stages.head(20).to_dict("records")),
         }
         return cls(
             title=f"probe: {d.run['trace']}",
@@ -50,6 +54,7 @@ class TraceHtmlReport:
             copies=d.copies.to_dict("records"),
             notes=list(d.notes),
             figures={k: f for k, f in figures.items() if f["data"]},
+            cpu=d.cpu_to_dict(),
         )
 
     def render(self, *, plotly_js: str | None = None) -> str:
@@ -65,7 +70,11 @@ class TraceHtmlReport:
             recommendations_html(self.recommendations),
         )
         notes = join(html("<li class='note'>{}</li>", n) for n in self.notes)
-        tail = html("<h2>Copies</h2>{}", _copies_html(self.copies))
+        tail = html(
+            "<h2>Copies</h2>{}<h2>Host: CPU ops</h2>{}",
+            copies_html(self.copies),
+            host_ops_html(self.cpu),
+        )
         if self.notes:
             tail += html("<h2>Notes</h2><ul>{}</ul>", notes)
         return page(self.title, body, figures, tail, plotly_js=plotly_js)
@@ -89,67 +98,3 @@ def _verdict_html(v: dict[str, Any]) -> Markup:
         kernels=v.get("kernels", 0),
         gpus=gpus,
     )
-
-
-def _kernel_figure(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Stacked bars: each family's share of GPU time, split by precision."""
-    families = list(dict.fromkeys(str(r["family"]) for r in rows))
-    data = []
-    for precision in dict.fromkeys(str(r["precision"]) for r in rows):
-        share = {str(r["family"]): r["share"] for r in rows if str(r["precision"]) == precision}
-        data.append(
-            {"type": "bar", "name": precision, "x": families,
-             "y": [round(100 * share.get(f, 0.0), 2) for f in families],
-             "marker": {"color": _PRECISION_COLOURS.get(precision, "#7f7f7f")}}
-        )  # fmt: skip
-    return {"data": data, "layout": layout("", barmode="stack", yaxis={"title": "% of GPU time"})}
-
-
-def _idle_figure(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    rows = [r for r in rows if r["idle_ns"] > 0]
-    return {
-        "data": [
-            {"type": "bar", "x": [r["cause"] for r in rows],
-             "y": [round(100 * r["share"], 2) for r in rows], "marker": {"color": "#9467bd"}}
-        ] if rows else [],
-        "layout": layout("", yaxis={"title": "% of the traced window"}),
-    }  # fmt: skip
-
-
-def _stage_figure(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    names = [chart_text(r["name"]) for r in rows]
-    return {
-        "data": [
-            {"type": "bar", "name": "host", "y": names, "orientation": "h",
-             "x": [r["host_ns"] / 1e6 for r in rows], "marker": {"color": "#ff7f0e"}},
-            {"type": "bar", "name": "GPU", "y": names, "orientation": "h",
-             "x": [r["device_ns"] / 1e6 for r in rows], "marker": {"color": "#2ca02c"}},
-        ] if rows else [],
-        "layout": layout("", barmode="group", xaxis={"title": "ms"},
-                         yaxis={"autorange": "reversed", "automargin": True},
-                         height=max(260, 28 * len(rows) + 80)),
-    }  # fmt: skip
-
-
-def _copies_html(rows: list[dict[str, Any]]) -> Markup:
-    if not rows:
-        return Markup("<p class='muted'>No host-device copies in the trace.</p>")
-    head = Markup(
-        "<tr><th>direction</th><th>host memory</th><th>host waits</th><th>copies</th>"
-        "<th>MB</th><th>GPU ms</th><th>GB/s</th></tr>"
-    )
-    body = join(
-        html(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-            "<td>{}</td></tr>",
-            r["direction"],
-            r["host_memory"],
-            "yes" if r["synchronous"] else "no",
-            r["copies"],
-            num(r["bytes"] / 1e6, ",.1f"),
-            num(r["total_ns"] / 1e6, ",.2f"),
-            num(r["gb_s"], ".1f"),
-        )  # fmt: skip
-        for r in rows
-    )
-    return html("<table>{}{}</table>", head, body)

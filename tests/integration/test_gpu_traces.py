@@ -16,6 +16,7 @@ from probe.analyzers.copies import read_copies
 from probe.analyzers.device_time import device_time
 from probe.analyzers.gpu_timeline import GpuTimeline, gpu_timeline
 from probe.analyzers.kernels import classify_kernels, kernel_breakdown
+from probe.analyzers.op_breakdown import op_breakdown
 from probe.analyzers.rules import Finding
 from probe.analyzers.trace_fixes import TraceEvidence, trace_recommendations
 from probe.analyzers.trace_limits import trace_findings
@@ -68,6 +69,30 @@ def gemm_time_by_precision(name: str) -> pd.Series:
 def test_the_bf16_inference_traces_read_as_bf16_matrix_work(name):
     # README: Hugging Face pipelines on an H100, BF16
     assert gemm_time_by_precision(name).get("bf16", 0.0) > 0.9
+
+
+@needs_traces
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    [(p.name, "bfloat16" if p.name.startswith("tl_h100") else "float32")
+     for p in REAL if p.name.startswith("tl_h100") or "resnet50" in p.name],
+    ids=lambda v: str(v)[:20],
+)  # fmt: skip
+def test_the_host_s_matrix_ops_take_inputs_of_the_precision_their_kernels_run_in(name, dtype):
+    # the ops' input types (the host's side) against the kernels' names (the GPU's), the
+    # README's precisions: BF16 pipelines on an H100, FP32 ResNet-50 on a V100
+    trace = read(GPU_TRACES / name)
+    b = op_breakdown(trace.tables["ops"])
+    # most of the host time of the matrix ops whose first input is a tensor (a backward
+    # op's may be a size list; Qwen's rotary embedding runs one bmm in FP32 by design)
+    matrix = b.ops[
+        b.ops["name"].str.contains("mm|linear|conv", regex=True) & (b.ops["dtype"] != "")
+    ]
+    by_dtype = matrix.groupby("dtype")["self_ns"].sum() / matrix["self_ns"].sum()
+    assert by_dtype.get(dtype, 0.0) > 0.9, by_dtype
+    assert not b.ops["name"].str.startswith("ProfilerStep").any()  # a range, not an op
+    busiest = b.threads.iloc[0]
+    assert 0 < busiest["in_ops_ns"] <= busiest["span_ns"]
 
 
 @needs_traces

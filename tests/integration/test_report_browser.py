@@ -191,3 +191,43 @@ def test_a_trace_s_report_renders_its_charts_offline_and_keeps_its_names_as_text
     assert {f for f, ok in figs if ok} == {"fig-kernels", "fig-idle", "fig-stages"}
     assert "gpu/launch_bound" in page.inner_text("#verdict")
     assert page.locator("img").count() == 0
+
+
+def test_a_run_s_torch_windows_get_a_section_with_their_files_linked_and_gpu_charts(
+    tmp_path, run_probe, browser
+):
+    pytest.importorskip("torch")
+    from tests.unit.test_kineto_reader import write_trace
+    from tests.unit.test_trace_diagnosis import host_bound_trace
+
+    r = run_probe(REPO / "tests" / "torch_corpus" / "decoder.py", "--requests", "150", timeout=300)
+    assert r.returncode == 0, r.stderr
+    report = r.run_dir / "report.html"
+    page, errors, outside = open_report(browser, report, tmp_path / "cpu.png")
+    assert errors == [] and outside == []
+    section = page.inner_text("body").split("PyTorch ops", 1)[1]
+    assert "aten::addmm" in section and "float32" in section and "Growing prefix" in section
+    href = page.get_attribute("a[href$='window-1.json']", "href")
+    assert (r.run_dir / href).is_file()  # the link opens the window's own file
+    figs = set(page.eval_on_selector_all(".fig", "els => els.map(e => e.id)"))
+    assert not {f for f in figs if f.startswith("fig-torch")}  # no GPU work: no GPU charts
+
+    # the same run, its window replaced by a declared GPU scenario (a host-bound step):
+    # the window's GPU charts join the run's, its names stay text
+    events = host_bound_trace()
+    events[1] = {**events[1], "name": '<img src=x onerror="window.__xss=4">'}
+    write_trace(r.run_dir / href, events)
+    done = subprocess.run(
+        probe_cmd("report", r.run_dir), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    page, errors, outside = open_report(browser, report, tmp_path / "gpu.png")
+    assert errors == [] and outside == [] and page.evaluate("window.__xss") is None
+    figs = page.eval_on_selector_all(
+        ".fig", "els => els.map(e => [e.id, e.querySelectorAll('svg.main-svg').length > 0])"
+    )
+    assert {f for f, ok in figs if ok} >= {"fig-torch_kernels", "fig-torch_idle", "fig-torch_spans"}
+    section = page.inner_text("body").split("PyTorch ops", 1)[1]
+    assert "Host-bound" in section
+    assert '<img src=x onerror="window.__xss=4">' in section  # an op's name, as text
+    assert page.locator("img").count() == 0

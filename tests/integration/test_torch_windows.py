@@ -55,6 +55,15 @@ def test_a_decoder_s_window_holds_its_main_thread_s_ops_with_the_growing_prefix(
     assert d["torch"]["window"] == first["file"]
     assert 0 < d["torch"]["steady_share"] < 1  # the import and the model's build are not
     assert "PyTorch ops (torch/window-1.json" in r.stdout
+    # the host's side: the linear layers' addmm among the top ops by self time, in FP32
+    # (the model's weights), on the main thread, which also spends time between ops
+    cpu = d["torch"]["cpu"]
+    top = {o["name"]: o for o in cpu["ops"][:3]}
+    assert "aten::addmm" in top and top["aten::addmm"]["dtype"] == "float32"
+    assert cpu["threads"][0]["tid"] == linear["tid"].iloc[0]
+    assert 0 < cpu["threads"][0]["gap_share"] < 1
+    assert cpu["growing_prefix"]["steps"] == found.steps
+    assert "ops by self time" in r.stdout and "aten::addmm" in r.stdout
 
 
 def test_a_torch_script_with_no_module_call_takes_no_window_and_says_why(run_probe, tmp_path):

@@ -11,10 +11,10 @@ from probe.analyzers.torch_windows import torch_windows_diagnosis
 from probe.analyzers.trace_diagnosis import TraceDiagnosis
 
 
-def window(summary: str, recs: list[Recommendation]) -> TraceDiagnosis:
+def window(summary: str, recs: list[Recommendation], *, gpu: bool = True) -> TraceDiagnosis:
     empty = pd.DataFrame()
     return TraceDiagnosis(
-        run={}, primary={"summary": summary}, findings=[], recommendations=recs,
+        run={"gpu": gpu}, primary={"summary": summary}, findings=[], recommendations=recs,
         kernels=empty, idle=empty, copies=empty, stages=empty,
     )  # fmt: skip
 
@@ -47,3 +47,11 @@ def test_the_window_with_most_ops_speaks_for_the_run_and_its_fix_counts_on_the_s
 
 def test_no_window_read_is_no_torch_block():
     assert torch_windows_diagnosis([], forward_at_s=1.0, wall_s=10.0) is None
+
+
+def test_a_window_without_gpu_work_is_listed_as_host_ops_not_as_a_gpu_limit():
+    cpu = ({"file": "torch/window-1.json"}, window("No GPU work in this trace", [], gpu=False), 5)
+    t = torch_windows_diagnosis([cpu], forward_at_s=1.0, wall_s=10.0)
+    assert t is not None and t.windows[0]["limit"] == "no GPU work: the host's ops only"
+    block = t.to_dict()
+    assert block["cpu"]["ops"] == [] and block["gpu"]["kernels"] == []

@@ -94,3 +94,15 @@ def test_kernels_without_correlation_ids_are_said_to_be_untied(tmp_path):
     d = diagnose_trace(read_kineto(write_trace(tmp_path / "t.json", events)))
     assert any("no correlation ids" in n for n in d.notes)
     assert set(d.idle["cause"]) == {"unknown"}  # no gap's cause can be told
+
+
+def test_a_trace_s_document_has_its_host_ops_and_threads_beside_its_gpu_tables(tmp_path):
+    d = diagnose_trace(read_kineto(write_trace(tmp_path / "t.json", host_bound_trace())))
+    cpu = d.to_dict()["cpu"]
+    [add] = cpu["ops"]  # the step is an annotation (a stage), not an op
+    assert add["name"] == "aten::add" and add["calls"] == 20
+    # 20 ops of 45 us, 50 us apart; the last ends the trace, so it is taken as cut there
+    [thread] = cpu["threads"]
+    assert thread["top_level_ops"] == 20 and thread["span_ns"] == 19 * 50_000
+    assert thread["in_ops_ns"] == 19 * 45_000
+    assert cpu["growing_prefix"] is None

@@ -1,0 +1,107 @@
+"""The host's ops by self time and its threads' time between ops, on declared traces: each
+op's self time is its time less its children's and the profiler's cost per op, a
+recursive op's inclusive time counts once, an op cut by the profiler's stop does not
+read as the stop's wait, and the first input's element type reads in torch's names."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from probe.analyzers.op_breakdown import op_breakdown
+
+
+def ops(rows: list[tuple[str, int, int, int, str]]) -> pd.DataFrame:
+    """(name, tid, start, duration, input types) per op, in any order."""
+    frame = pd.DataFrame(rows, columns=["name", "tid", "ts_ns", "dur_ns", "input_types"])
+    frame["name"] = frame["name"].astype("category")
+    return frame
+
+
+# thread 1: a linear holding a transpose and an addmm (which holds a copy), 50 ns of
+# Python, an add, a cat holding a cat, then an mm still running when the profiler
+# stopped (written as ending at the stop, 10 us later); thread 2: one relu
+TRACE = ops([
+    ("aten::linear", 1, 0, 100, '["float","float","float"]'),
+    ("aten::t", 1, 5, 10, '["float"]'),
+    ("aten::addmm", 1, 20, 70, '["float","float","float","Scalar","Scalar"]'),
+    ("aten::copy_", 1, 30, 10, '["float","float",""]'),
+    ("aten::add", 1, 150, 20, '["c10::BFloat16","c10::BFloat16","Scalar"]'),
+    ("aten::cat", 1, 200, 60, '["TensorList",""]'),
+    ("aten::cat", 1, 210, 20, '["TensorList",""]'),
+    ("aten::mm", 1, 300, 10_000, '["float","float"]'),
+    ("aten::relu", 2, 0, 50, '["long int"]'),
+])  # fmt: skip
+
+
+def by_name(frame: pd.DataFrame) -> dict[str, dict]:
+    return {r["name"]: r for r in frame.to_dict("records")}
+
+
+def test_self_time_is_an_op_s_time_less_its_children_s_and_ranks_the_ops():
+    b = op_breakdown(TRACE)
+    table = by_name(b.ops)
+    assert table["aten::linear"]["self_ns"] == 100 - 10 - 70
+    assert table["aten::addmm"]["self_ns"] == 70 - 10
+    assert table["aten::addmm"]["total_ns"] == 70 and table["aten::linear"]["total_ns"] == 100
+    assert list(b.ops["name"][:2]) == ["aten::addmm", "aten::cat"]  # self 60 each, by name
+    assert b.ops["self_share"].sum() == pytest.approx(1.0)
+
+
+def test_a_recursive_op_s_inclusive_time_counts_once_and_its_self_time_whole():
+    table = by_name(op_breakdown(TRACE).ops)
+    assert table["aten::cat"]["calls"] == 2
+    assert table["aten::cat"]["total_ns"] == 60  # the outer call's, which holds the inner
+    assert table["aten::cat"]["self_ns"] == (60 - 20) + 20
+    assert table["aten::cat"]["mean_ns"] == 30
+
+
+def test_the_profiler_s_cost_per_op_comes_off_each_op_s_self_time_never_below_zero():
+    table = by_name(op_breakdown(TRACE, op_cost_ns=15).ops)
+    assert table["aten::addmm"]["self_ns"] == 70 - 10 - 15
+    assert table["aten::t"]["self_ns"] == 0  # 10 ns of op, 15 of profiler: nothing left
+    assert table["aten::linear"]["total_ns"] == 100  # inclusive time is as traced
+
+
+def test_an_op_cut_by_the_profiler_s_stop_does_not_count_the_stop_s_wait():
+    b = op_breakdown(TRACE)
+    assert by_name(b.ops)["aten::mm"]["self_ns"] == 0  # it started last: nothing is known
+    thread = b.threads.set_index("tid").loc[1]
+    # the thread's span ends at the mm's start; 180 ns of it in ops, 120 between them
+    assert thread["span_ns"] == 300 and thread["in_ops_ns"] == 180
+    assert thread["gap_share"] == pytest.approx(0.4)
+    assert thread["top_level_ops"] == 4  # linear, add, cat, mm
+
+
+def test_a_thread_whose_last_op_ended_before_the_stop_keeps_it_whole():
+    b = op_breakdown(TRACE)
+    assert by_name(b.ops)["aten::relu"]["self_ns"] == 50
+    assert list(b.threads["tid"]) == [1, 2]  # by time inside ops
+
+
+def test_the_first_input_s_element_type_reads_in_torch_s_names_and_never_a_scalar():
+    table = by_name(op_breakdown(TRACE).ops)
+    assert table["aten::addmm"]["dtype"] == "float32"
+    assert table["aten::add"]["dtype"] == "bfloat16"
+    assert table["aten::relu"]["dtype"] == "int64"
+    assert table["aten::cat"]["dtype"] == ""  # a list of tensors: no one element type
+
+
+def test_a_trace_without_ops_gives_empty_tables():
+    b = op_breakdown(TRACE.iloc[:0])
+    assert b.empty and b.threads.empty and list(b.ops.columns)[0] == "name"
+
+
+def test_ranges_the_older_schema_records_as_ops_are_not_ops_and_hold_no_op():
+    old_schema = ops([
+        ("ProfilerStep#5", 1, 0, 1_000, ""),
+        ("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 1, 10, 300, ""),
+        ("aten::empty", 1, 20, 30, '["ScalarList"]'),
+        ("aten::conv2d", 1, 400, 500, '["float"]'),
+        ("aten::add", 1, 990, 5, '["float"]'),
+    ])  # fmt: skip
+    b = op_breakdown(old_schema)
+    assert set(b.ops["name"]) == {"aten::empty", "aten::conv2d", "aten::add"}
+    # the ops under the step are the thread's top level: 535 of its 975 ns are in ops
+    [thread] = b.threads.to_dict("records")
+    assert thread["top_level_ops"] == 3 and thread["in_ops_ns"] == 30 + 500 + 5
