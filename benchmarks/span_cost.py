@@ -43,7 +43,7 @@ def main() -> None:
     if args.nvtx:
         import nvtx
 
-        spans._set_nvtx_domain(nvtx.get_domain("probe"))
+        spans.set_range_domain(nvtx.get_domain("probe"))
 
     decorated = spans.stage("bench")(empty)
     cm = spans.span("bench")

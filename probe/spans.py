@@ -18,6 +18,9 @@ Contract
   library through ``NVTX_INJECTION64_PATH``; we check that variable once and only then
   import ``nvtx`` -- which saves its numpy import (~110 ms) and ~50 ns a span otherwise.
 * With no recorder active, spans still emit NVTX ranges and record nothing.
+* While a torch.profiler window of ``probe run`` is open, each span also opens a
+  ``record_function`` range (``set_range_domain``), so the window's trace ties the
+  stage to the ops and kernels it launched.
 * Opt-in structured timing logs: one JSON line per span on the logger ``probe.spans``.
 * Two implementations of the hot path, one behaviour: ``probe._fastspans`` (C, built by
   setup.py where a compiler is: ~0.3 us a span) and the pure-Python path below (~0.5 us;
@@ -198,8 +201,19 @@ def log_spans(enabled: bool = True) -> None:
     _sync_compiled_path()
 
 
-def _set_nvtx_domain(domain: Any) -> Any:
-    """Replace the NVTX domain (tests pass a fake); returns the previous one."""
+def range_domain() -> Any:
+    """Where spans push their ranges now (None: nowhere); see ``set_range_domain``."""
+    return _nvtx
+
+
+def set_range_domain(domain: Any) -> Any:
+    """Replace where spans push their ranges -- NVTX's domain (when a tool is attached),
+    a test's fake, or a torch.profiler window's ``record_function`` ranges
+    (``probe.samplers.torch_windows``) -- and return the previous one. A domain has
+    NVTX's methods: ``get_event_attributes(message=name)``, ``push_range(attrs)`` and
+    ``pop_range()`` (nested spans on a thread), ``start_range(attrs)`` and
+    ``end_range(handle)`` (async spans). A span entered under one domain may exit under
+    the next: a domain's ``pop_range`` must tolerate a range it never pushed."""
     global _nvtx
     previous, _nvtx = _nvtx, domain
     _sync_compiled_path()

@@ -817,6 +817,8 @@ def recommendations_html(recommendations: list[dict[str, Any]]) -> Markup:
 def _torch_figures(torch: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
     if not torch:
         return {}
+    if not torch["run"].get("gpu"):  # the host's side is the section's tables
+        return {}
     gpu = torch["gpu"]
     return {
         "torch_kernels": kernel_figure(gpu["kernels"]),

@@ -306,7 +306,23 @@ def _torch_lines(d: Diagnosis) -> list[str]:
     ]
     if t.diagnosis.run.get("gpu"):
         lines.append(f"  {t.diagnosis.primary.get('summary', '')}")
+        lines += _window_stage_lines(t.diagnosis.stages)
     return lines + host_op_lines(t.diagnosis.cpu_to_dict(), rows=3)
+
+
+def _window_stage_lines(stages: Any, rows: int = 5) -> list[str]:
+    """Each span's host time and the GPU time of the work it launched, a call, in the
+    window (the stage table's wall times land on whichever call synchronises)."""
+    if stages.empty:
+        return []
+    out = ["  spans in the window (a call: host / GPU time of the work it launched):"]
+    for s in stages.head(rows).to_dict("records"):
+        n = max(int(s["spans"]), 1)
+        out.append(
+            f"    {str(s['name'])[:36]:<36} x{n:<5} host {s['host_ns'] / n / 1e6:8.3f} ms"
+            f"   GPU {s['device_ns'] / n / 1e6:8.3f} ms"
+        )
+    return out
 
 
 def _leak_lines(leak: dict[str, Any]) -> list[str]:

@@ -30,7 +30,13 @@ from probe.errors import ProbeError
 from probe.pids import alive
 from probe.rundir import shards
 from probe.rundir.kineto import KinetoTrace, read_kineto
-from probe.rundir.schema import COLUMNS, SCHEMA_NAME, SCHEMA_VERSION, TABLES
+from probe.rundir.schema import (
+    COLUMNS,
+    SCHEMA_NAME,
+    SCHEMA_VERSION,
+    SPAN_RANGE_PREFIX,
+    TABLES,
+)
 from probe.rundir.validate import ARROW_TYPES, check_meta, check_table
 
 __all__ = ["Run", "compact", "compact_and_load", "load", "read_meta"]
@@ -320,9 +326,49 @@ def _torch_windows(
                     mine = table["tid"] == own
                     own_ops += int(mine.sum()) if name == "ops" else 0
                     trace.tables[name] = table[~mine].reset_index(drop=True)
-        entry = {**entry, "op_cost_ns": _op_cost_ns(entry, own_ops, notes)}
+        _spans_to_ranges(trace.tables)
+        base = int(trace.meta.get("baseTimeNanoseconds") or 0)
+        closed = entry.get("closed_unix_ns")
+        cut = _drop_ranges_cut_by_the_stop(trace.tables, closed - base) if closed else 0
+        entry = {**entry, "op_cost_ns": _op_cost_ns(entry, own_ops, notes), "cut_ranges": cut}
         out.append((entry, trace))
     return out
+
+
+def _spans_to_ranges(tables: dict[str, Any]) -> None:
+    """probe's spans in the window (``SPAN_RANGE_PREFIX``: torch's fast range files them
+    as CPU ops) become the window's ``record_function`` ranges, under their own names:
+    as ops they would hold every op of a stage, and the span table would not see them."""
+    ops, ranges = tables.get("ops"), tables.get("annotations")
+    if ops is None or ranges is None or ops.empty:
+        return
+    names = ops["name"].astype(str)
+    ours = names.str.startswith(SPAN_RANGE_PREFIX)
+    if not ours.any():
+        return
+    moved = ops[ours][["ts_ns", "dur_ns", "pid", "tid", "external_id"]].copy()
+    moved["name"] = names[ours].str.slice(len(SPAN_RANGE_PREFIX)).to_numpy()
+    moved["side"] = "cpu"
+    joined = pd.concat([ranges.astype({"name": str, "side": str}), moved[ranges.columns]])
+    tables["annotations"] = joined.sort_values("ts_ns", kind="stable").reset_index(drop=True)
+    tables["ops"] = ops[~ours].reset_index(drop=True)
+
+
+def _drop_ranges_cut_by_the_stop(tables: dict[str, Any], closed_ns: int) -> int:
+    """Drop the ``record_function`` ranges (probe's spans among them:
+    ``probe.samplers.torch_windows.SpanRanges``) still open when the window closed, and
+    return how many: torch writes them as ending at the stop, after the window's close
+    has stalled the target (a request "took" 49 ms where its neighbours took 0.5), and
+    what they launched after the stop is not in the trace. ``closed_ns``: when probe
+    closed the window, on the trace's clock (Unix time less the trace's base); a range
+    that ended before it was not cut, whatever ended last."""
+    ranges = tables.get("annotations")
+    if ranges is None or ranges.empty:
+        return 0
+    host = ranges["side"].astype(str) != "gpu"
+    cut = host & (ranges["ts_ns"] + ranges["dur_ns"] >= closed_ns)
+    tables["annotations"] = ranges[~cut].reset_index(drop=True)
+    return int(cut.sum())
 
 
 def _op_cost_ns(entry: dict[str, Any], own_ops: int, notes: list[str]) -> float:

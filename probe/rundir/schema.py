@@ -26,12 +26,18 @@ __all__ = [
     "RUNNABLE_REASONS",
     "SCHEMA_NAME",
     "SCHEMA_VERSION",
+    "SPAN_RANGE_PREFIX",
     "TABLES",
     "WAIT_REASONS",
 ]
 
 SCHEMA_NAME = "probe.run"
 SCHEMA_VERSION = 1
+
+# A torch.profiler window's name for a span of probe's (``probe.samplers.torch_windows.
+# SpanRanges``): "probe: preprocess". torch's fast range records it as a CPU op, so the
+# run's reader moves the events so named to the window's ranges, the prefix taken off.
+SPAN_RANGE_PREFIX = "probe: "
 
 # The values of ``samples.wait_reason`` besides "" (the thread ran the whole interval).
 # Blocking: the thread was blocked in a call of that kind at the sample's instant (the

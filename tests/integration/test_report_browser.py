@@ -231,3 +231,9 @@ def test_a_run_s_torch_windows_get_a_section_with_their_files_linked_and_gpu_cha
     assert "Host-bound" in section
     assert '<img src=x onerror="window.__xss=4">' in section  # an op's name, as text
     assert page.locator("img").count() == 0
+    # the verdict: the window's spans with their host and GPU time a call (the step's
+    # 20 launches of 5 us each: 0.100 ms of GPU work in its 1.1-ms span)
+    verdict = subprocess.run(probe_cmd("analyze", r.run_dir), capture_output=True, text=True)
+    assert verdict.returncode == 0, verdict.stderr
+    [step] = [line for line in verdict.stdout.splitlines() if "ProfilerStep#1" in line]
+    assert "host    1.100 ms" in step and "GPU    0.100 ms" in step

@@ -21,6 +21,7 @@ from .conftest import REPO, probe_cmd, write_script
 pytest.importorskip("torch")
 
 DECODER = REPO / "tests" / "torch_corpus" / "decoder.py"
+STAGED = REPO / "tests" / "torch_corpus" / "staged_mlp.py"
 
 
 def torch_figures(run_dir):
@@ -154,3 +155,38 @@ def test_a_window_s_ops_land_on_the_perfetto_and_chrome_timelines_when_they_ran(
     assert len(chrome_begins) == len(events)
     marker_us = sorted(e["ts"] for e in chrome_begins if e["name"] == "aten::cumsum")
     assert marker_us == pytest.approx(sorted(cumsums["start_ns"] / 1e3), abs=1)
+
+
+def test_a_window_holds_each_stage_as_a_range_timed_as_its_span_and_in_the_span_table(run_probe):
+    r = run_probe(STAGED, timeout=180)
+    assert r.returncode == 0, r.stderr
+    run = load(r.run_dir)
+    [(entry, window)] = run.torch_windows[:1]
+    ranges = window.tables["annotations"]
+    assert not window.tables["ops"]["name"].astype(str).str.startswith("probe: ").any()
+    stages = ("preprocess", "infer", "postprocess", "request")
+    assert set(stages) <= set(ranges["name"].astype(str))
+    # torch's clock and the journal's, the same spans: Kineto's Unix time onto the run's
+    clock = run.meta["clock"]
+    shift = int(clock["unix_ns"]) - int(clock["perf_ns"])
+    start = ranges["ts_ns"] + int(window.meta.get("baseTimeNanoseconds") or 0) - shift
+    first, last = int(start.min()), int((start + ranges["dur_ns"]).max())
+    spans = run.spans[(run.spans["start_ns"] >= first) & (run.spans["end_ns"] <= last)]
+    for name in stages:
+        traced = ranges[ranges["name"].astype(str) == name]["dur_ns"]
+        journal = spans[spans["name"] == name]
+        journal = journal["end_ns"] - journal["start_ns"]
+        assert abs(len(traced) - len(journal)) <= 1, name  # a span cut at either edge
+        # the range opens before the span's first clock read and closes after its last
+        # (it also holds the ranges nested in it, ~0.6 us each): never shorter, and
+        # within 10% (+10 us) on the median
+        assert journal.median() - 2_000 <= traced.median() <= 1.1 * journal.median() + 10_000
+    # a request still open when the window closed is dropped, not read as ending at the
+    # stop: in the window a request takes ~0.5 ms, the first one after the opening 0.7;
+    # before the cut ones were dropped, one read 49 ms (staged_mlp.truth.md)
+    requests = ranges[ranges["name"].astype(str) == "request"]["dur_ns"]
+    assert requests.max() < 10_000_000 and entry["cut_ranges"] >= 0
+    d = json.loads((r.run_dir / "diagnosis.json").read_text())
+    table = {s["name"]: s for s in d["torch"]["stages"]}
+    assert set(stages) <= set(table) and table["infer"]["device_ns"] == 0  # CPU: no GPU
+    assert abs(table["infer"]["spans"] - len(spans[spans["name"] == "infer"])) <= 1

@@ -213,7 +213,7 @@ def test_inactive_spans_record_nothing_but_emit_nvtx_ranges():
             self.events.append(("end", rng))
 
     fake = FakeDomain()
-    previous = spans._set_nvtx_domain(fake)
+    previous = spans.set_range_domain(fake)
     try:
         rec = spans.SpanRecorder()  # not activated
 
@@ -237,7 +237,7 @@ def test_inactive_spans_record_nothing_but_emit_nvtx_ranges():
             ("end", "async-stage"),
         ]
     finally:
-        spans._set_nvtx_domain(previous)
+        spans.set_range_domain(previous)
 
 
 def test_structured_log_line_per_span(caplog):

@@ -155,3 +155,100 @@ def test_the_import_of_torch_s_module_file_is_not_a_forward_pass():
     finally:
         leave.set()
         t.join()
+
+
+class FakeRanges:
+    """torch's range functions: what opened and closed, in order; fails on request."""
+
+    def __init__(self, fail_on: str = "") -> None:
+        self.events: list[tuple[str, str]] = []
+        self.fail_on = fail_on
+
+    def enter(self, name: str) -> str:
+        if name.endswith(self.fail_on) and self.fail_on:
+            raise RuntimeError("torch is shutting down")
+        self.events.append(("open", name))
+        return name
+
+    def exit(self, handle: str) -> None:
+        self.events.append(("close", handle))
+
+
+class FakeNvtx:
+    def __init__(self) -> None:
+        self.depth = 0
+        self.ranges: list[object] = []
+
+    def get_event_attributes(self, message: str) -> str:
+        return f"nvtx:{message}"
+
+    def push_range(self, attrs: str) -> None:
+        self.depth += 1
+
+    def pop_range(self) -> None:
+        self.depth -= 1
+
+    def start_range(self, attrs: str) -> str:
+        self.ranges.append(attrs)
+        return attrs
+
+    def end_range(self, handle: str) -> None:
+        self.ranges.remove(handle)
+
+
+def test_spans_open_and_close_torch_ranges_nested_under_the_window_s_prefix():
+    from probe import spans
+    from probe.rundir.schema import SPAN_RANGE_PREFIX
+    from probe.samplers.torch_windows import SpanRanges
+
+    fake = FakeRanges()
+    previous = spans.set_range_domain(SpanRanges(None, enter=fake.enter, exit_=fake.exit))
+    try:
+
+        @spans.stage
+        def infer() -> int:
+            return 1
+
+        with spans.request(id="r1"), spans.stage("preprocess"):
+            infer()
+    finally:
+        spans.set_range_domain(previous)
+    p = SPAN_RANGE_PREFIX
+    assert fake.events == [
+        ("open", p + "request"), ("open", p + "preprocess"), ("open", p + "infer"),
+        ("close", p + "infer"), ("close", p + "preprocess"), ("close", p + "request"),
+    ]  # fmt: skip
+
+
+def test_a_span_that_outlives_the_window_or_predates_it_never_raises_nor_mispairs():
+    from probe.samplers.torch_windows import SpanRanges
+
+    fake = FakeRanges(fail_on="broken")
+    ranges = SpanRanges(None, enter=fake.enter, exit_=fake.exit)
+    ranges.pop_range()  # a span entered before the window closes inside it: nothing
+    ranges.push_range(ranges.get_event_attributes(message="broken"))  # torch refuses
+    ranges.push_range(ranges.get_event_attributes(message="outer"))
+    ranges.pop_range()
+    ranges.pop_range()  # the refused one: nothing to close
+    assert [kind for kind, _ in fake.events] == ["open", "close"]
+    # another thread's spans have their own stack
+    seen: list[int] = []
+    t = threading.Thread(target=lambda: (ranges.pop_range(), seen.append(len(fake.events))))
+    t.start()
+    t.join()
+    assert seen == [2]
+
+
+def test_the_domain_a_window_replaces_still_gets_every_range():
+    from probe.samplers.torch_windows import SpanRanges
+
+    fake, nvtx = FakeRanges(), FakeNvtx()
+    ranges = SpanRanges(nvtx, enter=fake.enter, exit_=fake.exit)
+    attrs = ranges.get_event_attributes(message="infer")
+    ranges.push_range(attrs)
+    assert nvtx.depth == 1
+    handles = ranges.start_range(attrs)  # an async span
+    assert nvtx.ranges == ["nvtx:infer"]
+    ranges.end_range(handles)
+    ranges.pop_range()
+    assert nvtx.depth == 0 and nvtx.ranges == [] and len(fake.events) == 4
