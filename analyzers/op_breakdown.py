@@ -33,12 +33,12 @@ as their own cost. A trace recorded elsewhere leaves it 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["OpBreakdown", "op_breakdown", "recorded_ranges"]
+__all__ = ["OpBreakdown", "op_breakdown", "ops_in_ranges", "recorded_ranges"]
 
 # Kineto's names of tensors' element types (c10's C++ names) -> torch's
 _DTYPES = {
@@ -52,7 +52,9 @@ _DTYPES = {
 _NOT_TENSORS = {"", "Scalar", "ScalarList", "TensorList", "GenericList", "String", "Device"}
 
 OP_COLUMNS = ["name", "calls", "self_ns", "self_share", "total_ns", "mean_ns", "dtype"]
-THREAD_COLUMNS = ["tid", "span_ns", "in_ops_ns", "gap_share", "top_level_ops", "median_op_ns"]
+THREAD_COLUMNS = [
+    "tid", "span_ns", "in_ops_ns", "gap_share", "top_level_ops", "ops", "median_op_ns",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,10 @@ class OpBreakdown:
     ops: pd.DataFrame  # OP_COLUMNS, by self time, most first
     threads: pd.DataFrame  # THREAD_COLUMNS, by time inside ops, most first
     op_cost_ns: float  # the profiler's cost per op taken off each op's self time
+    # each thread's top-level ops (tid, ts_ns, dur_ns; the stop taken out), by start
+    top_level: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=["tid", "ts_ns", "dur_ns"])
+    )
 
     @property
     def empty(self) -> bool:
@@ -83,7 +89,60 @@ def op_breakdown(ops: pd.DataFrame, *, op_cost_ns: float = 0.0) -> OpBreakdown:
     frame["parent"] = parent
     frame["self_ns"] = _self_times(frame["dur_ns"].to_numpy("int64"), parent, op_cost_ns)
     frame["outermost"] = _outermost_of_name(frame["name"].to_numpy(), parent)
-    return OpBreakdown(_by_name(frame), _by_thread(frame), op_cost_ns)
+    top = frame[parent < 0][["tid", "ts_ns", "dur_ns"]].reset_index(drop=True)
+    return OpBreakdown(_by_name(frame), _by_thread(frame), op_cost_ns, top)
+
+
+def ops_in_ranges(ranges: pd.DataFrame, top_level: pd.DataFrame) -> pd.DataFrame:
+    """By range name (``record_function`` ranges, probe's spans): ``tid``, the thread that
+    held most of its time, ``spans``, their summed time ``range_ns``, and ``in_ops_ns``,
+    the part of it inside top-level ops on the range's thread -- the rest is the Python
+    between the ops it ran, and its waits."""
+    columns = ["name", "tid", "spans", "range_ns", "in_ops_ns"]
+    if ranges.empty:
+        return pd.DataFrame(columns=columns)
+    inside = np.zeros(len(ranges))
+    starts = ranges["ts_ns"].to_numpy("int64")
+    ends = starts + ranges["dur_ns"].to_numpy("int64")
+    tids = ranges["tid"].to_numpy()
+    for tid, ops in top_level.groupby("tid"):
+        mine = np.flatnonzero(tids == tid)
+        if len(mine):
+            inside[mine] = _covered(
+                ops["ts_ns"].to_numpy("int64"), ops["dur_ns"].to_numpy("int64"),
+                starts[mine], ends[mine],
+            )  # fmt: skip
+    each = pd.DataFrame(
+        {"name": ranges["name"].astype(str).to_numpy(), "tid": tids, "range_ns": ends - starts,
+         "in_ops_ns": inside}
+    )  # fmt: skip
+    table = each.groupby("name").agg(
+        spans=("range_ns", "size"), range_ns=("range_ns", "sum"), in_ops_ns=("in_ops_ns", "sum")
+    )  # fmt: skip
+    # the thread that held most of the name's time (a stage may run on several)
+    by_thread = each.groupby(["name", "tid"])["range_ns"].sum().reset_index()
+    main = by_thread.sort_values("range_ns").drop_duplicates("name", keep="last")
+    table["tid"] = main.set_index("name")["tid"]
+    table["in_ops_ns"] = table["in_ops_ns"].round().astype("int64")
+    return table.reset_index()[columns]
+
+
+def _covered(
+    op_starts: np.ndarray, op_durations: np.ndarray, a: np.ndarray, b: np.ndarray
+) -> np.ndarray:
+    """For each interval [a, b), its overlap with a thread's top-level ops (sorted by
+    start, never overlapping each other): the ops wholly inside by prefix sums, less the
+    parts of the edge ops outside it."""
+    order = np.argsort(op_starts, kind="stable")
+    s, e = op_starts[order], op_starts[order] + op_durations[order]
+    before = np.concatenate([[0], np.cumsum(e - s)])
+    first = np.searchsorted(e, a, side="right")  # the first op ending after a
+    last = np.searchsorted(s, b, side="left")  # past the last op starting before b
+    total = (before[last] - before[first]).astype("float64")
+    some = last > first
+    head = np.where(some, np.clip(a - s[np.minimum(first, len(s) - 1)], 0, None), 0)
+    tail = np.where(some, np.clip(e[np.maximum(last - 1, 0)] - b, 0, None), 0)
+    return np.clip(total - head - tail, 0, None)
 
 
 def recorded_ranges(names: pd.Series) -> pd.Series:
@@ -186,6 +245,7 @@ def _first_input_types(frame: pd.DataFrame) -> pd.Series:
 
 def _by_thread(frame: pd.DataFrame) -> pd.DataFrame:
     top = frame[frame["parent"] < 0]
+    every = frame.groupby("tid").size()
     rows = []
     for tid, calls in top.groupby("tid"):
         starts = calls["ts_ns"].to_numpy("int64")
@@ -200,6 +260,7 @@ def _by_thread(frame: pd.DataFrame) -> pd.DataFrame:
                 "in_ops_ns": inside,
                 "gap_share": round(1 - inside / span, 4) if span > 0 else 0.0,
                 "top_level_ops": len(calls),
+                "ops": int(every[tid]),
                 "median_op_ns": int(np.median(ends - starts)),
             }
         )

@@ -11,7 +11,8 @@ The catalog is data: ``FIXES`` holds one frozen ``Fix`` per recommendation -- it
 title, how-to, scope, the rule that turns the evidence into a ``Proposal`` (or nothing),
 and the ``Model`` constants that rule uses. ``recommend`` loops over it; adding a fix is
 one entry, one rule and one test. Ids of DESIGN.md's catalog that no rule produces yet
-are in ``FUTURE``, with the evidence they wait for.
+(here, or among a trace's fixes: ``analyzers.trace_fixes``, whose fixes join a run's
+through its torch.profiler windows) are in ``FUTURE``, with the evidence they wait for.
 
 The estimated speedup is of throughput over the serving window (requests per second),
 and, for a service serving one request at a time, of latency as well. Each model's
@@ -755,7 +756,6 @@ FUTURE: dict[str, str] = {
     "faster_codec": "time in decode/encode calls (json, PIL, base64) named by the frames",
     "compress_payload": "network waits proportional to payload bytes (needs sizes per call)",
     "int8_calibration": "GEMM/conv kernels by precision, from a torch/Kineto trace",
-    "inference_runtime": "per-op dispatcher overhead dominating the model stage (op traces)",
     "model_packing": "several models each leaving the GPU mostly idle (per-model GPU time)",
     "cache_results": "repeated identical inputs to an expensive stage (needs input hashes)",
 }

@@ -27,11 +27,16 @@ from probe.analyzers.diagnosis import SCHEMA
 from probe.analyzers.gpu_timeline import gpu_timeline
 from probe.analyzers.kernels import classify_kernels, kernel_breakdown
 from probe.analyzers.leaks import UNDETERMINED, LeakVerdict
-from probe.analyzers.op_breakdown import OpBreakdown, op_breakdown, recorded_ranges
+from probe.analyzers.op_breakdown import (
+    OpBreakdown,
+    op_breakdown,
+    ops_in_ranges,
+    recorded_ranges,
+)
 from probe.analyzers.ops import PrefixFinding, growing_prefix
 from probe.analyzers.recommendations import Recommendation
 from probe.analyzers.rules import Finding
-from probe.analyzers.trace_fixes import TraceEvidence, trace_recommendations
+from probe.analyzers.trace_fixes import TRACE_MODEL, TraceEvidence, trace_recommendations
 from probe.analyzers.trace_limits import trace_findings
 from probe.analyzers.vocabulary import subkind_words
 from probe.rundir.kineto import KinetoTrace
@@ -105,13 +110,20 @@ def diagnose_trace(trace: KinetoTrace, *, op_cost_ns: float = 0.0) -> TraceDiagn
     prefix = growing_prefix(t["ops"], op_cost_ns)
     if window == 0.0:  # no GPU work: the host's traced span is the window
         window = _host_window(t["ops"])
-    evidence = TraceEvidence(findings, kernels, copies, timeline.by_cause, window, prefix)
+    ops = op_breakdown(t["ops"], op_cost_ns=op_cost_ns)
+    host_ranges = t["annotations"][t["annotations"]["side"].astype(str) != "gpu"]
+    span_ops = ops_in_ranges(host_ranges, ops.top_level)
+    profiler_ns = {int(r["tid"]): float(r["ops"]) * op_cost_ns for _, r in ops.threads.iterrows()}
+    evidence = TraceEvidence(
+        findings, kernels, copies, timeline.by_cause, window, prefix, span_ops, profiler_ns
+    )
     notes = list(trace.notes)
     if len(t["kernels"]) and t["kernels"]["correlation"].isna().all():
         notes.append(
             "the trace's kernels carry no correlation ids: GPU time cannot be tied to the "
             "calls that launched it (idle gaps' causes and spans' GPU time are unknown)"
         )
+    notes += _unranged_glue_note(ops, span_ops, has_gpu=bool(len(t["kernels"])))
     if not timeline.steady:
         notes.append(
             "the traced window is mostly warm-up (allocation, module loading, context "
@@ -128,9 +140,27 @@ def diagnose_trace(trace: KinetoTrace, *, op_cost_ns: float = 0.0) -> TraceDiagn
         copies=copy_breakdown(t["copies"], t["runtime"]),
         stages=_stages(t),
         notes=notes,
-        ops=op_breakdown(t["ops"], op_cost_ns=op_cost_ns),
+        ops=ops,
         prefix=prefix,
     )
+
+
+def _unranged_glue_note(ops: OpBreakdown, span_ops: pd.DataFrame, *, has_gpu: bool) -> list[str]:
+    """CPU inference with much time outside ops and no span to tell the model's Python
+    between ops from the service's own: say what would let a compiled graph's gain be
+    estimated. Much: enough that, were it all the model's, removing it would pass the
+    recommendations' bar (1 - 1/min_speedup of the thread's time)."""
+    if has_gpu or not span_ops.empty or ops.threads.empty:
+        return []
+    busiest = ops.threads.iloc[0]
+    if busiest["gap_share"] < 1 - 1 / TRACE_MODEL.min_speedup:
+        return []
+    return [
+        f"{busiest['gap_share']:.0%} of thread {int(busiest['tid'])}'s traced time is outside any "
+        "op (Python, waits), but no span in the window says which of it is the model's: "
+        "@probe.stage on the model call (or torch.profiler.record_function around it) lets "
+        "probe estimate what running the model as a compiled graph buys"
+    ]
 
 
 def _host_window(ops: pd.DataFrame) -> float:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -96,6 +96,12 @@ class TraceEvidence:
     idle_by_cause: pd.DataFrame
     window_ns: float
     prefix: PrefixFinding | None = None
+    # by span name: spans, their time and the part of it inside top-level ops
+    # (op_breakdown.ops_in_ranges): the Python between a stage's ops
+    span_ops: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # by thread: the profiler's own cost in the window, its ops times the cost per op
+    # (probe run's windows measure it; 0 for a trace from elsewhere)
+    profiler_ns: dict[int, float] = field(default_factory=dict)
 
     @property
     def gpu_bound(self) -> bool:
@@ -234,6 +240,43 @@ def _pinned(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
     )  # fmt: skip
 
 
+def _model_stage(span_ops: pd.DataFrame) -> pd.Series | None:
+    """The span that holds the model: of those holding at least half the time in ops
+    that any span holds (a request holds its model's ops, and so does the model's own
+    stage), the one with the least time of its own -- the tightest around the ops."""
+    if span_ops.empty or span_ops["in_ops_ns"].max() <= 0:
+        return None
+    holding = span_ops[span_ops["in_ops_ns"] >= 0.5 * span_ops["in_ops_ns"].max()]
+    return holding.sort_values(["range_ns", "name"]).iloc[0]
+
+
+def _compiled_graph(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
+    """CPU inference only (no kernels): on a GPU the Python between ops is the launch
+    gap, which ``cuda_graphs`` takes. The model stage's time outside its ops -- Python
+    between them: module calls, the forward's own code, the framework's glue -- goes."""
+    if len(ev.kernels):
+        return None
+    stage = _model_stage(ev.span_ops)
+    if stage is None:
+        return None
+    glue = float(stage["range_ns"] - stage["in_ops_ns"])
+    # the window as it runs unprofiled: less the profiler's cost in the stage thread's
+    # ops (inside their intervals: it shortens the ops, not the Python between them)
+    window = ev.window_ns - ev.profiler_ns.get(int(stage["tid"]), 0.0)
+    p = glue / window if window > 0 else 0.0
+    if p <= 0:
+        return None
+    return Proposed(
+        p, math.inf,
+        {"stage": str(stage["name"]), "spans": int(stage["spans"]), "tid": int(stage["tid"]),
+         "stage_glue_share": round(glue / float(stage["range_ns"]), 4),
+         "glue_share": round(float(p), 4)},
+        f"the time of {stage['name']} outside its ops (the Python between them) removed, "
+        "nothing else: a graph also runs the ops with less per-op cost and folds some, "
+        "which this leaves out",
+    )  # fmt: skip
+
+
 def _kv_cache(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
     found = ev.prefix
     if found is None:
@@ -292,6 +335,16 @@ TRACE_FIXES: tuple[TraceFix, ...] = (
         "    batch = batch.pin_memory()  # or DataLoader(..., pin_memory=True)\n"
         "    batch = batch.to('cuda', non_blocking=True)",
         _pinned,
+    ),
+    TraceFix(
+        "inference_runtime", "Run the model as one compiled graph, not op by op from Python",
+        "Trace the forward once into a graph that runs without the interpreter between "
+        "ops (check its outputs against eager first):\n"
+        "    with torch.no_grad():\n"
+        "        graph = torch.jit.freeze(torch.jit.trace(model.eval(), example))\n"
+        "or model = torch.compile(model), or export to ONNX Runtime\n"
+        "(torch.onnx.export(model, example, 'model.onnx'); onnxruntime.InferenceSession)",
+        _compiled_graph,
     ),
     TraceFix(
         "kv_cache", "Cache the keys and values instead of re-running the prefix",

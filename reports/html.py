@@ -836,15 +836,17 @@ def _torch_html(torch: dict[str, Any]) -> Markup:
         "<p>{}</p><h3>Copies</h3>{}", torch["primary"].get("summary", ""),
         copies_html(torch["gpu"]["copies"]),
     ) if torch["run"].get("gpu") else Markup("")  # fmt: skip
+    notes = join(html("<li class='note'>{}</li>", n) for n in torch.get("notes") or [])
     return html(
         "<h2 id='torch'>PyTorch ops</h2>{}<p class='muted'>The window shown: {} (the one "
         "with the most ops); it represents {} of the run, from the first forward pass "
-        "on.</p>{}<h3>Host</h3>{}",
+        "on.</p>{}<h3>Host</h3>{}{}",
         windows_html(torch["windows"], torch["window"]),
         torch["window"],
         num(torch.get("steady_share"), ".0%"),
         gpu,
         host_ops_html(torch["cpu"]),
+        html("<ul>{}</ul>", notes) if notes else Markup(""),
     )
 
 

@@ -307,7 +307,8 @@ def _torch_lines(d: Diagnosis) -> list[str]:
     if t.diagnosis.run.get("gpu"):
         lines.append(f"  {t.diagnosis.primary.get('summary', '')}")
         lines += _window_stage_lines(t.diagnosis.stages)
-    return lines + host_op_lines(t.diagnosis.cpu_to_dict(), rows=3)
+    lines += host_op_lines(t.diagnosis.cpu_to_dict(), rows=3)
+    return lines + [f"  note: {n}" for n in t.diagnosis.notes]
 
 
 def _window_stage_lines(stages: Any, rows: int = 5) -> list[str]:

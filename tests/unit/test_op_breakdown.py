@@ -105,3 +105,19 @@ def test_ranges_the_older_schema_records_as_ops_are_not_ops_and_hold_no_op():
     # the ops under the step are the thread's top level: 535 of its 975 ns are in ops
     [thread] = b.threads.to_dict("records")
     assert thread["top_level_ops"] == 3 and thread["in_ops_ns"] == 30 + 500 + 5
+
+
+def test_a_range_s_time_inside_ops_counts_top_level_ops_on_its_thread_cut_at_its_edges():
+    from probe.analyzers.op_breakdown import ops_in_ranges
+
+    top = op_breakdown(TRACE).top_level  # thread 1: 0-100, 150-170, 200-260, 300 (cut)
+    ranges = pd.DataFrame(
+        {"name": ["infer", "infer", "request", "idle"], "tid": [1, 1, 1, 2],
+         "ts_ns": [0, 150, 50, 100], "dur_ns": [100, 30, 180, 20]}
+    )  # fmt: skip
+    table = ops_in_ranges(ranges, top).set_index("name")
+    assert table.loc["infer", "spans"] == 2 and table.loc["infer", "range_ns"] == 130
+    assert table.loc["infer", "in_ops_ns"] == 100 + 20  # the linear whole, the add whole
+    # 50-230: the linear's last 50, the add, the cat's first 30
+    assert table.loc["request", "in_ops_ns"] == 50 + 20 + 30
+    assert table.loc["idle", "in_ops_ns"] == 0  # thread 2's relu ended at 50

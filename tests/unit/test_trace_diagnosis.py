@@ -106,3 +106,18 @@ def test_a_trace_s_document_has_its_host_ops_and_threads_beside_its_gpu_tables(t
     assert thread["top_level_ops"] == 20 and thread["span_ns"] == 19 * 50_000
     assert thread["in_ops_ns"] == 19 * 45_000
     assert cpu["growing_prefix"] is None
+
+
+def test_a_cpu_trace_with_python_between_ops_and_no_span_says_what_would_tell_the_model_s(
+    tmp_path,
+):
+    # 20 ops of 10 us, 50 us apart on one thread: 80% of its time outside any op
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1,
+         "ts": 50.0 * i, "dur": 10.0, "args": {"External id": i + 1}}
+        for i in range(20)
+    ]  # fmt: skip
+    d = diagnose_trace(read_kineto(write_trace(tmp_path / "t.json", events)))
+    [note] = [n for n in d.notes if "outside any op" in n]
+    assert note.startswith("80% of thread 1's") and "@probe.stage on the model call" in note
+    assert not [r for r in d.recommendations if r.id == "inference_runtime"]  # no estimate

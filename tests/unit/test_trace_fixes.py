@@ -121,3 +121,44 @@ def test_the_trace_catalog_is_complete_and_its_constants_sourced():
     assert all("\n    " in fix.how for fix in TRACE_FIXES)  # each with a code sketch
     for name, source in sources(TRACE_MODEL).items():
         assert len(source) >= 20, f"TraceModel.{name} has no source"
+
+
+def span_ops(*rows: tuple[str, int, int, int]) -> pd.DataFrame:
+    """(name, spans, time ns, of which inside top-level ops) each, on thread 1."""
+    return pd.DataFrame(
+        [{"name": n, "tid": 1, "spans": k, "range_ns": t, "in_ops_ns": o} for n, k, t, o in rows]
+    )
+
+
+CPU_MODEL = span_ops(
+    ("request", 100, 900_000_000, 420_000_000),  # holds the model's ops and the rest
+    ("infer", 100, 700_000_000, 400_000_000),  # the model: 300 ms of Python between ops
+    ("preprocess", 100, 150_000_000, 20_000_000),  # Python a graph would not touch
+)
+
+
+def test_a_cpu_model_s_python_between_ops_is_what_a_compiled_graph_removes():
+    ev = evidence("none", kernels(), span_ops=CPU_MODEL)
+    [rec] = [r for r in trace_recommendations(ev) if r.id == "inference_runtime"]
+    # the tightest span holding the ops is the model's: its 300 ms outside ops go
+    assert rec.evidence["stage"] == "infer" and rec.p == pytest.approx(0.3)
+    assert rec.estimated_speedup == pytest.approx(1 / 0.7) and math.isinf(rec.s)
+
+
+def test_the_profiler_s_own_cost_in_the_ops_is_taken_off_the_window_not_the_python():
+    # 200 ms of the window was the profiler's, inside the thread's ops
+    ev = evidence("none", kernels(), span_ops=CPU_MODEL, profiler_ns={1: 200_000_000})
+    [rec] = [r for r in trace_recommendations(ev) if r.id == "inference_runtime"]
+    assert rec.p == pytest.approx(300 / 800)
+
+
+def test_no_compiled_graph_on_a_gpu_nor_without_spans_nor_where_ops_hold_the_time():
+    gpu = kernels(("gemm", "bf16", 100_000_000, 7))
+    assert "inference_runtime" not in ids(
+        trace_recommendations(evidence("launch_bound", gpu, span_ops=CPU_MODEL))
+    )  # on a GPU the Python between ops is launch gaps: cuda_graphs' evidence
+    assert "inference_runtime" not in ids(trace_recommendations(evidence("none", kernels())))
+    busy = span_ops(("infer", 100, 700_000_000, 650_000_000))  # 5% of the window: 1.05x
+    assert "inference_runtime" not in ids(
+        trace_recommendations(evidence("none", kernels(), span_ops=busy))
+    )
