@@ -39,7 +39,7 @@ from probe.rundir.schema import (
 )
 from probe.rundir.validate import ARROW_TYPES, check_meta, check_table
 
-__all__ = ["Run", "compact", "compact_and_load", "load", "read_meta"]
+__all__ = ["Run", "compact", "compact_and_load", "load", "read_meta", "without_the_launcher"]
 
 
 @dataclass(frozen=True)
@@ -242,6 +242,8 @@ def _assemble(root: Path, tables: list[str] | None, read: dict[str, pd.DataFrame
         notes.extend(table_notes)
     if "end" not in meta:
         notes.insert(0, "the run did not finish cleanly (no end time): data up to the last flush")
+    if "stacks" in frames and "frames" in frames:
+        frames["stacks"] = without_the_launcher(frames["stacks"], frames["frames"])
     windows = _torch_windows(root, meta, notes)
     workers: list[dict[str, Any]] = []
     merged = [t for t in frames if t in shards.MERGED]
@@ -261,6 +263,47 @@ def _assemble(root: Path, tables: list[str] | None, read: dict[str, pd.DataFrame
         workers=workers,
         load_requests=_load_requests(root, notes),
     )
+
+
+def without_the_launcher(stacks: pd.DataFrame, frames: pd.DataFrame) -> pd.DataFrame:
+    """The stacks of the target's main thread from its own first frame: ``probe run``
+    runs it in-process (``probe.launcher``, through runpy), so each of its stacks starts
+    with probe's command line, click's and runpy's frames -- fifteen frames no profile of
+    ``python service.py`` has, at the root of every flame graph. Cut at runpy's
+    ``_run_code`` above the launcher's frame; a stack without the launcher (the target's
+    other threads and processes, a service's own runpy use) is left whole."""
+    if stacks.empty or frames.empty:
+        return stacks
+    names = frames["function"].astype(str)
+    files = frames["filename"].astype(str)
+    launcher = set(frames["frame_id"][files.str.endswith(_LAUNCHER_FILE)].astype(int))
+    runs = set(
+        frames["frame_id"][
+            (names == "_run_code") & files.str.endswith(("<frozen runpy>", "/runpy.py"))
+        ].astype(int)
+    )
+    if not launcher or not runs:
+        return stacks
+    ids = stacks["frame_ids"].fillna("").astype(str)
+    cut = ids.map(lambda text: _from_the_target(text, launcher, runs))
+    return stacks.assign(frame_ids=cut)
+
+
+_LAUNCHER_FILE = "/probe/launcher.py"
+
+
+def _from_the_target(text: str, launcher: set[int], runs: set[int]) -> str:
+    ids = text.split(";")
+    seen_launcher = False
+    for i, frame in enumerate(ids):
+        if not frame:
+            continue
+        fid = int(frame)
+        if fid in launcher:
+            seen_launcher = True
+        elif seen_launcher and fid in runs:
+            return ";".join(ids[i + 1 :]) or text  # the target's frames, if it has any
+    return text
 
 
 # the load driver's records in a run directory (probe.load.runner.REQUESTS)
