@@ -71,6 +71,15 @@ class OpBreakdown:
     def empty(self) -> bool:
         return self.ops.empty
 
+    @property
+    def host_span_ns(self) -> float:
+        """The host's traced span: the first op's start to the last op's end, the
+        profiler's stop taken out (``_without_the_stop``); 0 without ops."""
+        top = self.top_level
+        if top.empty:
+            return 0.0
+        return float((top["ts_ns"] + top["dur_ns"]).max() - top["ts_ns"].min())
+
 
 def op_breakdown(ops: pd.DataFrame, *, op_cost_ns: float = 0.0) -> OpBreakdown:
     """``ops``: the trace's ops table (name, tid, ts_ns, dur_ns, input_types)."""
@@ -90,7 +99,8 @@ def op_breakdown(ops: pd.DataFrame, *, op_cost_ns: float = 0.0) -> OpBreakdown:
     frame["self_ns"] = _self_times(frame["dur_ns"].to_numpy("int64"), parent, op_cost_ns)
     frame["outermost"] = _outermost_of_name(frame["name"].to_numpy(), parent)
     top = frame[parent < 0][["tid", "ts_ns", "dur_ns"]].reset_index(drop=True)
-    return OpBreakdown(_by_name(frame), _by_thread(frame), op_cost_ns, top)
+    ops_per_thread = frame.groupby("tid").size()
+    return OpBreakdown(_by_name(frame), _by_thread(top, ops_per_thread), op_cost_ns, top)
 
 
 def ops_in_ranges(ranges: pd.DataFrame, top_level: pd.DataFrame) -> pd.DataFrame:
@@ -155,10 +165,11 @@ def recorded_ranges(names: pd.Series) -> pd.Series:
 
 def _without_the_stop(frame: pd.DataFrame) -> np.ndarray:
     """Durations with the profiler's stop taken out: an op still running when the
-    profiler stopped is written as ending at the stop (a window's linear and its addmm
-    "took" 80-96 ms: trace_diagnosis._host_window), so the ops that end at the trace's
-    final end are cut at their thread's last start or earlier end instead. A trace whose
-    last op really ended last loses only that op's tail past the cut."""
+    profiler stopped is written as ending at the stop (probe run's decoder windows: a
+    linear and its addmm, or an addmm alone, "took" 80-96 ms, the window's close, and
+    nearly doubled a 0.1-s window), so the ops that end at the trace's final end are cut
+    at their thread's last start or earlier end instead. A trace whose last op really
+    ended last loses only that op's tail past the cut."""
     starts = frame["ts_ns"].to_numpy("int64")
     ends = starts + frame["dur_ns"].to_numpy("int64")
     cut = ends == ends.max()
@@ -243,9 +254,8 @@ def _first_input_types(frame: pd.DataFrame) -> pd.Series:
     return counts.reset_index().drop_duplicates("name").set_index("name")["type"]
 
 
-def _by_thread(frame: pd.DataFrame) -> pd.DataFrame:
-    top = frame[frame["parent"] < 0]
-    every = frame.groupby("tid").size()
+def _by_thread(top: pd.DataFrame, ops_per_thread: pd.Series) -> pd.DataFrame:
+    """``top``: the top-level ops; ``ops_per_thread``: every op, nested or not, by tid."""
     rows = []
     for tid, calls in top.groupby("tid"):
         starts = calls["ts_ns"].to_numpy("int64")
@@ -260,7 +270,7 @@ def _by_thread(frame: pd.DataFrame) -> pd.DataFrame:
                 "in_ops_ns": inside,
                 "gap_share": round(1 - inside / span, 4) if span > 0 else 0.0,
                 "top_level_ops": len(calls),
-                "ops": int(every[tid]),
+                "ops": int(ops_per_thread[tid]),
                 "median_op_ns": int(np.median(ends - starts)),
             }
         )

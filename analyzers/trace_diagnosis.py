@@ -108,9 +108,9 @@ def diagnose_trace(trace: KinetoTrace, *, op_cost_ns: float = 0.0) -> TraceDiagn
     findings = trace_findings(timeline, copies)
     window = float(timeline.devices["window_ns"].sum()) if len(timeline.devices) else 0.0
     prefix = growing_prefix(t["ops"], op_cost_ns)
-    if window == 0.0:  # no GPU work: the host's traced span is the window
-        window = _host_window(t["ops"])
     ops = op_breakdown(t["ops"], op_cost_ns=op_cost_ns)
+    if window == 0.0:  # no GPU work: the host's traced span is the window
+        window = ops.host_span_ns
     host_ranges = t["annotations"][t["annotations"]["side"].astype(str) != "gpu"]
     span_ops = ops_in_ranges(host_ranges, ops.top_level)
     profiler_ns = {int(r["tid"]): float(r["ops"]) * op_cost_ns for _, r in ops.threads.iterrows()}
@@ -161,21 +161,6 @@ def _unranged_glue_note(ops: OpBreakdown, span_ops: pd.DataFrame, *, has_gpu: bo
         "@probe.stage on the model call (or torch.profiler.record_function around it) lets "
         "probe estimate what running the model as a compiled graph buys"
     ]
-
-
-def _host_window(ops: pd.DataFrame) -> float:
-    """The traced span of the host's ops: from the first op's start to the latest of the
-    last start and the ends before the trace's final one. Not the final end: an op still
-    running when the profiler stopped is written as ending at the stop (probe run's
-    decoder windows: a linear and its addmm, or an addmm alone, "took" 80-96 ms, the
-    window's close, and nearly doubled a 0.1-s window). A trace whose last op really
-    ended last loses only that op's tail past its start."""
-    if ops.empty:
-        return 0.0
-    ends = ops["ts_ns"] + ops["dur_ns"]
-    before_final = ends[ends < ends.max()]
-    last = max(ops["ts_ns"].max(), before_final.max() if len(before_final) else 0)
-    return float(last - ops["ts_ns"].min())
 
 
 def _run_facts(
