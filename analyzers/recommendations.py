@@ -79,13 +79,16 @@ class Model:
         "this machine class: 0.9 of each extra instance.",
     )
     vectorize: float = constant(
-        8.0,
+        6.5,
         "Vectorising an interpreted numeric loop with numpy: ufuncs run 10-100x a Python "
         "loop over the same data (NumPy user guide, 'What is NumPy'; VanderPlas, Python "
         "Data Science Handbook, 2.3); on the small arrays of a per-request stage the ~1 us "
         "per-call overhead keeps it below the low end. Measured on the tagging sample "
-        "(k-means over 576 pixels a request): 6.7-7x for the stage. 8: the one case "
-        "measured, rounded up; revisit with more cases.",
+        "(k-means over 576 pixels a request), the stage's time before over after, under "
+        "probe: 6.7-7x (2026-11-23), 6.0x (2026-11-25, 5.57 -> 0.94 ms: the same host kind "
+        "in another regime, its numpy slower against its interpreter). 6.5: the middle of "
+        "the one case's range (it was 8, the first measurement rounded up, which the "
+        "second missed by 27% end to end); revisit with more cases.",
     )
     batch: int = constant(
         16,
