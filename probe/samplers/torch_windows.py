@@ -118,7 +118,11 @@ class _KinetoWindow:
         self._disable = _disable_profiler
         self.calibration_calls = _CALIBRATION_CALLS
         self.added_ns_per_call = _call_ns(chunks) - unprofiled
-        self._spans_before = spans.set_range_domain(SpanRanges(spans.range_domain()))
+        self._spans_before = spans.range_domain()
+        try:  # the profiler is on: whatever fails here must not leave it so
+            spans.set_range_domain(SpanRanges(self._spans_before))
+        except Exception:  # a torch without either range: the window, without spans
+            pass
 
     def save(self, path: Path) -> None:
         spans.set_range_domain(self._spans_before)

@@ -226,3 +226,24 @@ def test_no_compiled_graph_is_advised_where_the_ops_hold_the_time(run_probe):
     assert r.returncode == 0, r.stderr
     d = json.loads((r.run_dir / "diagnosis.json").read_text())
     assert not any(x["id"] == "inference_runtime" for x in d["recommendations"])
+
+
+def test_a_torch_without_ranges_still_gets_its_window_and_the_profiler_goes_off(
+    tmp_path, monkeypatch
+):
+    import torch
+
+    from probe import spans
+    from probe.samplers import torch_windows
+
+    def no_ranges():
+        raise AttributeError("this torch has neither range")
+
+    monkeypatch.setattr(torch_windows, "_torch_ranges", no_ranges)
+    before = spans.range_domain()
+    window = torch_windows.start_kineto_window()
+    assert spans.range_domain() is before  # spans unranged, as before the window
+    (torch.ones(8) + 1).sum()
+    window.save(tmp_path / "w.json")
+    assert not torch.autograd.profiler._is_profiler_enabled  # off again
+    assert "aten::add" in (tmp_path / "w.json").read_text()
