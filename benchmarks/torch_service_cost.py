@@ -5,8 +5,8 @@ The loop is ``tests/torch_corpus/decoder.py`` without a KV cache (one request af
 another on the main thread, ~85,000 torch ops a second here), run for ``--requests``
 requests three ways in each round, in shuffled order: plain, ``probe run --no-report
 --torch-windows 0`` (the stack sampler and the rest, no windows) and ``probe run
---no-report`` (the defaults: up to 3 windows, the next one once the windows have cost at
-most their budget of the time since the last opened). The figure is the decoder's own
+--no-report`` (the defaults: up to 3 windows, at most 5% of the time since the first
+opened, the next one counted before it opens). The figure is the decoder's own
 generation time (perf_counter around its requests, after a warm-up request: start-up and
 the end of the run excluded), so the ratio is throughput kept. Also printed: the windows
 each default run took and how long closing them stopped the target (meta.json's

@@ -135,8 +135,8 @@ _MAX_HZ = 1000.0
     show_default=True,
     metavar="SECONDS",
     help="Length of each torch.profiler window. Closing one stops the target a few times "
-    "as long (torch writes the window's events): the next waits until the windows cost "
-    "at most 5% of the time since the last opened.",
+    "as long (torch writes the window's events): the windows cost at most 5% of the time "
+    "since the first opened, the next counted before it opens.",
 )
 @click.option(
     "--torch-every",

@@ -118,9 +118,14 @@ def test_a_forward_pass_is_seen_in_another_thread_s_frames_inside_an_nn_module_c
         t.join()
 
 
-def test_the_next_window_waits_until_the_last_one_s_cost_is_within_the_budget(tmp_path):
+def test_the_windows_never_cost_more_than_the_budget_of_the_time_since_the_first_opened(
+    tmp_path,
+):
     # closing a window stops the target (torch writes its events): 0.1 s here, with a
-    # 0.05-s window, is 0.15 s of cost; at a 50% budget the next opens 0.3 s after
+    # 0.05-s window, is 0.15 s of cost. At a 50% budget, a window opens only once the
+    # windows before it and itself (counted at the last one's cost) are within half the
+    # time since the first opened: the second 0.6 s after it (not 0.3 s: a run ending
+    # just after it would have paid 0.3 s of 0.45), the third 0.9 s after it
     log: list = []
 
     class SlowToClose(FakeWindow):
@@ -128,18 +133,22 @@ def test_the_next_window_waits_until_the_last_one_s_cost_is_within_the_budget(tm
             time.sleep(0.1)
             super().save(path)
 
-    s = TorchWindowSettings(windows=2, window_s=0.05, warmup_s=0.0, every_s=0.01, budget=0.5)
+    s = TorchWindowSettings(windows=3, window_s=0.05, warmup_s=0.0, every_s=0.01, budget=0.5)
     w, _ = windows(tmp_path, s, start_window=lambda: SlowToClose(log, time.monotonic))
     w.start()
     w._thread.join(5)
-    first, second = w.figures()["windows"]
-    assert first["stall_s"] >= 0.1
-    cost = first["open_s"] + first["end_s"] - first["start_s"] + first["stall_s"]
-    # the budget runs from the first window's opening (its start less the time opening
-    # took); every figure is rounded to the millisecond: the cost's four to 2 ms at most,
-    # 4 ms once divided by the budget, the two instants 1.5 ms more
-    opened = first["start_s"] - first["open_s"]
-    assert second["start_s"] - opened >= cost / 0.5 - 0.0055
+    taken = w.figures()["windows"]
+    assert len(taken) == 3 and all(t["stall_s"] >= 0.1 for t in taken)
+    costs = [t["open_s"] + t["end_s"] - t["start_s"] + t["stall_s"] for t in taken]
+    opened = [t["start_s"] - t["open_s"] for t in taken]
+    # every figure is rounded to the millisecond: a cost's four to 2 ms at most, 4 ms
+    # once divided by the budget, the two instants 1.5 ms more (a sum of two: twice)
+    assert opened[1] - opened[0] >= 2 * costs[0] / 0.5 - 0.0055
+    assert opened[2] - opened[0] >= (costs[0] + 2 * costs[1]) / 0.5 - 0.011
+    # and at each window's end the windows so far are within the budget of the run since
+    for k in (1, 2):
+        ended = opened[k] + costs[k]
+        assert sum(costs[: k + 1]) <= 0.5 * (ended - opened[0]) + 0.011
 
 
 def test_the_import_of_torch_s_module_file_is_not_a_forward_pass():
