@@ -39,6 +39,7 @@ __all__ = [
     "printable_json",
     "recommendation_line",
     "recommendation_rows",
+    "span_time_lines",
 ]
 
 # C0 and C1 control characters but newline and tab, the bidirectional formatting
@@ -306,21 +307,24 @@ def _torch_lines(d: Diagnosis) -> list[str]:
     ]
     if t.diagnosis.run.get("gpu"):
         lines.append(f"  {t.diagnosis.primary.get('summary', '')}")
-        lines += _window_stage_lines(t.diagnosis.stages)
+        stages = t.diagnosis.stages.head(5).to_dict("records")
+        if stages:
+            lines.append("  spans in the window (a call: host / GPU time of the work it launched):")
+            lines += span_time_lines(stages, indent="    ")
     lines += host_op_lines(t.diagnosis.cpu_to_dict(), rows=3)
     return lines + [f"  note: {n}" for n in t.diagnosis.notes]
 
 
-def _window_stage_lines(stages: Any, rows: int = 5) -> list[str]:
-    """Each span's host time and the GPU time of the work it launched, a call, in the
-    window (the stage table's wall times land on whichever call synchronises)."""
-    if stages.empty:
-        return []
-    out = ["  spans in the window (a call: host / GPU time of the work it launched):"]
-    for s in stages.head(rows).to_dict("records"):
+def span_time_lines(stages: list[dict[str, Any]], *, indent: str = "  ") -> list[str]:
+    """Each span's host time and the GPU time of the work it launched, a call (a trace's
+    stage table: ``analyzers.device_time``; its wall times land on whichever call
+    synchronises, these on the span that launched the work). The run's verdict and
+    ``probe analyze TRACE``'s both print them so."""
+    out = []
+    for s in stages:
         n = max(int(s["spans"]), 1)
         out.append(
-            f"    {str(s['name'])[:36]:<36} x{n:<5} host {s['host_ns'] / n / 1e6:8.3f} ms"
+            f"{indent}{str(s['name'])[:36]:<36} x{n:<5} host {s['host_ns'] / n / 1e6:8.3f} ms"
             f"   GPU {s['device_ns'] / n / 1e6:8.3f} ms"
         )
     return out

@@ -22,6 +22,7 @@ from probe.reports.terminal import (
     limit_text,
     printable,
     recommendation_rows,
+    span_time_lines,
 )
 
 if TYPE_CHECKING:
@@ -84,12 +85,8 @@ class TraceVerdict:
             shown = ", ".join(f"{i['cause']} {i['share']:.1%}" for i in self.idle)
             lines += ["", f"GPU idle by cause (share of the window): {shown}"]
         if self.stages:
-            lines += ["", "Spans (host time / GPU time of the work they launched):"]
-            lines += [
-                f"  {str(s['name'])[:36]:<36} x{s['spans']:<5} host {_ms(s['host_ns']):>12}"
-                f"   GPU {_ms(s['device_ns']):>12}"
-                for s in self.stages
-            ]
+            lines += ["", "Spans (a call: host / GPU time of the work it launched):"]
+            lines += span_time_lines(self.stages)
         if self.host:
             lines += ["", "Host (CPU ops):", *self.host]
         lines += advice_lines(

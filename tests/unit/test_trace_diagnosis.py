@@ -7,6 +7,7 @@ import json
 
 from probe.analyzers.trace_diagnosis import diagnose_trace
 from probe.reports.json import DiagnosisJson, json_safe
+from probe.reports.terminal import span_time_lines
 from probe.reports.trace import TraceVerdict
 from probe.rundir.kineto import read_kineto
 from tests.unit.test_kineto_reader import write_trace
@@ -54,6 +55,26 @@ def test_a_host_bound_trace_is_said_to_be_host_bound_with_its_numbers(tmp_path):
     assert doc["gpu"]["kernels"][0]["family"] == "elementwise"
     text = TraceVerdict.from_trace_diagnosis(d).render()
     assert "Host-bound" in text and "ProfilerStep#1" in text and "NVIDIA Test GPU" in text
+
+
+def test_a_trace_s_spans_are_shown_a_call_as_the_run_s_verdict_shows_them(tmp_path):
+    # the same span twice: each call held 1.1 ms of host time and launched 20 5-us kernels
+    events = []
+    for k, shift in enumerate((0.0, 2_000.0)):
+        for e in host_bound_trace():
+            moved = {**e, "ts": e["ts"] + shift}
+            if e["cat"] == "user_annotation":
+                moved["name"] = "forward"
+            for key in ("correlation", "External id"):
+                if key in e.get("args", {}):
+                    moved["args"] = {**e["args"], key: e["args"][key] + 1_000 * k}
+            events.append(moved)
+    path = write_trace(tmp_path / "t.json", events, deviceProperties=[{"name": "NVIDIA Test GPU"}])
+    d = diagnose_trace(read_kineto(path))
+    text = TraceVerdict.from_trace_diagnosis(d).render()
+    (line,) = [x for x in text.splitlines() if x.strip().startswith("forward")]
+    assert "x2" in line and "host    1.100 ms" in line and "GPU    0.100 ms" in line
+    assert span_time_lines(d.stages.to_dict("records")) == [line]
 
 
 def test_a_cpu_only_trace_names_no_gpu_limit(tmp_path):
