@@ -208,8 +208,9 @@ class SpanRanges:
 
 def _torch_ranges() -> tuple[Callable[[str], Any], Callable[[Any], None]]:
     """torch's own range: open one by name, close it by its handle."""
-    # torch >= 2.2: a C++ range, ~0.6 us a span under the profiler against ~12 us for
-    # record_function's own ops (torch 2.13, CPU); Kineto files it as a CPU op
+    # torch >= 2.2: a C++ range, +1.2 us a span under the profiler (SpanRanges' Python
+    # included) against +13 us for record_function's own ops (torch 2.13, CPU:
+    # benchmarks/span_ranges_cost.py); Kineto files it as a CPU op
     try:
         from torch._C._profiler import _RecordFunctionFast
 
@@ -221,7 +222,7 @@ def _torch_ranges() -> tuple[Callable[[str], Any], Callable[[Any], None]]:
         def exit_(handle: Any) -> None:
             handle.__exit__(None, None, None)
 
-    except ImportError:  # record_function's own ops: ~12 us a span
+    except ImportError:  # record_function's own ops: ~13 us a span
         import torch
 
         enter_new = torch.ops.profiler._record_function_enter_new
