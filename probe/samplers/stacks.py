@@ -194,6 +194,7 @@ class StackSampler:
         # tid -> (ident, id, instruction) of the leaf frame read this tick: the kernel's
         # answer is checked against it (_kernel_state). Numbers, not the frame itself.
         self._leaf: dict[int, tuple[int, int, int]] = {}
+        self._stack_of: dict[int, int] = {}  # tid -> the stack id read at its last tick
 
         self._rows = _SampleColumns()
         self._new_frames: list[tuple[Any, ...]] = []
@@ -356,14 +357,24 @@ class StackSampler:
                 if wall <= 0:
                     continue
                 cpu_d = min(max(cpu - last[1], 0), wall)
-            seen.append((tid, self._stack_id(frame), wall, cpu_d))
-            self._leaf[tid] = (ident, id(frame), frame.f_lasti)
+            leaf = (ident, id(frame), frame.f_lasti)
+            sid = self._stack_of.get(tid)
+            if sid is None or last is None or cpu != last[1] or leaf != self._leaf.get(tid):
+                # A thread that has not run since the last tick -- its CPU clock to the
+                # nanosecond, its leaf frame and instruction as they were -- cannot be in
+                # another stack: a pool's parked threads are not walked again (200 of
+                # them: ~0.9 ms a tick, benchmarks/sampler_tick_cost.py).
+                sid = self._stack_id(frame)
+            seen.append((tid, sid, wall, cpu_d))
+            self._leaf[tid] = leaf
+            self._stack_of[tid] = sid
         self.ticks += 1
         if len(self._last) > len(live):
             for tid in [t for t in self._last if t not in live]:
                 del self._last[tid]
                 self._open.pop(tid, None)
                 self._leaf.pop(tid, None)
+                self._stack_of.pop(tid, None)
             for ident in [i for i in self._tid if i not in frames]:
                 del self._tid[ident]
         return seen

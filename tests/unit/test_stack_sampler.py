@@ -279,3 +279,51 @@ def test_a_thread_born_between_two_ticks_is_sampled_at_its_first_sight():
     s.sample()
     rows = {r[1]: r for r in s.drain()["samples"]}
     assert rows[3][3:5] == [8_000_000, 8_000_000]  # its age is at least its CPU
+
+
+def counting_walks(s: StackSampler) -> list[int]:
+    walks: list[int] = []
+    walk = s._stack_id
+
+    def counted(frame):
+        walks.append(1)
+        return walk(frame)
+
+    s._stack_id = counted  # type: ignore[method-assign]
+    return walks
+
+
+def test_a_thread_that_has_not_run_since_the_last_tick_is_not_walked_again(blocked_frame):
+    clock = Clock()
+    frames = {1: blocked_frame}
+    cpu = {1: 5_000}
+    s = make(frames, cpu, clock)
+    walks = counting_walks(s)
+    for k in range(5):  # the first tick takes baselines; then one walk, then none
+        clock.now = k * 10_000_000
+        s.sample()
+    assert len(walks) == 1
+    cpu[1] += 1  # one nanosecond of CPU: it ran, its stack is read again
+    clock.now += 10_000_000
+    s.sample()
+    assert len(walks) == 2
+    (row,) = s.drain()["samples"]  # one stack, parked throughout: one merged row
+    assert row[2] == s._stack_of[1] and row[6] == 5
+
+
+def test_a_thread_whose_leaf_moved_is_walked_again_whatever_its_cpu_clock(blocked_frame):
+    # the CPU clock alone does not decide: a thread reused under the same id, or a fake
+    clock = Clock()
+    frames = {1: blocked_frame}
+    cpu = {1: 0}
+    s = make(frames, cpu, clock)
+    walks = counting_walks(s)
+    for k in range(3):
+        clock.now = k * 10_000_000
+        s.sample()
+    frames[1] = frame_running_python()  # another frame, the same clock reading
+    clock.now += 10_000_000
+    s.sample()
+    assert len(walks) == 2
+    stacks = [r[2] for r in s.drain()["samples"]]
+    assert len(set(stacks)) == 2 and stacks[-1] == s._stack_of[1]
