@@ -281,49 +281,45 @@ def test_a_thread_born_between_two_ticks_is_sampled_at_its_first_sight():
     assert rows[3][3:5] == [8_000_000, 8_000_000]  # its age is at least its CPU
 
 
-def counting_walks(s: StackSampler) -> list[int]:
-    walks: list[int] = []
-    walk = s._stack_id
+class Walked:
+    """A sampler of one thread in ``frame`` on a fake clock and CPU clock, its stack
+    walks counted; ``tick()`` moves the clock 10 ms and samples."""
 
-    def counted(frame):
-        walks.append(1)
-        return walk(frame)
+    def __init__(self, frame, cpu_ns: int) -> None:
+        self.clock, self.frames, self.cpu = Clock(), {1: frame}, {1: cpu_ns}
+        self.s = make(self.frames, self.cpu, self.clock)
+        self.walks = 0
+        walk = self.s._stack_id
 
-    s._stack_id = counted  # type: ignore[method-assign]
-    return walks
+        def counted(f):
+            self.walks += 1
+            return walk(f)
+
+        self.s._stack_id = counted  # type: ignore[method-assign]
+
+    def tick(self, n: int = 1) -> None:
+        for _ in range(n):
+            self.clock.now += 10_000_000
+            self.s.sample()
 
 
 def test_a_thread_that_has_not_run_since_the_last_tick_is_not_walked_again(blocked_frame):
-    clock = Clock()
-    frames = {1: blocked_frame}
-    cpu = {1: 5_000}
-    s = make(frames, cpu, clock)
-    walks = counting_walks(s)
-    for k in range(5):  # the first tick takes baselines; then one walk, then none
-        clock.now = k * 10_000_000
-        s.sample()
-    assert len(walks) == 1
-    cpu[1] += 1  # one nanosecond of CPU: it ran, its stack is read again
-    clock.now += 10_000_000
-    s.sample()
-    assert len(walks) == 2
-    (row,) = s.drain()["samples"]  # one stack, parked throughout: one merged row
-    assert row[2] == s._stack_of[1] and row[6] == 5
+    w = Walked(blocked_frame, cpu_ns=5_000)
+    w.tick(5)  # the first tick takes baselines; then one walk, then none
+    assert w.walks == 1
+    w.cpu[1] += 1  # one nanosecond of CPU: it ran, its stack is read again
+    w.tick()
+    assert w.walks == 2
+    (row,) = w.s.drain()["samples"]  # one stack, parked throughout: one merged row
+    assert row[2] == w.s._stack_of[1] and row[6] == 5
 
 
 def test_a_thread_whose_leaf_moved_is_walked_again_whatever_its_cpu_clock(blocked_frame):
     # the CPU clock alone does not decide: a thread reused under the same id, or a fake
-    clock = Clock()
-    frames = {1: blocked_frame}
-    cpu = {1: 0}
-    s = make(frames, cpu, clock)
-    walks = counting_walks(s)
-    for k in range(3):
-        clock.now = k * 10_000_000
-        s.sample()
-    frames[1] = frame_running_python()  # another frame, the same clock reading
-    clock.now += 10_000_000
-    s.sample()
-    assert len(walks) == 2
-    stacks = [r[2] for r in s.drain()["samples"]]
-    assert len(set(stacks)) == 2 and stacks[-1] == s._stack_of[1]
+    w = Walked(blocked_frame, cpu_ns=0)
+    w.tick(3)
+    w.frames[1] = frame_running_python()  # another frame, the same clock reading
+    w.tick()
+    assert w.walks == 2
+    stacks = [r[2] for r in w.s.drain()["samples"]]
+    assert len(set(stacks)) == 2 and stacks[-1] == w.s._stack_of[1]
