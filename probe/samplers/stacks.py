@@ -15,6 +15,10 @@ thread per connection lives a few milliseconds and is seen once if at all.
 * otherwise ``""`` when the thread ran the whole interval, ``gil`` when it was runnable but
   waited while another of our threads ran, else ``unknown`` (the OS scheduler).
 
+A thread that has not run since the previous tick -- its CPU clock unchanged to the
+nanosecond, its leaf frame and instruction the same -- keeps the stack it had: it is not
+walked again (a pool's parked threads are most of a tick's work otherwise).
+
 Bounded memory: code objects and stacks are interned (at most ``max_stacks`` distinct
 stacks; past that new stacks share one overflow id), rows are handed to the collector
 every second, and consecutive fully-waiting intervals in the same stack are merged.
