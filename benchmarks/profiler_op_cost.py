@@ -50,14 +50,13 @@ def main() -> None:
     import torch
 
     from probe.rundir.kineto import read_kineto
+    from probe.rundir.reader import calibrated_op_cost_ns
     from probe.samplers.torch_windows import start_kineto_window
 
     sys.path.insert(0, str(REPO / "tests" / "torch_corpus"))
     import decoder
 
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    model = decoder.Decoder().eval()
+    model = decoder.built()
     prompt = torch.randint(0, decoder.VOCAB, (1, decoder.PROMPT))
 
     def generation_cpu_ns(n: int) -> float:
@@ -82,7 +81,9 @@ def main() -> None:
             per_generation = int((ops["tid"] == me).sum()) / args.generations
             calibration_ops = int((ops["tid"] == opener.native_id).sum())
             paid = (profiled - plain) / per_generation
-            calibrated = window.added_ns_per_call / (calibration_ops / window.calibration_calls)
+            calibrated = calibrated_op_cost_ns(
+                window.calibration_calls, window.added_ns_per_call, calibration_ops
+            ) or float("nan")
             print(
                 f"  round {k + 1}: a generation {plain / 1e6:.1f} ms plain, "
                 f"{profiled / 1e6:.1f} ms in the window ({per_generation:,.0f} ops): "

@@ -107,9 +107,7 @@ def decoder_request() -> Callable[[], int]:
     sys.path.insert(0, str(HERE.parent / "tests" / "torch_corpus"))
     import decoder
 
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    model = decoder.Decoder().eval()
+    model = decoder.built()
     prompt = torch.randint(0, decoder.VOCAB, (1, decoder.PROMPT))
 
     def requests() -> int:

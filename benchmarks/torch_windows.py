@@ -32,10 +32,12 @@ def op_cost_ns(window, path: Path) -> float:
     """The window's per-op cost as the run's reader computes it: what the profiler added
     to a calibration call over the ops each call recorded on this (the opening) thread."""
     from probe.rundir.kineto import read_kineto
+    from probe.rundir.reader import calibrated_op_cost_ns
 
     ops = read_kineto(path).tables["ops"]
     own = int((ops["tid"] == threading.get_native_id()).sum())
-    return window.added_ns_per_call / (own / window.calibration_calls) if own else float("nan")
+    cost = calibrated_op_cost_ns(window.calibration_calls, window.added_ns_per_call, own)
+    return float("nan") if cost is None else cost
 
 
 def main() -> int:
@@ -50,9 +52,7 @@ def main() -> int:
 
     from probe.samplers.torch_windows import start_kineto_window
 
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    model = decoder.Decoder().eval()
+    model = decoder.built()
     prompt = torch.randint(0, decoder.VOCAB, (1, decoder.PROMPT))
     ended: list[tuple[float, float]] = []  # each request's (start, end)
     stop = threading.Event()

@@ -39,7 +39,15 @@ from probe.rundir.schema import (
 )
 from probe.rundir.validate import ARROW_TYPES, check_meta, check_table
 
-__all__ = ["Run", "compact", "compact_and_load", "load", "read_meta", "without_the_launcher"]
+__all__ = [
+    "Run",
+    "calibrated_op_cost_ns",
+    "compact",
+    "compact_and_load",
+    "load",
+    "read_meta",
+    "without_the_launcher",
+]
 
 
 @dataclass(frozen=True)
@@ -414,6 +422,17 @@ def _drop_ranges_cut_by_the_stop(tables: dict[str, Any], closed_ns: int) -> int:
     return int(cut.sum())
 
 
+def calibrated_op_cost_ns(
+    calls: int, added_ns_per_call: float | None, own_ops: int
+) -> float | None:
+    """The profiler's cost per op from a window's calibration: what it added to each of
+    ``calls`` calls over the ops each call recorded (``own_ops`` on the calibrating
+    thread, counted in the trace). None where that cannot be known."""
+    if calls and added_ns_per_call is not None and own_ops >= calls and added_ns_per_call > 0:
+        return float(added_ns_per_call) / (own_ops / calls)
+    return None
+
+
 def _op_cost_ns(entry: dict[str, Any], own_ops: int, notes: list[str]) -> float:
     """The profiler's own cost per op in this window: what it added to each calibration
     call (probe.samplers.torch_windows._call_ns) over the ops each call recorded, counted
@@ -424,8 +443,9 @@ def _op_cost_ns(entry: dict[str, Any], own_ops: int, notes: list[str]) -> float:
         return float(entry["op_cost_ns"] or 0.0)
     calibration = entry.get("calibration") or {}
     calls, added = int(calibration.get("calls") or 0), calibration.get("added_ns_per_call")
-    if calls and added is not None and own_ops >= calls and added > 0:
-        return float(added) / (own_ops / calls)
+    cost = calibrated_op_cost_ns(calls, added, own_ops)
+    if cost is not None:
+        return cost
     notes.append(
         f"torch.profiler window {entry.get('file')}: the profiler's own cost per op could "
         f"not be measured ({own_ops} calibration ops, {added} ns added a call); the op "

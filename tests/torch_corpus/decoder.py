@@ -89,6 +89,13 @@ def generate(model: Decoder, prompt: torch.Tensor, kv_cache: bool) -> list[int]:
     return out
 
 
+def built() -> Decoder:
+    """The model every measurement of it uses: seed 0, one intra-op thread, eval mode."""
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    return Decoder().eval()
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--kv-cache", action="store_true")
@@ -96,9 +103,7 @@ def main() -> None:
     p.add_argument("--trace", help="record the requests with torch.profiler into this file")
     p.add_argument("--check", action="store_true", help="assert both ways give the same tokens")
     args = p.parse_args()
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    model = Decoder().eval()
+    model = built()
     prompts = [torch.randint(0, VOCAB, (1, PROMPT)) for _ in range(args.requests)]
     if args.check:
         for prompt in prompts[:5]:
