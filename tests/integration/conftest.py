@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,6 +47,61 @@ def sidecar_alive(run_dir: Path) -> bool:
     return False
 
 
+def _python_stacks(pid: int) -> dict[int, str]:
+    """py-spy's dump of ``pid``: each thread's innermost frames, by native thread id
+    (nothing where py-spy is not installed)."""
+    py_spy = shutil.which("py-spy")
+    if py_spy is None:
+        return {}
+    try:
+        dump = subprocess.run(
+            [py_spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=20
+        ).stdout
+    except subprocess.TimeoutExpired:
+        return {}
+    stacks: dict[int, list[str]] = {}
+    frames: list[str] = []
+    for line in dump.splitlines():
+        if line.startswith("Thread "):  # Thread 15590 (idle): "probe-collector"
+            frames = stacks.setdefault(int(line.split()[1], 0), [])
+        elif line.startswith("    "):
+            frames.append(line.split(" (")[0].strip())
+    return {tid: " < ".join(f[:5]) for tid, f in stacks.items()}
+
+
+def where_stuck(pid: int, run_dir: Path) -> str:
+    """The processes of a run that did not end (``pid``, its descendants, and the helpers
+    that name ``run_dir``): one line each, then one per thread with its scheduler state
+    and kernel wait channel (/proc) and its innermost Python frames (py-spy)."""
+    procs: dict[int, psutil.Process] = {}
+    try:
+        root = psutil.Process(pid)
+        procs = {p.pid: p for p in [root, *root.children(recursive=True)]}
+    except psutil.Error:
+        pass
+    for p in psutil.process_iter(["cmdline"]):
+        if any(str(run_dir) in c for c in p.info["cmdline"] or []):
+            procs.setdefault(p.pid, p)
+    out = []
+    for p in procs.values():
+        try:
+            cmd = " ".join(Path(c).name if c.startswith("/") else c for c in p.cmdline())
+            out.append(f"pid {p.pid} (ppid {p.ppid()}): {cmd[:120]}")
+            tids = sorted(int(t) for t in os.listdir(f"/proc/{p.pid}/task"))
+        except (psutil.Error, OSError):
+            continue
+        stacks = _python_stacks(p.pid)
+        for tid in tids:
+            base = Path(f"/proc/{p.pid}/task/{tid}")
+            try:
+                state = (base / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                wchan = (base / "wchan").read_text().strip() or "-"
+            except OSError:
+                continue
+            out.append(f"  {tid} {state} {wchan}: {stacks.get(tid, '?')}")
+    return "\n".join(out)
+
+
 @pytest.fixture
 def run_probe(tmp_path):
     """Run `probe run ARGS` to completion; no process it started may outlive the test."""
@@ -79,7 +135,13 @@ def run_probe(tmp_path):
     ) -> Result:
         run_dir = out or tmp_path / "run"
         proc = spawn(*args, out=run_dir, env=env, cwd=cwd)
-        stdout, stderr = proc.communicate(timeout=timeout)
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # what each process of the run was doing: a hang seen only on CI is then
+            # diagnosable from its log (this test's processes are killed at teardown)
+            stuck = where_stuck(proc.pid, run_dir)
+            pytest.fail(f"`probe run` still running after {timeout} s\n{stuck}", pytrace=False)
         assert not sidecar_alive(run_dir), "the sidecar outlived `probe run`"
         return Result(proc.returncode, stdout, stderr, run_dir)
 
