@@ -83,6 +83,21 @@ IDLE_LOOPS: dict[tuple[str, str], IdleLoop] = {
         "worker supervisor",
         frozenset({"Event.wait", "Multiprocess.keep_subprocess_alive", "Multiprocess.join_all"}),
     ),
+    # gunicorn's sync worker between connections: select() on its listeners
+    # (SyncWorker.wait), one listener or several
+    ("gunicorn/workers/sync.py", "SyncWorker.run_for_one"): IdleLoop(
+        "server worker", frozenset({"SyncWorker.wait"})
+    ),
+    ("gunicorn/workers/sync.py", "SyncWorker.run_for_multiple"): IdleLoop(
+        "server worker", frozenset({"SyncWorker.wait"})
+    ),
+    # its gthread worker's poller: accepts and readable keep-alive connections (gunicorn
+    # 27 selects in wait_for_and_dispatch_events, earlier ones in run); the requests run
+    # on a ThreadPoolExecutor's threads
+    ("gunicorn/workers/gthread.py", "ThreadWorker.wait_for_and_dispatch_events"): IdleLoop(
+        "server loop", _SELECT
+    ),
+    ("gunicorn/workers/gthread.py", "ThreadWorker.run"): IdleLoop("server loop", _SELECT),
     ("hypercorn/run.py", "run"): IdleLoop(
         "worker supervisor", frozenset({"wait", "check_for_updates", "_join_exited"})
     ),

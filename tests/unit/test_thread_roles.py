@@ -92,6 +92,24 @@ def test_a_server_loop_in_select_is_idle():
           ("Arbiter.spawn_worker", "/x/site-packages/gunicorn/arbiter.py"),
           ("SyncWorker.handle", "/x/site-packages/gunicorn/workers/sync.py"),
           ("item", "/srv/shop.py")], "time.sleep", ""),
+        # a sync worker between connections, as recorded under gunicorn 27 -w 2: select()
+        # on its listener in SyncWorker.wait
+        ([("Arbiter.spawn_worker", "/x/site-packages/gunicorn/arbiter.py"),
+          ("SyncWorker.run", "/x/site-packages/gunicorn/workers/sync.py"),
+          ("SyncWorker.run_for_one", "/x/site-packages/gunicorn/workers/sync.py"),
+          ("SyncWorker.wait", "/x/site-packages/gunicorn/workers/sync.py")], "select.select",
+         "server worker"),
+        # the same worker draining its client's socket as it closes it: the request's
+        ([("SyncWorker.run_for_one", "/x/site-packages/gunicorn/workers/sync.py"),
+          ("SyncWorker.accept", "/x/site-packages/gunicorn/workers/sync.py"),
+          ("SyncWorker.handle", "/x/site-packages/gunicorn/workers/sync.py"),
+          ("close_graceful", "/x/site-packages/gunicorn/util.py")], "sock.recv", ""),
+        # a gthread worker's poller with nothing ready (its requests run on a pool's threads)
+        ([("ThreadWorker.run", "/x/site-packages/gunicorn/workers/gthread.py"),
+          ("ThreadWorker.wait_for_and_dispatch_events",
+           "/x/site-packages/gunicorn/workers/gthread.py"),
+          ("EpollSelector.select", "/usr/lib/python3.11/selectors.py")], "self._selector.poll",
+         "server loop"),
         # uvicorn --workers' parent between its health checks
         ([("Multiprocess.run", "/x/site-packages/uvicorn/supervisors/multiprocess.py"),
           ("Event.wait", "/usr/lib/python3.11/threading.py")], "waiter.acquire",
