@@ -20,9 +20,8 @@ A shard is closed when its process ends: through the launcher (a gunicorn worker
 in the worker: a forked child's usual way out runs no atexit), at the end of
 multiprocessing's ``Process._bootstrap`` (a forked pool worker leaves by ``os._exit``,
 which runs no ``atexit``; ``_bootstrap`` calls ``threading._shutdown`` first), or on a
-SIGTERM the worker leaves at its default (``_close_then_die``: the shard is closed, then
-the process dies of the signal as it would have; a main thread deep in one long native
-call takes the signal when the call returns, as it would a Python handler of its own). A
+SIGTERM the worker leaves at its default (``probe.sigterm``: the shard is closed, then
+the process dies of the signal as it would have, wherever its main thread is blocked). A
 worker killed outright leaves its journals up to its last flush: the reader salvages
 them and the merge says which worker did not close its shard.
 
@@ -65,7 +64,9 @@ SHARDS = "workers"
 
 # This process's shard session, when it is a worker of a profiled process.
 _shard: Session | None = None
-_stopping = False  # stop_shard is closing it
+# stop_shard's: one closing at a time, re-entered by a signal handler that interrupts it
+_stop_lock = threading.RLock()
+_stopping_thread: int | None = None  # the thread closing the shard, while it does
 # What a spawned child needs to record its shard (set by ``follow``).
 _spawn_config: dict[str, Any] | None = None
 _spawn_finder: Any = None
@@ -119,7 +120,8 @@ def _argv() -> list[str]:
 
 
 def _start(top: Path, settings: Settings, base_meta: dict[str, Any], started_by: str) -> None:
-    global _shard
+    global _shard, _stop_lock
+    _stop_lock = threading.RLock()  # a forked child's copy may be held by a gone thread
     from probe import spans
     from probe.session import Session
 
@@ -142,7 +144,11 @@ def _start(top: Path, settings: Settings, base_meta: dict[str, Any], started_by:
         signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
         and threading.current_thread() is threading.main_thread()
     ):
-        signal.signal(signal.SIGTERM, _close_then_die)
+        from probe.sigterm import close_then_die_on_sigterm
+
+        watcher = close_then_die_on_sigterm(_close_on_signal, _closing_on_this_thread)
+        if watcher is not None:
+            session.stacks.exclude.add(watcher)
     try:  # a multiprocessing worker ends in os._exit, after threading._shutdown
         threading._register_atexit(stop_shard, exit_status=None, ended_by="exit")  # type: ignore[attr-defined]
     except (AttributeError, RuntimeError):
@@ -161,18 +167,12 @@ def _exit_closing_shard(real_exit: Any) -> Any:
     return _exit
 
 
-def _close_then_die(signum: int, frame: object) -> None:
-    """SIGTERM where the worker had no handler of its own: close the shard, then die of
-    the signal as the worker would have (multiprocessing's Pool.terminate() relies on
-    it; uvicorn's workers re-raise it once they have shut down). The shard's last second
-    is kept, not lost with the process."""
-    if _stopping:
-        # it came while this thread closes the shard on its way out (a pool's terminate()
-        # right after the worker took its sentinel): the process ends once that is done
-        return
-    signal.signal(signum, signal.SIG_DFL)
+def _close_on_signal(signum: int) -> None:
+    """A SIGTERM the worker leaves at its default (``probe.sigterm``): the shard is
+    closed, then the process dies of the signal as it would have (multiprocessing's
+    Pool.terminate() relies on it; uvicorn's workers re-raise it once they have shut
+    down). The shard's last second is kept, not lost with the process."""
     stop_shard(exit_status=128 + signum, ended_by="SIGTERM")
-    signal.raise_signal(signum)
 
 
 def start_after_fork(parent: Session) -> None:
@@ -196,16 +196,25 @@ def start_spawned(config_json: str) -> None:
 
 
 def stop_shard(*, exit_status: int | None, ended_by: str) -> None:
-    """Close this process's shard, if it has one (safe more than once)."""
-    global _stopping
-    if _shard is not None and not _shard.stopped:
-        _stopping = True
+    """Close this process's shard, if it has one (safe more than once). A closing under
+    way on another thread (probe.sigterm's watcher, the main thread's way out) is waited
+    for: the process must not end with its shard half-written."""
+    global _stopping_thread
+    with _stop_lock:
+        if _shard is None or _shard.stopped:
+            return
+        _stopping_thread = threading.get_ident()
         try:
             _shard.stop(exit_status=exit_status, ended_by=ended_by)
         except Exception as e:
             print(f"probe: worker {os.getpid()}'s shard not closed: {e}", file=sys.stderr)
         finally:
-            _stopping = False
+            _stopping_thread = None
+
+
+def _closing_on_this_thread() -> bool:
+    """This thread is closing the shard (a signal handler that interrupted it)."""
+    return _stopping_thread == threading.get_ident()
 
 
 def _shard_settings(settings: Settings) -> Settings:

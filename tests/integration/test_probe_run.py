@@ -485,7 +485,7 @@ def test_forked_child_ending_with_sys_exit_leaves_the_parents_run_alone(tmp_path
 
 def test_forked_children_die_of_sigterm_as_without_probe(tmp_path, run_probe):
     # multiprocessing's Pool.terminate() relies on SIGTERM killing its workers outright
-    # (a recorded worker closes its shard first: probe.workers._close_then_die)
+    # (a recorded worker closes its shard first: probe.sigterm)
     script = write_script(
         tmp_path,
         """

@@ -7,6 +7,8 @@ killed outright keeps what it flushed, and the run says which worker that was.""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -83,7 +85,7 @@ def test_fastapi_under_uvicorn_with_two_spawned_workers_counts_every_request(run
     assert len(workers) == 2 and sum(w["requests"] for w in workers) == len(client)
     run = load(r.run_dir)
     assert {w["started_by"] for w in run.workers} == {"spawn"}
-    assert all(w["closed"] for w in run.workers)  # SIGTERM closed them (workers._close_then_die)
+    assert all(w["closed"] for w in run.workers)  # SIGTERM closed them (probe.sigterm)
     # the parent waiting on its workers' health is idle capacity, not the limit
     assert d["primary"]["subkind"] != "subprocess"
 
@@ -154,3 +156,49 @@ def test_a_worker_killed_outright_keeps_what_it_flushed_and_is_named(run_probe, 
     assert (run.spans["name"] == "before the kill").sum() >= 10
     note = f"1 of 1 worker process(es) ended without closing their shard (killed, or ended by os._exit: pid {killed})"  # noqa: E501
     assert note in r.stdout
+
+
+def test_a_worker_whose_main_thread_cannot_run_the_handler_still_closes_and_dies_of_sigterm(
+    run_probe, tmp_path
+):
+    # Pool.terminate()'s hang: a SIGTERM that the main thread takes just before a
+    # semaphore's sem_wait leaves the Python handler unrun. Here the main thread blocks
+    # SIGTERM and waits on a semaphore nobody releases, so the signal reaches the
+    # process through another of its threads, as it can with any thread running
+    # (probe.sigterm). Without probe the default action ends the process.
+    script = write_script(
+        tmp_path,
+        """
+        import multiprocessing as mp, signal, threading, time
+
+        def unblocked_sleeper():
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+            time.sleep(60)
+
+        def worker(ready, never):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            threading.Thread(target=unblocked_sleeper, daemon=True).start()
+            ready.set()
+            never.acquire()
+
+        if __name__ == "__main__":
+            ctx = mp.get_context("fork")
+            ready, never = ctx.Event(), ctx.Semaphore(0)
+            p = ctx.Process(target=worker, args=(ready, never))
+            p.start()
+            ready.wait(30)
+            time.sleep(0.3)  # the worker in sem_wait
+            p.terminate()
+            p.join(30)
+            print("exitcode:", p.exitcode)
+        """,
+    )
+    plain = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60
+    )
+    assert "exitcode: -15" in plain.stdout, plain.stderr
+    r = run_probe(script, timeout=90)
+    assert r.returncode == 0, r.stderr
+    assert "exitcode: -15" in r.stdout, r.stderr
+    [worker] = load(r.run_dir).workers
+    assert worker["closed"] and worker["exit_status"] == 128 + 15  # closed on SIGTERM
