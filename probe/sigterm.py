@@ -29,6 +29,8 @@ import sys
 import threading
 from collections.abc import Callable
 
+from probe.samplers.ticker import keep_interrupts_off_this_thread
+
 __all__ = ["close_then_die_on_sigterm"]
 
 # The pipe this process's watcher reads (a forked child inherits the descriptors, not
@@ -77,9 +79,7 @@ def close_then_die_on_sigterm(
 def _watch(
     read_fd: int, handler: Callable[[int, object], None], close: Callable[[int], None]
 ) -> None:
-    # SIGINT and SIGTERM stay off this thread, as off probe's others: delivered to the
-    # target's threads, they interrupt a blocking call of its main thread
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    keep_interrupts_off_this_thread()  # the signal still reaches it, through the pipe
     while True:
         try:
             numbers = os.read(read_fd, 64)

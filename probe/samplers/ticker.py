@@ -10,10 +10,18 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["CostBudget", "Ticker"]
+__all__ = ["CostBudget", "Ticker", "keep_interrupts_off_this_thread"]
 
 _log = logging.getLogger("probe")
 _T = TypeVar("_T")
+
+
+def keep_interrupts_off_this_thread() -> None:
+    """First thing on each of probe's threads in the target: SIGINT and SIGTERM blocked
+    on it, so that the kernel delivers them to the target's threads, where they interrupt
+    a blocking call of its main thread promptly, as they would without probe."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
 class Ticker:
@@ -56,10 +64,7 @@ class Ticker:
             self._thread.join(timeout)
 
     def _run(self) -> None:
-        # Keep SIGINT/SIGTERM off our threads so the kernel delivers them to the target's
-        # threads, where they interrupt a blocking call in the main thread promptly.
-        if hasattr(signal, "pthread_sigmask"):
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        keep_interrupts_off_this_thread()
         clock, interval = self._clock, self.interval_s
         due = clock() + interval
         while not self._stop.wait(max(0.0, due - clock())):

@@ -53,6 +53,7 @@ from typing import Any, Protocol
 from probe import spans
 from probe.rundir.schema import SPAN_RANGE_PREFIX
 from probe.samplers.collection import collector_held_off
+from probe.samplers.ticker import keep_interrupts_off_this_thread
 
 __all__ = ["SpanRanges", "TorchWindowSettings", "TorchWindows", "a_forward_pass_is_running"]
 
@@ -340,6 +341,7 @@ class TorchWindows:
         return round(self._clock() - self._origin, 3)
 
     def _run(self) -> None:
+        keep_interrupts_off_this_thread()
         s = self.settings
         while self.forward_at_s is None:
             if self._forward_seen(self._exclude):
