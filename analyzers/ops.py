@@ -23,7 +23,7 @@ count times ``op_cost_ns`` before the fit.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -47,6 +47,7 @@ class PrefixFinding:
     per_step_ns: float  # a: the cost of a step that does not grow with T
     per_token_ns: float  # b: the cost per token of prefix
     speedup: float  # the steps' time over their time with a KV cache (the model above)
+    tid: int = 0  # the thread the steps ran on
 
 
 def growing_prefix(ops: pd.DataFrame, op_cost_ns: float = 0.0) -> PrefixFinding | None:
@@ -62,7 +63,7 @@ def growing_prefix(ops: pd.DataFrame, op_cost_ns: float = 0.0) -> PrefixFinding 
     for (name, tid), calls in shaped.groupby(["name", "tid"], observed=True):
         found = _on_one_thread(str(name), calls, starts[tid], op_cost_ns)
         if found is not None and (best is None or found.steps > best.steps):
-            best = found
+            best = replace(found, tid=int(tid))
     return best
 
 

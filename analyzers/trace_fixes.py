@@ -110,6 +110,15 @@ class TraceEvidence:
     def share(self, ns: float) -> float:
         return ns / self.window_ns if self.window_ns > 0 else 0.0
 
+    def thread_share(self, ns: float, tid: int) -> float:
+        """``ns`` of work on thread ``tid``, already less the profiler's cost in its ops,
+        over the window as that thread runs unprofiled: the window less that same cost.
+        Over the raw window, a decoder's steps with the profiler's cost taken off (~0.9 us
+        on each of ~27,000 ops of a 0.1-s window) read as 75% of it where they were 98%,
+        and the KV-cache estimate ran 9-17% under the cache's realisation."""
+        window = self.window_ns - self.profiler_ns.get(tid, 0.0)
+        return ns / window if window > 0 else 0.0
+
     def idle_share(self, cause: str) -> float:
         rows = self.idle_by_cause[self.idle_by_cause["cause"] == cause]
         return self.share(float(rows["idle_ns"].sum()))
@@ -260,10 +269,9 @@ def _compiled_graph(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
     if stage is None:
         return None
     glue = float(stage["range_ns"] - stage["in_ops_ns"])
-    # the window as it runs unprofiled: less the profiler's cost in the stage thread's
-    # ops (inside their intervals: it shortens the ops, not the Python between them)
-    window = ev.window_ns - ev.profiler_ns.get(int(stage["tid"]), 0.0)
-    p = glue / window if window > 0 else 0.0
+    # the profiler's cost lies inside the ops' intervals: it shortens the ops, not the
+    # Python between them, so the glue needs nothing taken off
+    p = ev.thread_share(glue, int(stage["tid"]))
     if p <= 0:
         return None
     return Proposed(
@@ -281,7 +289,8 @@ def _kv_cache(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
     found = ev.prefix
     if found is None:
         return None
-    p = min(1.0, ev.share(float(sum(found.step_ns))))
+    # the steps' times are already less the profiler's cost of their ops (analyzers.ops)
+    p = min(1.0, ev.thread_share(float(sum(found.step_ns)), found.tid))
     return Proposed(
         p, found.speedup,
         {"op": found.op, "shape": found.shape, "steps": found.steps,

@@ -217,8 +217,14 @@ def test_a_compiled_graph_s_estimate_meets_its_realisation_where_python_between_
     [window] = [x for x in d["torch"]["recommendations"] if x["id"] == "inference_runtime"]
     assert window["evidence"]["stage"] == "infer"  # the model's stage, not the request
     # the same stage frozen into a TorchScript graph, against eager, both unprofiled:
-    # the steady loop, which is what the window sees
-    realised = _us_a_request(*small) / _us_a_request(*small, "--graph")
+    # the steady loop, which is what the window sees. Each side the least of two runs,
+    # alternated (timeit's advice: the least disturbed): one pair of 3-s runs read 1.79-
+    # 2.11x over five tries, and its 2.11x put a 1.60x estimate out of the bar
+    eager, graph = [], []
+    for _ in range(2):
+        eager.append(_us_a_request(*small))
+        graph.append(_us_a_request(*small, "--graph"))
+    realised = min(eager) / min(graph)
     assert abs(window["estimated_speedup"] - realised) <= 0.25 * realised, (window, realised)
     assert any(x["id"] == "inference_runtime" for x in d["recommendations"])  # the run's
 

@@ -45,6 +45,17 @@ def test_the_window_with_most_ops_speaks_for_the_run_and_its_fix_counts_on_the_s
     assert t.to_dict()["steady_share"] == 0.5
 
 
+def test_the_pauses_the_windows_made_are_not_counted_as_the_run_s_steady_work():
+    # a 10-s run, its first forward pass at 2 s, its window's opening and closing stopped
+    # the target 2 s: unprofiled it runs 8 s, of which 6 s are steady (0.75, not 0.8)
+    entry = {"file": "torch/window-1.json", "open_s": 0.5, "stall_s": 1.5}
+    t = torch_windows_diagnosis(
+        [(entry, window("a", [kv(0.8, 2.0)]), 9)], forward_at_s=2.0, wall_s=10.0
+    )
+    assert t is not None and t.steady_share == pytest.approx(0.75)
+    assert t.recommendations[0].p == pytest.approx(0.6)
+
+
 def test_no_window_read_is_no_torch_block():
     assert torch_windows_diagnosis([], forward_at_s=1.0, wall_s=10.0) is None
 

@@ -107,6 +107,19 @@ def test_a_growing_prefix_proposes_a_kv_cache_with_its_fitted_gain():
     assert got["kv_cache"] == pytest.approx(1 / ((1 - 0.72) + 0.72 / 3.0))
 
 
+def test_a_kv_cache_s_share_is_of_the_window_as_its_thread_runs_unprofiled():
+    # the steps' times come less the profiler's cost of their ops (analyzers.ops); the
+    # window they are a share of must too: 720 ms of steps in a window whose thread paid
+    # 200 ms to the profiler are 90% of it, not 72%
+    prefix = PrefixFinding("aten::linear", "[1,T,128]", 16, 24, 1, (30_000_000,) * 24,
+                           2e6, 1e6, 3.0, tid=7)  # fmt: skip
+    other = evidence("none", kernels(), prefix=prefix, profiler_ns={8: 200_000_000})
+    ev = evidence("none", kernels(), prefix=prefix, profiler_ns={7: 200_000_000})
+    assert ids(trace_recommendations(other))["kv_cache"] == pytest.approx(1 / (0.28 + 0.24))
+    [kv] = [r for r in trace_recommendations(ev) if r.id == "kv_cache"]
+    assert kv.p == pytest.approx(0.9) and kv.estimated_speedup == pytest.approx(1 / (0.1 + 0.3))
+
+
 def test_gains_too_small_to_trust_are_left_out():
     small = kernels(("gemm", "fp32", 100_000_000, 7))  # 10% of the window: 1.05x
     assert trace_recommendations(evidence("gpu_compute", small)) == []
