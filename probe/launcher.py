@@ -33,6 +33,7 @@ from probe.errors import ProbeError
 from probe.redact import redact_argv
 from probe.rundir.schema import SCHEMA_NAME, SCHEMA_VERSION
 from probe.session import Session, Settings
+from probe.sigterm import unwatch_sigterm, watch_sigterm
 from probe.watchdog.limits import cgroup_memory_limit
 
 __all__ = ["Outcome", "Target", "default_run_dir", "resolve_target", "run"]
@@ -159,7 +160,19 @@ class _Terminated(SystemExit):
     """Raised in the main thread by our SIGTERM handler, so ``finally`` blocks run."""
 
 
+# Set by our handler as the main thread takes SIGTERM (cleared as a run starts).
+_sigterm_taken = threading.Event()
+# How long the SIGTERM watcher (probe.sigterm) gives the main thread to take the signal
+# before it closes the run itself. Between bytecodes, or in a call that checks for
+# signals when interrupted (sleep, select, lock and queue waits), the handler runs within
+# milliseconds; past a second the main thread is in a call that took the signal just
+# before it blocked and will not return (Pool.terminate's hang, on the workers' side:
+# probe.sigterm), or in a long native call. Without probe either would have died at once.
+SIGTERM_UNTAKEN_S = 1.0
+
+
 def _on_sigterm(signum: int, frame: object) -> None:
+    _sigterm_taken.set()
     raise _Terminated(_STATUS_SIGTERM)
 
 
@@ -332,17 +345,27 @@ def run(
 
     global _target_sigterm
     previous_term = _target_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
-    stop_lock = threading.Lock()  # one closing of the run: the main thread's, or a kill's
+    _sigterm_taken.clear()
+    stop_lock = threading.Lock()  # one closing of the run: the main thread's, or another's
 
-    def kill() -> None:
+    def close_from_here(status: int, ended_by: str) -> None:
+        """The run closed from a thread other than the main one, which is still in the
+        target; then the process ended (``on_kill`` first: the CLI's verdict)."""
         with stop_lock:
             if session.stopped:
                 return  # the main thread got there first
-            closed = session.stop(exit_status=_STATUS_KILLED, ended_by="duration-kill")
-        outcome = Outcome(status=_STATUS_KILLED, ended_by="duration-kill", meta=closed)
+            closed = session.stop(exit_status=status, ended_by=ended_by)
+        outcome = Outcome(status=status, ended_by=ended_by, meta=closed)
         if on_kill is not None:
             on_kill(outcome)
-        os._exit(_STATUS_KILLED)  # the target still runs: nothing else would end it
+        os._exit(status)  # the target still runs: nothing else would end it
+
+    def kill() -> None:
+        close_from_here(_STATUS_KILLED, "duration-kill")
+
+    def sigterm_untaken() -> None:
+        if not _sigterm_taken.wait(SIGTERM_UNTAKEN_S):
+            close_from_here(_STATUS_SIGTERM, "SIGTERM")
 
     stopper = (
         _DurationStop(duration_s, stop_grace_s, threading.get_ident(), kill)
@@ -360,6 +383,9 @@ def run(
     held: object = None
     profiled_pid = os.getpid()
     session.start()
+    watcher = watch_sigterm(_on_sigterm, sigterm_untaken)
+    if watcher is not None:
+        session.stacks.exclude.add(watcher)
     try:
         if trace is not None:
             trace.start()
@@ -434,6 +460,7 @@ def run(
             finally:
                 signal.signal(signal.SIGINT, previous_int)
                 signal.signal(signal.SIGTERM, previous_term)
+                unwatch_sigterm()
     return Outcome(
         status=status,
         ended_by=ended_by,

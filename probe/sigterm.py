@@ -19,6 +19,13 @@ signal. Where the process already has a wakeup descriptor (an asyncio loop's, gu
 it is left to its owner and the main thread's handler does it alone, as before; a target
 that installs a SIGTERM handler of its own replaces probe's, and its shard closes on the
 way out.
+
+The profiled process itself (``probe.launcher``) has the same race with its own handler,
+which raises in the main thread so that the target's ``finally`` blocks run: it watches
+the same way (``on_sigterm_unhandled``) and, where the main thread has not taken the
+signal a moment later, closes the run from the watcher. A forked child gets the wakeup
+descriptor but not the thread: it is reset there, or the child's own signals would reach
+its parent's watcher as if they were the parent's.
 """
 
 from __future__ import annotations
@@ -28,14 +35,16 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from probe.samplers.ticker import keep_interrupts_off_this_thread
 
-__all__ = ["close_then_die_on_sigterm"]
+__all__ = ["close_then_die_on_sigterm", "unwatch_sigterm", "watch_sigterm"]
 
-# The pipe this process's watcher reads (a forked child inherits the descriptors, not
-# the thread: its own install replaces them).
+# The pipe this process's watcher reads, and the process that made it (a forked child
+# inherits the descriptors, not the thread: see _forget_in_child).
 _pipe: tuple[int, int] | None = None
+_pipe_pid = 0
 
 
 def close_then_die_on_sigterm(
@@ -45,7 +54,6 @@ def close_then_die_on_sigterm(
     and then die of it. ``close`` waits for a closing under way on another thread;
     ``closing_here()``: the calling thread is closing the shard already (on its way out:
     the process ends once that is done). Returns the watcher thread's ident, if any."""
-    global _pipe
 
     def handler(signum: int, frame: object) -> None:
         if closing_here():
@@ -54,31 +62,72 @@ def close_then_die_on_sigterm(
         close(signum)
         signal.raise_signal(signum)
 
+    def from_watcher() -> None:
+        close(signal.SIGTERM)  # or wait for the main thread's closing, then end it all
+        _die_here(signal.SIGTERM)
+
     signal.signal(signal.SIGTERM, handler)
-    inherited = _pipe
-    _pipe = None
-    if inherited is not None:
-        for fd in inherited:
-            os.close(fd)
+    return watch_sigterm(handler, from_watcher)
+
+
+def watch_sigterm(handler: Callable[[int, Any], Any], act: Callable[[], None]) -> int | None:
+    """From the main thread, with ``handler`` installed for SIGTERM: on each SIGTERM that
+    finds ``handler`` still installed, ``act()`` on a thread of probe's, whether or not
+    the main thread gets to run the handler. None, and nothing watched, where the process
+    has a wakeup descriptor of its own. Returns the watcher thread's ident."""
+    global _pipe, _pipe_pid
+    _drop_pipe()  # a parent's, or this process's own watcher before (it ends on EOF)
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)  # CPython's handler must never block on it
     previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-    if previous not in (-1, *(inherited or ())):
+    if previous != -1:
         signal.set_wakeup_fd(previous)  # someone else's: theirs to keep
         os.close(read_fd)
         os.close(write_fd)
         return None
-    _pipe = (read_fd, write_fd)
+    _pipe, _pipe_pid = (read_fd, write_fd), os.getpid()
     watcher = threading.Thread(
-        target=_watch, args=(read_fd, handler, close), name="probe-sigterm", daemon=True
+        target=_watch, args=(read_fd, handler, act), name="probe-sigterm", daemon=True
     )
     watcher.start()
     return watcher.ident
 
 
-def _watch(
-    read_fd: int, handler: Callable[[int, object], None], close: Callable[[int], None]
-) -> None:
+def unwatch_sigterm() -> None:
+    """From the main thread: this process's watcher ended, its wakeup descriptor reset."""
+    _drop_pipe()
+
+
+def _forget_in_child() -> None:
+    """In a forked child, the parent's pipe dropped (``_drop_pipe``). Left in place,
+    SIGTERM to the child would be written to the parent's watcher: a pool's terminate()
+    would end the parent."""
+    if _pipe is not None and _pipe_pid != os.getpid():
+        _drop_pipe()
+
+
+def _drop_pipe() -> None:
+    """The watcher's pipe closed and, where it is still the wakeup descriptor, that reset
+    (only the main thread may; the others run no Python handler to wake anyway)."""
+    global _pipe
+    if _pipe is None:
+        return
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.set_wakeup_fd(-1)
+        if previous not in (-1, _pipe[1]):
+            signal.set_wakeup_fd(previous)  # set by someone else since: theirs
+    for fd in _pipe:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _pipe = None
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _watch(read_fd: int, handler: Callable[[int, Any], Any], act: Callable[[], None]) -> None:
     keep_interrupts_off_this_thread()  # the signal still reaches it, through the pipe
     while True:
         try:
@@ -89,8 +138,7 @@ def _watch(
             return
         if signal.SIGTERM not in numbers or signal.getsignal(signal.SIGTERM) is not handler:
             continue  # another handled signal, or the target's SIGTERM handler now
-        close(signal.SIGTERM)  # or wait for the main thread's closing, then end it all
-        _die_here(signal.SIGTERM)
+        act()
 
 
 def _die_here(signum: int) -> None:

@@ -206,6 +206,76 @@ def test_sigterm_mid_run_exits_143_with_a_complete_run_dir(tmp_path, run_probe):
     assert not list((tmp_path / "run").glob("*.jsonl")), "not compacted"
 
 
+# The main thread blocks SIGTERM and waits on a lock nobody releases: the signal reaches
+# the process through the thread that sleeps, as it can when the main thread took it just
+# before blocking in a call that does not return (probe.sigterm). Plain Python dies of
+# it at once; probe's handler, which raises in the main thread, never runs.
+MAIN_THREAD_DEAF_TO_SIGTERM = """
+import signal, threading, time
+
+def sleeper():
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    time.sleep(120)
+
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+threading.Thread(target=sleeper, daemon=True).start()
+never = threading.Lock()
+never.acquire()
+print("ready", flush=True)
+never.acquire()
+"""
+
+
+def test_sigterm_the_main_thread_cannot_take_still_ends_the_run_143_with_its_run_dir(
+    tmp_path, run_probe
+):
+    script = write_script(tmp_path, MAIN_THREAD_DEAF_TO_SIGTERM)
+    plain = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    wait_for_line(plain.stdout, "ready")
+    plain.send_signal(signal.SIGTERM)
+    plain.communicate(timeout=30)
+    assert plain.returncode == -signal.SIGTERM
+    proc = run_probe.spawn(script)
+    wait_for_line(proc.stdout, "ready")
+    time.sleep(0.5)  # a sample or two on disk
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)  # the code before: waited for ever
+    assert proc.returncode == 143
+    run = load(tmp_path / "run")
+    assert run.meta["exit"] == {"status": 143, "ended_by": "SIGTERM"}
+    assert len(run.samples) > 0 and (tmp_path / "run" / "diagnosis.json").exists()
+
+
+CHILD_WITH_ITS_OWN_SIGTERM_HANDLER = """
+import os, signal, time
+
+pid = os.fork()
+if pid == 0:
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(7))
+    time.sleep(60)
+    os._exit(1)
+time.sleep(0.5)  # the child's handler in place
+os.kill(pid, signal.SIGTERM)
+print("child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+time.sleep(2 * 1.0)  # past the watcher's wait for a SIGTERM of the parent's own
+print("parent done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("workers", [True, False], ids=["followed", "not-followed"])
+def test_a_forked_child_s_sigterm_does_not_end_the_parent_s_run(tmp_path, run_probe, workers):
+    # the child inherits the parent's SIGTERM wakeup descriptor (probe.sigterm); a handler
+    # of its own makes CPython write the signal there, where the parent's watcher would
+    # read it as the parent's and close the run as SIGTERM
+    script = write_script(tmp_path, CHILD_WITH_ITS_OWN_SIGTERM_HANDLER)
+    r = run_probe(*([] if workers else ["--no-workers"]), script, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "child 7" in r.stdout and "parent done" in r.stdout
+    assert load(r.run_dir).meta["exit"] == {"status": 0, "ended_by": "completed"}
+
+
 def test_ctrl_c_mid_run_exits_130_with_the_traceback_and_a_complete_run_dir(tmp_path, run_probe):
     proc = start_spanned_loop(tmp_path, run_probe)
     os.killpg(proc.pid, signal.SIGINT)  # what the terminal sends: the whole process group
