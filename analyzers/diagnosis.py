@@ -346,7 +346,7 @@ def _doubts_text(primary: Finding) -> str:
     if not doubts:
         return ""
     settle = "a longer run"
-    if any("takes nearly as much" in d for d in doubts):
+    if primary.evidence.get("runner_up"):
         settle += ", or `@probe.stage` on the two stages for their exact times"
     return f" Confidence {primary.confidence:.0%}: {'; '.join(doubts)}. To settle it: {settle}."
 

@@ -412,24 +412,13 @@ def with_doubts(
     each reason written out (``evidence["doubts"]``) for the verdict to say."""
     doubts: list[str] = []
     factor = 1.0
+    extra: dict[str, Any] = {}
     runner = next((f for f in rest if f.kind != "gpu" or f.subkind != "gpu_starved"), None)
     if runner is not None and primary.share > 0:
-        # the lead at its 99% lower bound: the share difference less its multinomial
-        # standard error sqrt((p1 + p2) / n) times z, over n samples
         n = facts.sample_hz * sum(float(f.evidence.get("sampled_s", 0.0)) for f in (primary, *rest))
-        spread = math.sqrt((primary.share + runner.share) / n) if n > 0 else 0.0
-        lead = max(primary.share - runner.share - t.lead_z * spread, 0.0) / primary.share
-        if lead < t.clear_lead:
-            factor *= max(lead / t.clear_lead, 0.1)
-            doubts.append(
-                f"`{runner.stage}` takes nearly as much ({runner.share:.0%} against "
-                f"{primary.share:.0%})"
-            )
-            if primary.share - runner.share < t.lead_z * spread:
-                doubts.append(
-                    f"its lead of {100 * (primary.share - runner.share):.0f} points is within "
-                    f"the sampling error of {n:,.0f} samples"
-                )
+        factor, doubts = _runner_up_doubts(primary, runner, n, t)
+        if doubts:
+            extra["runner_up"] = runner.stage
     if primary.kind == "cpu" and facts.process_cores > 0:
         cpu = float(primary.evidence.get("python", 0.0)) + float(
             primary.evidence.get("native", 0.0)
@@ -449,8 +438,35 @@ def with_doubts(
         )
     if not doubts:
         return primary
-    evidence = {**primary.evidence, "doubts": doubts}
+    evidence = {**primary.evidence, **extra, "doubts": doubts}
     return replace(primary, confidence=round(primary.confidence * factor, 3), evidence=evidence)
+
+
+def _runner_up_doubts(
+    primary: Finding, runner: Finding, n: float, t: Thresholds
+) -> tuple[float, list[str]]:
+    """The confidence factor and the doubts a runner-up leaves over ``n`` samples: the
+    lead at its 99% lower bound (the share difference less its multinomial standard error
+    sqrt((p1 + p2) / n) times z), as a share of the leader's, against ``clear_lead``."""
+    spread = math.sqrt((primary.share + runner.share) / n) if n > 0 else 0.0
+    lead = max(primary.share - runner.share - t.lead_z * spread, 0.0) / primary.share
+    if lead >= t.clear_lead:
+        return 1.0, []
+    # said as it is: "nearly as much" of 40% against 45%, not of 35% against 60%
+    ratio = runner.share / primary.share
+    how = "nearly as much" if ratio >= _NEARLY else f"{ratio:.0%} as much"
+    doubts = [f"`{runner.stage}` takes {how} ({runner.share:.0%} against {primary.share:.0%})"]
+    if primary.share - runner.share < t.lead_z * spread:
+        doubts.append(
+            f"its lead of {100 * (primary.share - runner.share):.0f} points is within "
+            f"the sampling error of {n:,.0f} samples"
+        )
+    return max(lead / t.clear_lead, 0.1), doubts
+
+
+# A runner-up at this share of the leader's or more "takes nearly as much": a wording,
+# not a rule (the confidence follows clear_lead): within a quarter of the leader's time.
+_NEARLY = 0.75
 
 
 def _run_level(bd: Breakdown, facts: RunFacts, t: Thresholds) -> list[Finding]:

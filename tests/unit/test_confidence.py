@@ -4,6 +4,8 @@ CPU time contradicts a CPU verdict."""
 
 from __future__ import annotations
 
+import pytest
+
 from probe.analyzers.rules import Finding, RunFacts, with_doubts
 
 
@@ -28,6 +30,20 @@ def test_a_close_runner_up_on_a_short_run_lowers_confidence_and_says_why():
     doubts = top.evidence["doubts"]
     assert any("`beta` takes nearly as much (40% against 45%)" in d for d in doubts)
     assert any("within the sampling error of 170 samples" in d for d in doubts)
+
+
+def test_a_runner_up_at_half_the_leader_s_share_is_not_said_to_take_nearly_as_much():
+    # 33% against 60% over ample samples: the lead is under clear_lead (the runner-up
+    # holds over half the leader's time), so the doubt stands, in words that fit it
+    top = with_doubts(
+        finding("alpha", 0.60, 30.0, python=1.0), [finding("beta", 0.33, 16.0, python=1.0)],
+        RunFacts(cpu_count=2, process_cores=1.0),
+    )  # fmt: skip
+    [doubt] = top.evidence["doubts"]
+    assert doubt == "`beta` takes 55% as much (33% against 60%)"
+    # 4,600 samples: the lead's 99% lower bound 0.237 of the leader's 0.60 is 0.395 < 0.5
+    assert top.evidence["runner_up"] == "beta"
+    assert top.confidence == pytest.approx(0.9 * 0.395 / 0.5, abs=0.005)
 
 
 def test_a_clear_leader_with_ample_samples_keeps_its_confidence():
