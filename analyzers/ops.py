@@ -152,6 +152,7 @@ def _estimate(
     cache's speedup over them all."""
     step_ns: list[float] = []
     lengths: list[int] = []
+    whole: list[bool] = []  # the step's time runs to the next step's start
     cached = 0.0
     for run in runs:
         ends = [*run.starts[1:], run.last_end]
@@ -159,9 +160,16 @@ def _estimate(
             n_ops = int(np.searchsorted(op_starts, e) - np.searchsorted(op_starts, s))
             step_ns.append(max(e - s - n_ops * op_cost_ns, 0.0))
         lengths += run.lengths
+        whole += [True] * (len(run.lengths) - 1) + [False]
     t = np.array(lengths, dtype="float64")
     y = np.array(step_ns, dtype="float64")
-    b, a = _theil_sen(t, y) if len(set(lengths)) > 1 else (0.0, float(np.median(y)))
+    # Fitted without each run's last step: it ends at its last call of the op, not at
+    # the next step's start, so it reads short at the run's longest prefix and pulls the
+    # slope down (on 14 windows of the decoder: the cache's gain read 1.60x at the
+    # median, 1.77x without them, against 1.84-1.86x realised: decoder.truth.md)
+    fit = np.array(whole)
+    tf, yf = t[fit], y[fit]
+    b, a = _theil_sen(tf, yf) if len(set(tf)) > 1 else (0.0, float(np.median(y)))
     b, a = max(float(b), 0.0), max(float(a), 0.0)
     for run in runs:
         cached += (a + b * run.lengths[0]) + (len(run.lengths) - 1) * (a + b)
