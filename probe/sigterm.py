@@ -16,7 +16,9 @@ So CPython's own C handler also writes the signal's number to a wakeup file desc
 (``signal.set_wakeup_fd``), which a thread of probe's reads: whichever comes first, the
 main thread's handler or that thread, closes the shard and ends the process by the
 signal. Where the process already has a wakeup descriptor (an asyncio loop's, gunicorn's),
-it is left to its owner and the main thread's handler does it alone, as before; a target
+it is left to its owner and the main thread's handler does it alone, as before; one the
+target sets later replaces the watcher's, and the target is told the one it replaced was
+-1, as it would be without probe (trio warns of a collision otherwise); a target
 that installs a SIGTERM handler of its own replaces probe's, and its shard closes on the
 way out.
 
@@ -79,12 +81,13 @@ def watch_sigterm(handler: Callable[[int, Any], Any], act: Callable[[], None]) -
     _drop_pipe()  # a parent's, or this process's own watcher before (it ends on EOF)
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)  # CPython's handler must never block on it
-    previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    previous = _set_wakeup_fd(write_fd, warn_on_full_buffer=False)
     if previous != -1:
-        signal.set_wakeup_fd(previous)  # someone else's: theirs to keep
+        _set_wakeup_fd(previous)  # someone else's: theirs to keep
         os.close(read_fd)
         os.close(write_fd)
         return None
+    signal.set_wakeup_fd = _set_wakeup_fd_as_without_probe
     _pipe, _pipe_pid = (read_fd, write_fd), os.getpid()
     watcher = threading.Thread(
         target=_watch, args=(read_fd, handler, act), name="probe-sigterm", daemon=True
@@ -93,35 +96,73 @@ def watch_sigterm(handler: Callable[[int, Any], Any], act: Callable[[], None]) -
     return watcher.ident
 
 
+# CPython's own, which probe calls; the target's calls go through the one below.
+_set_wakeup_fd = signal.set_wakeup_fd
+
+
+def _set_wakeup_fd_as_without_probe(fd: int, /, *, warn_on_full_buffer: bool = True) -> int:
+    """``signal.set_wakeup_fd`` as the target sees it while probe watches: where the
+    descriptor it replaces is the watcher's, the target gets -1, as it would without
+    probe, and the watcher ends (the target's descriptor now gets the signals; its own
+    handler is SIGTERM's, or the main thread takes it in its loop). trio's ``run`` warns
+    of a collision with another library when the descriptor it replaces is not -1, and
+    under ``-W error`` fails; asyncio and others just take it over."""
+    previous = _set_wakeup_fd(fd, warn_on_full_buffer=warn_on_full_buffer)
+    if _pipe is not None and _pipe_pid == os.getpid() and previous == _pipe[1]:
+        _close_write_end()
+        return -1
+    return previous
+
+
 def unwatch_sigterm() -> None:
     """From the main thread: this process's watcher ended, its wakeup descriptor reset."""
     _drop_pipe()
 
 
 def _forget_in_child() -> None:
-    """In a forked child, the parent's pipe dropped (``_drop_pipe``). Left in place,
-    SIGTERM to the child would be written to the parent's watcher: a pool's terminate()
-    would end the parent."""
+    """In a forked child, the parent's pipe dropped: its wakeup descriptor reset and both
+    ends closed (the child has no watcher thread). Left in place, SIGTERM to the child
+    would be written to the parent's watcher: a pool's terminate() would end the parent."""
+    global _pipe
     if _pipe is not None and _pipe_pid != os.getpid():
-        _drop_pipe()
+        _reset_wakeup_fd()
+        for fd in _pipe:
+            _close_quietly(fd)
+        _pipe = None
 
 
 def _drop_pipe() -> None:
-    """The watcher's pipe closed and, where it is still the wakeup descriptor, that reset
-    (only the main thread may; the others run no Python handler to wake anyway)."""
-    global _pipe
-    if _pipe is None:
+    """This process's watcher ended: its wakeup descriptor reset where it is still the
+    watcher's (only the main thread may; the others run no Python handler to wake) and
+    the pipe's write end closed, on which the watcher closes its read end and returns.
+    Only the watcher closes that end: a number closed under a thread still reading it
+    could be the target's next file."""
+    if _pipe is not None and _pipe_pid != os.getpid():
+        _forget_in_child()
         return
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.set_wakeup_fd(-1)
+    _reset_wakeup_fd()
+    _close_write_end()
+
+
+def _reset_wakeup_fd() -> None:
+    if _pipe is not None and threading.current_thread() is threading.main_thread():
+        previous = _set_wakeup_fd(-1)
         if previous not in (-1, _pipe[1]):
-            signal.set_wakeup_fd(previous)  # set by someone else since: theirs
-    for fd in _pipe:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    _pipe = None
+            _set_wakeup_fd(previous)  # set by someone else since: theirs
+
+
+def _close_write_end() -> None:
+    global _pipe
+    if _pipe is not None:
+        _close_quietly(_pipe[1])
+        _pipe = None
+
+
+def _close_quietly(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
@@ -133,8 +174,9 @@ def _watch(read_fd: int, handler: Callable[[int, Any], Any], act: Callable[[], N
         try:
             numbers = os.read(read_fd, 64)
         except OSError:
-            return
-        if not numbers:
+            numbers = b""
+        if not numbers:  # the write end closed (_drop_pipe): this end is the watcher's
+            _close_quietly(read_fd)
             return
         if signal.SIGTERM not in numbers or signal.getsignal(signal.SIGTERM) is not handler:
             continue  # another handled signal, or the target's SIGTERM handler now

@@ -248,6 +248,46 @@ def test_sigterm_the_main_thread_cannot_take_still_ends_the_run_143_with_its_run
     assert len(run.samples) > 0 and (tmp_path / "run" / "diagnosis.json").exists()
 
 
+def test_the_target_finds_no_wakeup_descriptor_of_probe_s_and_trio_runs_without_warnings(
+    tmp_path, run_probe
+):
+    # probe's SIGTERM watcher listens on a wakeup descriptor; the target taking one over
+    # is told it replaced none (-1), as without probe: trio warns otherwise
+    script = write_script(
+        tmp_path,
+        """
+        import os, signal, time
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        print("replaced", signal.set_wakeup_fd(w), flush=True)
+        print("restored", signal.set_wakeup_fd(-1) == w, flush=True)
+        time.sleep(0.3)
+        """,
+    )
+    r = run_probe("--no-report", script, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "replaced -1" in r.stdout and "restored True" in r.stdout
+    pytest.importorskip("trio")
+    app = write_script(
+        tmp_path,
+        """
+        import warnings
+        warnings.simplefilter("error")  # trio's collision warning would end the run
+        import trio
+
+        async def main():
+            await trio.sleep(0.2)
+            print("trio done", flush=True)
+
+        trio.run(main)
+        """,
+        name="trio_app.py",
+    )
+    r = run_probe("--no-report", app, timeout=60, out=tmp_path / "trio-run")
+    assert r.returncode == 0, r.stderr
+    assert "trio done" in r.stdout and "Warning" not in r.stderr
+
+
 CHILD_WITH_ITS_OWN_SIGTERM_HANDLER = """
 import os, signal, time
 
