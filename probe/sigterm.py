@@ -24,7 +24,7 @@ way out.
 
 The profiled process itself (``probe.launcher``) has the same race with its own handler,
 which raises in the main thread so that the target's ``finally`` blocks run: it watches
-the same way (``on_sigterm_unhandled``) and, where the main thread has not taken the
+the same way (``watch_sigterm``) and, where the main thread has not taken the
 signal a moment later, closes the run from the watcher. A forked child gets the wakeup
 descriptor but not the thread: it is reset there, or the child's own signals would reach
 its parent's watcher as if they were the parent's.
