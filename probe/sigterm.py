@@ -136,10 +136,9 @@ def _drop_pipe() -> None:
     watcher's (only the main thread may; the others run no Python handler to wake) and
     the pipe's write end closed, on which the watcher closes its read end and returns.
     Only the watcher closes that end: a number closed under a thread still reading it
-    could be the target's next file."""
-    if _pipe is not None and _pipe_pid != os.getpid():
-        _forget_in_child()
-        return
+    could be the target's next file. A parent's pipe, in a forked child, is forgotten
+    whole (``_forget_in_child``), which leaves nothing for the rest to do."""
+    _forget_in_child()
     _reset_wakeup_fd()
     _close_write_end()
 
