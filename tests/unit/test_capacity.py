@@ -87,6 +87,21 @@ def test_a_server_full_at_its_door_holds_a_slot_as_long_as_the_utilization_law_s
     assert 12.5 <= curve.loc[1, "latency_ms"] < 14.0
 
 
+def test_a_full_server_s_measured_point_adds_no_delay_it_cannot_tell():
+    # on the ceiling's asymptote the cycle is N / X whatever delay the full slots hide:
+    # a lone client's prediction must not take one (a bisection on rounding took up to
+    # 5 ms at some of these rates, and predicted a lone client 30% short)
+    for rate in np.arange(150.0, 176.0, 0.5):
+        c = capacity(
+            **served(0.0109, rate, count=800),
+            demands=Demands(0.0015, 0.0013, free_cores=1.6, processes=2, slots=2),
+            client_latencies_s=np.full(800, 4 / rate),  # 4 clients, always in a request
+        )
+        assert c.delay_s == 0.0, rate
+        lone = c.curve.set_index("clients").loc[1, "throughput_per_s"]
+        assert lone == pytest.approx(rate / 2), rate  # one worker's 2 / X a request
+
+
 def test_a_server_with_a_free_slot_holds_each_for_the_span():
     c = capacity(
         **served(0.0109, 80.0, count=400),
