@@ -266,8 +266,9 @@ class _Trace:
 
 class _DurationStop:
     """``--duration``: at the deadline, Ctrl-C (SIGINT to the main thread, as a user
-    would); a target still running ``grace_s`` later gets SIGTERM (our handler raises in
-    its main thread, so its ``finally`` blocks run); one still running after another
+    would; where SIGINT is ignored, straight to the next step); a target still running
+    ``grace_s`` later gets SIGTERM (our handler raises in its main thread, so its
+    ``finally`` blocks run); one still running after another
     ``grace_s`` -- SIGINT and SIGTERM both ignored or swallowed -- has its run closed from
     here and the process ended (``kill``: the caller's, it never returns).
 
@@ -293,9 +294,12 @@ class _DurationStop:
         if self.done.wait(self._seconds):
             return
         self.hit.set()
-        signal.pthread_kill(self._main, signal.SIGINT)
-        if self.done.wait(self._grace):
-            return
+        # Ignored (inherited from a shell that started probe in the background, or the
+        # target's own choice), SIGINT would only cost the grace: SIGTERM at once.
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            signal.pthread_kill(self._main, signal.SIGINT)
+            if self.done.wait(self._grace):
+                return
         self.escalation = "SIGTERM"
         signal.pthread_kill(self._main, signal.SIGTERM)
         if self.done.wait(self._grace):

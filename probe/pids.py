@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-__all__ = ["alive", "exit_after"]
+__all__ = ["alive", "exit_after", "ignores"]
 
 
 def alive(pid: int) -> bool:
@@ -20,6 +20,21 @@ def alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def ignores(pid: int, signum: int) -> bool:
+    """True when ``pid`` ignores ``signum`` (its disposition is SIG_IGN, as the kernel
+    keeps it: /proc/PID/status's SigIgn mask). A process started in the background by a
+    non-interactive shell (``cmd &``, ``nohup``) inherits SIGINT ignored, and a Python
+    process then keeps it so: Ctrl-C sent to it does nothing. False where unreadable."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"SigIgn:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def exit_after(main: Callable[[list[str]], int]) -> NoReturn:

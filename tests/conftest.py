@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 import uuid
@@ -17,6 +18,14 @@ from probe import spans
 # reading PYTEST_CURRENT_TEST alone, a unit-test run killed a CI run's services mid-test
 SESSION_MARK = "PROBE_TEST_SESSION"
 os.environ[SESSION_MARK] = f"{os.getpid()}-{uuid.uuid4().hex}"
+
+# A test session started in the background by a non-interactive shell (`cmd &`, nohup)
+# inherits SIGINT ignored, and every process its tests start with it: the tests of what
+# Ctrl-C does then send a signal nothing takes (9 tests hung in a repeat run started so,
+# 2026-11-26). They test a terminal's Ctrl-C, so the processes start as from one; what
+# probe does where SIGINT is ignored is tested on its own (test_signal_ignored.py).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _probe_threads() -> list[threading.Thread]:

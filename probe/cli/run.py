@@ -59,7 +59,8 @@ _MAX_HZ = 1000.0
     metavar="SECONDS",
     help="With --duration: a target still running this long after the deadline's Ctrl-C "
     "gets SIGTERM; this long after that, its run is closed and the process ended. Its "
-    "non-daemon threads get as long to finish before they are cut short.",
+    "non-daemon threads get as long to finish before they are cut short. With --load: "
+    "a service still running this long after the load's Ctrl-C gets SIGTERM.",
 )
 @click.option(
     "--hz",
@@ -326,7 +327,7 @@ def run_command(
     )
     if (prometheus is not None or stream_to is not None) and not sidecar.running:
         print("probe: no sidecar: no live metrics or spans for this run", file=sys.stderr)
-    loader = _start_load(run_dir, load_spec) if load_spec is not None else None
+    loader = _start_load(run_dir, load_spec, stop_grace) if load_spec is not None else None
     outcome = run(
         resolved,
         run_dir,
@@ -383,12 +384,21 @@ def _ensure_span_log_handler() -> None:
         logger.addHandler(handler)
 
 
-def _start_load(run_dir: Path, spec: Path) -> subprocess.Popen[bytes]:
+def _start_load(run_dir: Path, spec: Path, grace_s: float) -> subprocess.Popen[bytes]:
     """The load's process (probe.load.runner): it waits for the service, drives it, and
-    stops it with SIGINT. In a session of its own: a Ctrl-C at the terminal is for the
+    stops it with SIGINT (SIGTERM where that is ignored, or has not ended the target
+    ``grace_s`` later). In a session of its own: a Ctrl-C at the terminal is for the
     service, and the load is ended from here."""
     return subprocess.Popen(
-        [sys.executable, "-m", "probe.load.runner", str(run_dir), str(spec), str(os.getpid())],
+        [
+            sys.executable,
+            "-m",
+            "probe.load.runner",
+            str(run_dir),
+            str(spec),
+            str(os.getpid()),
+            str(grace_s),
+        ],  # fmt: skip
         stdin=subprocess.DEVNULL,
         start_new_session=True,
         env={**os.environ, HELPER_ENV: "load"},  # its CPU is not the service's
@@ -418,6 +428,8 @@ def _finish_load(
         return dataclasses.replace(outcome, status=2), figures
     if outcome.ended_by in ("SIGINT", "completed", "sys.exit") and outcome.status in (0, 130):
         return dataclasses.replace(outcome, status=0), figures
+    if outcome.ended_by == "SIGTERM" and figures.get("stopped_with") == "SIGTERM":
+        return dataclasses.replace(outcome, status=0), figures  # the load's own stop
     return outcome, figures
 
 
@@ -427,6 +439,12 @@ def _print_load(run_dir: Path, figures: dict[str, Any] | None) -> None:
     if figures is None:
         click.echo("probe: error: the load wrote no figures", err=True)
         return
+    if figures.get("stopped_with") == "SIGTERM":
+        click.echo(
+            "probe: the service did not end on SIGINT (ignored, or not within --stop-grace): "
+            "the load stopped it with SIGTERM",
+            err=True,
+        )
     if "error" in figures:
         click.echo(f"probe: error: the load did not run: {figures['error']}", err=True)
         return
