@@ -347,7 +347,7 @@ def run_command(
     if not outcome.forked_child:
         sidecar.finish(report=not no_report)
     if loader is not None and not outcome.forked_child:
-        _print_load(run_dir, load_figures)
+        _print_load(run_dir, load_figures, outcome.ended_by)
     if outcome.threads_cut_short:
         # the target's non-daemon threads outlived --duration: the interpreter would wait
         # for them for ever (the run directory and the verdict are complete)
@@ -398,7 +398,7 @@ def _start_load(run_dir: Path, spec: Path, grace_s: float) -> subprocess.Popen[b
             str(spec),
             str(os.getpid()),
             str(grace_s),
-        ],  # fmt: skip
+        ],
         stdin=subprocess.DEVNULL,
         start_new_session=True,
         env={**os.environ, HELPER_ENV: "load"},  # its CPU is not the service's
@@ -433,13 +433,15 @@ def _finish_load(
     return outcome, figures
 
 
-def _print_load(run_dir: Path, figures: dict[str, Any] | None) -> None:
+def _print_load(run_dir: Path, figures: dict[str, Any] | None, ended_by: str) -> None:
     from probe.load.runner import REQUESTS
 
     if figures is None:
         click.echo("probe: error: the load wrote no figures", err=True)
         return
-    if figures.get("stopped_with") == "SIGTERM":
+    # the load sends SIGTERM also where the run was still closing after the grace, when
+    # the target had ended on the SIGINT: then SIGTERM is ignored and ended_by says so
+    if figures.get("stopped_with") == "SIGTERM" and ended_by == "SIGTERM":
         click.echo(
             "probe: the service did not end on SIGINT (ignored, or not within --stop-grace): "
             "the load stopped it with SIGTERM",
