@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
 
@@ -183,10 +184,25 @@ def test_a_window_holds_each_stage_as_a_range_timed_as_its_span_and_in_the_span_
         # within 10% (+10 us) on the median
         assert journal.median() - 2_000 <= traced.median() <= 1.1 * journal.median() + 10_000
     # a request still open when the window closed is dropped, not read as ending at the
-    # stop: a request takes ~1.2 ms unprofiled (staged_mlp.truth.md), a few in a window;
-    # before the cut ones were dropped, one read 49 ms
-    requests = ranges[ranges["name"].astype(str) == "request"]["dur_ns"]
-    assert requests.max() < 10_000_000 and entry["cut_ranges"] >= 0
+    # stop (before, one read 49 ms): each request range is a request of the journal, paired
+    # on its start, and no longer than it. Against the journal's own span, not a fixed
+    # bound: on a busy 2-core machine a preempted request can take 11 ms (a CI run read one)
+    is_request = ranges["name"].astype(str) == "request"
+    traced = pd.DataFrame({"start_ns": start[is_request], "dur_ns": ranges["dur_ns"][is_request]})
+    journal = spans[spans["name"] == "request"]
+    journal = pd.DataFrame(
+        {"j_start_ns": journal["start_ns"], "j_dur_ns": journal["end_ns"] - journal["start_ns"]}
+    )
+    typical = journal["j_dur_ns"].median()
+    paired = pd.merge_asof(
+        traced.sort_values("start_ns").astype("int64"), journal.sort_values("j_start_ns"),
+        left_on="start_ns", right_on="j_start_ns", direction="nearest",
+    )  # fmt: skip
+    astray = paired[
+        ((paired["start_ns"] - paired["j_start_ns"]).abs() > typical / 2)
+        | (paired["dur_ns"] > paired["j_dur_ns"] + typical / 2)
+    ]
+    assert astray.empty, (astray, entry["cut_ranges"])
     d = json.loads((r.run_dir / "diagnosis.json").read_text())
     table = {s["name"]: s for s in d["torch"]["stages"]}
     assert set(stages) <= set(table) and table["infer"]["device_ns"] == 0  # CPU: no GPU
