@@ -27,7 +27,14 @@ from probe.analyzers.leaks import (
     judge_recorded,
 )
 from probe.analyzers.recommendations import Recommendation, demands, minor, proposed, ranked
-from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, classify, cold_start
+from probe.analyzers.rules import (
+    THRESHOLDS,
+    Finding,
+    RunFacts,
+    classify,
+    cold_start,
+    runnable_beside_idle_cores,
+)
 from probe.analyzers.vocabulary import kind_words, subkind_words
 from probe.rundir.reader import Run
 
@@ -417,6 +424,7 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
     app's p99 must stay within (default: the run's ``probe run --sla``, if any)."""
     bd = breakdown(run)
     facts = run_facts(run, bd)
+    bd = replace(bd, stages=runnable_beside_idle_cores(bd.stages, facts.cpu_count))
     findings = classify(bd, facts)
     cold = cold_start(bd, facts)
     leak = _leak(run, bd)
