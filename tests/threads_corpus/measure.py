@@ -4,7 +4,9 @@ Runs the service and, every 50 ms, reads each of its threads from /proc
 (``/proc/PID/task/TID/stat``: name, state R/S/D, user+system CPU ticks; and, asleep,
 ``wchan``: where in the kernel it waits). Writes ``services/NAME.truth.json``: per
 thread, its CPU seconds, the share of readings in each kernel state and its top wait
-channels (cases measured before 2026-11-23 lack them); the process's wall time and mean
+channels (cases measured before 2026-11-23 lack them), and from the scheduler's own
+statistics (``/proc/PID/task/TID/schedstat``, exact) its time on a CPU and runnable on a
+run queue (cases measured before 2026-11-26 lack them); the process's wall time and mean
 cores used. Where py-spy is
 installed, a second run under ``py-spy record`` (on-CPU samples only) gives the function
 holding most on-CPU samples as a cross-check.
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -66,6 +69,18 @@ def read_threads(pid: int) -> dict[int, tuple[str, str, int]]:
     return {tid: stat for tid, stat in read.items() if stat is not None}
 
 
+def read_schedstat(pid: int, tid: int) -> tuple[int, int] | None:
+    """(ns on a CPU, ns runnable on a run queue) of a thread, exact: the scheduler's own
+    statistics (/proc/PID/task/TID/schedstat); None if it is gone or the kernel keeps none.
+    The stat file's state is read at an instant, its CPU ticks sampled at the timer's."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+            on_cpu, runnable, _ = f.read().split()
+    except (OSError, ValueError):
+        return None
+    return int(on_cpu), int(runnable)
+
+
 def read_process_ticks(pid: int) -> int:
     """The process's user+system CPU ticks, its exited threads' included (0 if gone)."""
     stat = read_stat(f"/proc/{pid}/stat")
@@ -88,33 +103,53 @@ def serve_and_drive(child: subprocess.Popen, port: int) -> None:
 
 
 def watch(argv: list[str], port: int | None = None) -> dict[str, object]:
-    started = time.monotonic()
     child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if port is not None:
         serve_and_drive(child, port)
+    return watch_pid(child.pid, lambda: child.poll() is None)
+
+
+def watch_pid(pid: int, running: Callable[[], bool], every_s: float = 0.05) -> dict[str, object]:
+    """Read process ``pid``'s threads from /proc every ``every_s`` while ``running()``:
+    its truth as ``watch`` writes it (also for a process another tool started), each
+    thread's CPU counted from its first reading."""
+    started = time.monotonic()
     states: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     # where the kernel has each thread when it is not running (S or D): the wait's object
     wchans: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     last: dict[int, tuple[str, str, int]] = {}
+    first_ticks: dict[int, int] = {}  # CPU is counted from a thread's first reading
+    sched: dict[int, list[tuple[int, int]]] = collections.defaultdict(list)  # first, last
     process_ticks = 0  # the process's own CPU counts threads that have exited
-    while child.poll() is None:
-        process_ticks = max(process_ticks, read_process_ticks(child.pid))
-        now = read_threads(child.pid)
+    process_first = read_process_ticks(pid)
+    while running():
+        process_ticks = max(process_ticks, read_process_ticks(pid) - process_first)
+        now = read_threads(pid)
         for tid, (name, state, ticks) in now.items():
             states[tid][state] += 1
             if state in ("S", "D"):
-                wchans[tid][read_wchan(child.pid, tid) or "?"] += 1
+                wchans[tid][read_wchan(pid, tid) or "?"] += 1
             last[tid] = (name, state, ticks)
-        time.sleep(0.05)
+            first_ticks.setdefault(tid, ticks)
+            exact = read_schedstat(pid, tid)
+            if exact is not None:
+                sched[tid][1:] = [exact] if sched[tid] else [exact, exact]
+        time.sleep(every_s)
     wall = time.monotonic() - started
     threads = []
     for tid, (name, _, ticks) in sorted(last.items()):
         seen = sum(states[tid].values())
         threads.append({
-            "tid_order": len(threads), "name": name, "cpu_s": ticks / TICK,
+            "tid_order": len(threads), "name": name, "cpu_s": (ticks - first_ticks[tid]) / TICK,
             "states": {s: round(n / seen, 3) for s, n in sorted(states[tid].items())},
             "wchans": {w: round(n / seen, 3) for w, n in wchans[tid].most_common(3)},
         })  # fmt: skip
+        if sched[tid]:
+            (cpu0, queued0), (cpu1, queued1) = sched[tid]
+            threads[-1]["schedstat"] = {
+                "on_cpu_s": round((cpu1 - cpu0) / 1e9, 3),
+                "runqueue_s": round((queued1 - queued0) / 1e9, 3),
+            }
     # short-lived threads (a thread per request) end between readings: the process's
     # figure holds them, the per-thread ones only what was seen
     cpu = max(sum(t["cpu_s"] for t in threads), process_ticks / TICK)
