@@ -121,6 +121,7 @@ def test_direct_disk_reads_in_an_unnamed_native_call_are_disk_waits_not_cpu(run_
     # off a run queue is blocked time. Not the stat file's state: readings of it every
     # 20 ms put the thread R 23-73% of the scan in 4 runs, its schedstat on a CPU or
     # queued 18-21% of it
+    assert scan["threads"], "the scan was never seen from outside"
     sched = scan["threads"][0]["schedstat"]
     blocked = scan["wall_s"] - sched["on_cpu_s"] - sched["runqueue_s"]
     expected = ("io", "disk") if blocked > scan["wall_s"] / 2 else ("cpu", "native")
@@ -135,7 +136,9 @@ def scan_truth(proc: subprocess.Popen, shards) -> dict:
     def scanning() -> bool:
         last = list(shards.glob("shard-scan-*/shard-3.bin"))
         try:
-            return proc.poll() is None and bool(last) and last[0].stat().st_size == 16 << 20
+            return (
+                proc.poll() is None and bool(last) and last[0].stat().st_size == 16 << 20
+            )  # SHARD_BYTES
         except OSError:  # removed between the glob and the stat: done
             return False
 

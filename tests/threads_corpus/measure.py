@@ -119,7 +119,8 @@ def watch_pid(pid: int, running: Callable[[], bool], every_s: float = 0.05) -> d
     wchans: dict[int, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     last: dict[int, tuple[str, str, int]] = {}
     first_ticks: dict[int, int] = {}  # CPU is counted from a thread's first reading
-    sched: dict[int, list[tuple[int, int]]] = collections.defaultdict(list)  # first, last
+    first_sched: dict[int, tuple[int, int]] = {}  # schedstat at a thread's first reading
+    last_sched: dict[int, tuple[int, int]] = {}
     process_ticks = 0  # the process's own CPU counts threads that have exited
     process_first = read_process_ticks(pid)
     while running():
@@ -133,7 +134,8 @@ def watch_pid(pid: int, running: Callable[[], bool], every_s: float = 0.05) -> d
             first_ticks.setdefault(tid, ticks)
             exact = read_schedstat(pid, tid)
             if exact is not None:
-                sched[tid][1:] = [exact] if sched[tid] else [exact, exact]
+                first_sched.setdefault(tid, exact)
+                last_sched[tid] = exact
         time.sleep(every_s)
     wall = time.monotonic() - started
     threads = []
@@ -144,8 +146,8 @@ def watch_pid(pid: int, running: Callable[[], bool], every_s: float = 0.05) -> d
             "states": {s: round(n / seen, 3) for s, n in sorted(states[tid].items())},
             "wchans": {w: round(n / seen, 3) for w, n in wchans[tid].most_common(3)},
         })  # fmt: skip
-        if sched[tid]:
-            (cpu0, queued0), (cpu1, queued1) = sched[tid]
+        if tid in last_sched:
+            (cpu0, queued0), (cpu1, queued1) = first_sched[tid], last_sched[tid]
             threads[-1]["schedstat"] = {
                 "on_cpu_s": round((cpu1 - cpu0) / 1e9, 3),
                 "runqueue_s": round((queued1 - queued0) / 1e9, 3),
