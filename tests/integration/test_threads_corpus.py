@@ -129,6 +129,9 @@ def test_direct_disk_reads_in_an_unnamed_native_call_are_disk_waits_not_cpu(run_
     assert got == expected, (scan, kernel, primary["summary"], primary["confidence"])
 
 
+SHARD_BYTES = 16 << 20  # shard_scan.py's: its last shard at this size is written and synced
+
+
 def scan_truth(proc: subprocess.Popen, shards) -> dict:
     """``shard_scan``'s threads read from /proc while it scans: from its last shard's
     full size (written and synced) to its folder's removal, not its writes before."""
@@ -136,9 +139,7 @@ def scan_truth(proc: subprocess.Popen, shards) -> dict:
     def scanning() -> bool:
         last = list(shards.glob("shard-scan-*/shard-3.bin"))
         try:
-            return (
-                proc.poll() is None and bool(last) and last[0].stat().st_size == 16 << 20
-            )  # SHARD_BYTES
+            return proc.poll() is None and bool(last) and last[0].stat().st_size == SHARD_BYTES
         except OSError:  # removed between the glob and the stat: done
             return False
 
