@@ -14,11 +14,11 @@ right-to-left override reorder what they read.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from probe.analyzers.vocabulary import WAITS
+from probe.printable import printable, printable_json
 from probe.reports.batching import batching_lines
 from probe.reports.host_ops import host_op_lines
 
@@ -41,25 +41,6 @@ __all__ = [
     "recommendation_rows",
     "span_time_lines",
 ]
-
-# C0 and C1 control characters but newline and tab, the bidirectional formatting
-# characters (marks, embeddings, overrides, isolates: the "Trojan Source" set, with the
-# Arabic letter mark) and the line and paragraph separators some terminals break on.
-_UNPRINTABLE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]"
-)
-
-
-def printable(text: str) -> str:
-    """``text`` with control and bidi-override characters shown as escapes."""
-    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
-
-
-def printable_json(text: str) -> str:
-    """JSON ``text`` for a terminal: the same characters as ``printable`` escaped, as JSON
-    ``\\uXXXX`` escapes, so the document still parses to the same strings. (They can
-    only stand inside strings: JSON's own syntax is ASCII.)"""
-    return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def _bytes(n: float) -> str:

@@ -278,12 +278,12 @@ def _sample_until_told(
 def _live(run_dir: Path, pid: int, options: list[str], own_cpu: Callable[[], float]) -> Any:
     """The live outputs ``options`` ask for (``prometheus=HOST:PORT``, ``otlp=URL``);
     one that cannot start is said and left out. None when none is asked for."""
-    from probe.live import LiveOutputs
-    from probe.reports.terminal import printable
-
     asked = dict(option.partition("=")[::2] for option in options)
     if not asked:
         return None
+    from probe.live import LiveOutputs
+    from probe.printable import printable
+
     live = LiveOutputs(run_dir, pid)
     if "prometheus" in asked:
         from probe.live.metrics import LiveMetrics
@@ -314,7 +314,7 @@ def main(argv: list[str]) -> int:
         pass
     run_dir, pid, hz = Path(argv[0]), int(argv[1]), float(argv[2])
     gpu, finisher_pid = argv[3] == "1", int(argv[4])
-    from probe.reports.terminal import printable  # what it says names paths: escaped
+    from probe.printable import printable  # what it says names paths: escaped
 
     own_cpu = _helper_cpu(finisher_pid)
     live = _live(run_dir, pid, argv[5:], own_cpu)

@@ -132,7 +132,7 @@ class _LastMessage(logging.Handler):
 
 
 def _say_on_stderr(line: str) -> None:
-    from probe.reports.terminal import printable
+    from probe.printable import printable
 
     print(printable(f"probe: otlp: {line}"), file=sys.stderr, flush=True)
 
