@@ -5,7 +5,8 @@ green once but red one run in twenty blocks every landing as surely as a red one
     python benchmarks/repeat_tests.py -n 20 tests/integration/test_watch.py
 
 Each run is `python -m pytest -q -p no:cacheprovider [paths]` from the repository root;
-a failing run's last lines are printed and the loop goes on (the count is the result).
+a failing run's failures are printed with where and why they failed, and the loop goes on
+(the count is the result).
 Exit status: 0 when every run passed, 1 otherwise.
 """
 
@@ -18,6 +19,20 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def _why(output: str) -> list[str]:
+    """What a failing run's report says of each failure: the test, where it failed
+    (``path:line: Error``) and the first lines of pytest's explanation (``E ...``), so
+    that a flake seen once in twenty runs is seen with its figures."""
+    lines = output.splitlines()
+    why = [ln for ln in lines if ln.startswith("FAILED") or ln.startswith("ERROR")][:10]
+    for i, ln in enumerate(lines):
+        if ln.startswith("tests/") and ": " in ln and ln.split(":")[1].isdigit():
+            start = max((j for j in range(i) if lines[j].startswith("____")), default=0)
+            explained = [e for e in lines[start:i] if e.startswith("E ")]
+            why += [ln, *explained[:8]]
+    return why
 
 
 def main() -> int:
@@ -38,8 +53,7 @@ def main() -> int:
         passed += ok
         print(f"run {i:2d}/{args.runs}: {'pass' if ok else 'FAIL'} in {took:,.0f} s  ({tail})")
         if not ok:
-            failed = [ln for ln in result.stdout.splitlines() if ln.startswith("FAILED")]
-            print("\n".join(f"    {ln}" for ln in failed[:10]), flush=True)
+            print("\n".join(f"    {ln}" for ln in _why(result.stdout)), flush=True)
     print(f"{passed}/{args.runs} runs passed")
     return 0 if passed == args.runs else 1
 
