@@ -1,6 +1,6 @@
 """Dynamic-batching advice as terminal text: a sweep's (``probe batch-sweep``) and a
 diagnosis's (stage spans with a ``batch`` size). Plain text: the caller escapes it for
-the terminal (``reports.terminal.printable``), which imports this module."""
+the terminal (``probe.printable``, through ``reports.terminal``, which imports this module)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from probe.reports.terminal import printable
+from probe.printable import printable
 
 if TYPE_CHECKING:
     from probe.analyzers.gate import CheckResult, Regression

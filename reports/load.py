@@ -9,7 +9,7 @@ import pandas as pd
 
 from probe.load.figures import LoadFigures
 from probe.load.sweep import SweepStep
-from probe.reports.terminal import printable
+from probe.printable import printable
 
 __all__ = ["LoadText", "SweepText", "split_lines"]
 

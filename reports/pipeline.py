@@ -26,9 +26,10 @@ from probe.analyzers.analysis import Analysis, analyze
 from probe.analyzers.diagnosis import diagnose
 from probe.atomicfile import write_atomic
 from probe.live import LIVE_VERDICT_FILE
+from probe.printable import printable
 from probe.reports import output
 from probe.reports.json import json_safe
-from probe.reports.terminal import Verdict, printable
+from probe.reports.terminal import Verdict
 from probe.rundir.reader import Run, compact_and_load, load
 
 __all__ = ["finish_run", "load_analysis", "shown_path", "verdict_text", "write_output"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from probe.analyzers.vocabulary import WAITS
-from probe.printable import printable, printable_json
+from probe.printable import printable
 from probe.reports.batching import batching_lines
 from probe.reports.host_ops import host_op_lines
 
@@ -35,8 +35,6 @@ __all__ = [
     "advice_lines",
     "head_lines",
     "limit_text",
-    "printable",
-    "printable_json",
     "recommendation_line",
     "recommendation_rows",
     "span_time_lines",

@@ -46,8 +46,8 @@ def analyze_command(run_dir: Path, as_json: bool, no_write: bool, sla_s: float |
       probe analyze --json RUN_DIR | jq .recommendations
       probe analyze worker0.pt.trace.json.gz
     """
+    from probe.printable import printable_json
     from probe.reports.json import DiagnosisJson
-    from probe.reports.terminal import printable_json
 
     if run_dir.is_file():
         _analyze_trace(run_dir, as_json)
@@ -65,8 +65,8 @@ def analyze_command(run_dir: Path, as_json: bool, no_write: bool, sla_s: float |
 
 def _analyze_trace(path: Path, as_json: bool) -> None:
     from probe.analyzers.trace_diagnosis import diagnose_trace
+    from probe.printable import printable_json
     from probe.reports.json import DiagnosisJson, json_safe
-    from probe.reports.terminal import printable_json
     from probe.reports.trace import TraceVerdict
     from probe.rundir.kineto import read_kineto
 

@@ -108,8 +108,8 @@ def batch_sweep_command(
       probe diff before after --sweep probe-sweep-...
     """
     from probe.batching import SweepSettings, batch_maker, resolve, sweep, write_sweep
+    from probe.printable import printable
     from probe.reports.batching import sweep_text
-    from probe.reports.terminal import printable
 
     function = resolve(target)
     if not callable(function):

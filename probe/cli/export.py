@@ -97,9 +97,9 @@ def export_command(
     from probe.analyzers.analysis import analyze
     from probe.analyzers.timeline import TIMELINE_TABLES, TimelineLimits
     from probe.atomicfile import write_atomic
+    from probe.printable import printable
     from probe.reports import output
     from probe.reports.pipeline import shown_path
-    from probe.reports.terminal import printable
     from probe.rundir.reader import load
 
     if fmt == "otlp":
@@ -135,7 +135,7 @@ def export_command(
 
 
 def _notes(analysis: Any) -> None:
-    from probe.reports.terminal import printable
+    from probe.printable import printable
 
     for note in (*analysis.notes, *analysis.timeline.notes):
         click.echo(printable(f"probe: {note}"), err=True)
@@ -143,13 +143,13 @@ def _notes(analysis: Any) -> None:
 
 class _OneLine(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        from probe.reports.terminal import printable
+        from probe.printable import printable
 
         return printable(f"probe: otlp: {record.getMessage().splitlines()[0]}")
 
 
 def _send(exported: Any, analysis: Any, endpoint: str, timeout_s: float) -> None:
-    from probe.reports.terminal import printable
+    from probe.printable import printable
 
     payload = exported.with_verdict(analysis)
     spans = len(analysis.timeline.spans)

@@ -88,7 +88,7 @@ def _emit(text: str, out: Path | None, fmt: str, open_it: bool) -> None:
     """``text`` to stdout (the text verdict escapes itself; JSON and HTML carry the
     service's names raw, escaped here for a terminal), or written to ``out``."""
     from probe.atomicfile import write_atomic
-    from probe.reports.terminal import printable, printable_json
+    from probe.printable import printable, printable_json
 
     text = text if text.endswith("\n") else text + "\n"
     if out is None:

@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cli.main(args=argv, prog_name="probe", standalone_mode=False)
     except ProbeError as e:
-        from probe.reports.terminal import printable
+        from probe.printable import printable
 
         click.echo(printable(f"probe: error: {e}"), err=True)  # paths, names: escaped
         sys.exit(e.exit_code)

@@ -16,7 +16,7 @@ import click
 
 from probe.cli.options import MAX_SECONDS
 from probe.errors import ProbeError
-from probe.reports.terminal import printable
+from probe.printable import printable
 from probe.watchdog.config import EXIT_LEAK, WatchConfig
 from probe.watchdog.limits import parse_duration, parse_size
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from probe.reports.terminal import printable, printable_json
+from probe.printable import printable, printable_json
 
 HOSTILE = "a\x1b[2Jb\x07c\x85d\u202ee\u2066f\u061cg\u2028h"
 
