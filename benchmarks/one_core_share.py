@@ -15,19 +15,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
-BUSY = """
-import time
-start_wall, start_cpu = time.perf_counter(), time.process_time()
-x = 0
-while time.perf_counter() - start_wall < 1.5:
-    for i in range(10000):
-        x += i
-wall, cpu = time.perf_counter() - start_wall, time.process_time() - start_cpu
-print(f"share {cpu / wall:.3f}", flush=True)
-"""
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.integration.test_run_cost import BUSY  # noqa: E402  the test's own loop
 
 # the console script users run, as the tests do
 _SCRIPT = Path(sys.executable).parent / "probe"
@@ -49,7 +41,7 @@ def main() -> int:
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "busy.py"
-        script.write_text(BUSY)
+        script.write_text(textwrap.dedent(BUSY))
         plain, probed = [], []
         for k in range(args.rounds):
             plain.append(_share([sys.executable, str(script)]))
