@@ -2,10 +2,17 @@
 measures a loop: a timer on the loop, due every ``TICK_NS``, notes how late it fires. A
 loop blocked by a handler's sync call (``time.sleep`` or a CPU-bound function in an
 ``async def`` route) fires its timer late by as long as it was blocked, and every request
-open on the loop meanwhile waited that long for its next step. A request's figure is the
-latest firing while it was open (``loop_lag_ns``): the longest the loop kept it waiting
-at once, give or take a tick. The request that blocks the loop seldom sees its own block
-(the late firing comes after it has answered): that second is its handler's time.
+open on the loop meanwhile waited that long for its next step. A request's figure
+(``loop_lag_ns``) is the longest the loop kept it waiting at once while it was open, give
+or take a tick: of each late firing, the part of the block (from when the timer was due
+to when it fired) after the request opened; and, if the timer is overdue when the
+request closes, the block so far. That last part matters: a request whose next step was
+queued behind a blocking one runs right after it, in the same pass of the loop, and can
+answer before the late timer gets its turn (asyncio runs the callbacks ready at the start
+of a pass before it looks at its timers again). The part before the request opened is
+the server's queue (``routes.Phases``'s ``queued_ns``), not counted twice. The request
+that blocks the loop seldom sees its own block (the late firing comes after it has
+answered): that second is its handler's time.
 
 The timer runs only while a request is open on the loop, so an idle server pays nothing;
 busy, it costs one callback every 10 ms (a few microseconds: well under 0.1% of a core).
@@ -65,15 +72,17 @@ class LoopLag:
         return now
 
     def closed(self, since_ns: int) -> int:
-        """A request opened at ``since_ns`` closed: the latest firing while it was open
-        (ns late; 0 if none fired)."""
+        """A request opened at ``since_ns`` closed: the longest block of the loop while it
+        was open (ns; 0 if the timer was never late meanwhile)."""
+        now = perf_counter_ns()
         self._open = max(0, self._open - 1)
-        worst = 0
+        # a block still going on as far as the timer knows: due, not fired yet
+        worst = now - max(self._due, since_ns) if self._armed else 0
         for fired, late in reversed(self.firings):
             if fired < since_ns:
                 break
-            worst = max(worst, late)
-        return worst
+            worst = max(worst, fired - max(fired - late, since_ns))
+        return max(0, worst)
 
     def _arm(self, now: int) -> None:
         self._armed = True

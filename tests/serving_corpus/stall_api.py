@@ -1,7 +1,10 @@
 """A FastAPI app for the load driver's honesty tests: ``GET /sleep`` awaits 20 ms,
 ``GET /noop`` answers at once (the driver's and the server's own overhead), and
 ``POST /stall`` blocks the event loop for a second with a sync sleep inside an async
-route (the classic mistake): every request due meanwhile waits for it.
+route (the classic mistake): every request due meanwhile waits for it. ``GET /linger``
+awaits half a second: a request surely open on the server when a stall sent 0.2 s after
+it begins (the 20-ms ``/sleep`` of a client looping on it may be between requests then,
+its next one waiting unread in the socket for the stall to end).
 
 Truth by construction (the sleeps), and measured: ``python -m uvicorn stall_api:app
 --app-dir tests/serving_corpus --port 8793`` driven by ``probe load
@@ -29,6 +32,12 @@ async def sleep() -> dict:
 @app.get("/noop")
 async def noop() -> dict:
     return {}
+
+
+@app.get("/linger")
+async def linger() -> dict:
+    await asyncio.sleep(0.5)
+    return {"slept_ms": 500}
 
 
 @app.post("/stall")

@@ -26,6 +26,45 @@ def test_a_request_open_while_the_loop_is_blocked_sees_the_block_and_a_later_one
     assert calm < TICK_NS
 
 
+def test_a_request_that_answers_right_after_a_block_before_the_late_tick_sees_the_block():
+    # the ordering a CI run hit (uvicorn, stall_api.py): a request's next step was made
+    # ready while another step blocked the loop; asyncio runs it first in the next pass,
+    # before it looks at its timers, and the request answers before the late tick fires
+    async def main() -> int:
+        lag = LoopLag.of_running_loop()
+        assert lag is not None
+        woken = asyncio.get_running_loop().create_future()
+
+        async def request() -> int:
+            opened = lag.opened()
+            await woken
+            return lag.closed(opened)
+
+        answered = asyncio.create_task(request())
+        await asyncio.sleep(0.015)  # the request is open, a tick has fired on time
+        woken.set_result(None)  # its step is queued ...
+        time.sleep(0.2)  # ... behind this block
+        return await answered
+
+    blocked = asyncio.run(main())
+    assert 0.2e9 - TICK_NS <= blocked <= 0.2e9 + TICK_NS
+
+
+def test_a_request_opened_after_a_block_does_not_take_the_block_as_its_own():
+    # its wait for the loop before it opened is the server's queue (queued_ns), not lag
+    async def main() -> int:
+        lag = LoopLag.of_running_loop()
+        assert lag is not None
+        lag.opened()  # another request keeps the timer armed
+        await asyncio.sleep(0.015)
+        time.sleep(0.2)  # the block; the next request opens right after it
+        opened = lag.opened()
+        await asyncio.sleep(0.015)  # the late tick fires while it is open
+        return lag.closed(opened)
+
+    assert asyncio.run(main()) < TICK_NS
+
+
 def test_an_idle_loop_has_no_timer_once_its_requests_are_done():
     async def main() -> int:
         lag = LoopLag.of_running_loop()
