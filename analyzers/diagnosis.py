@@ -220,6 +220,45 @@ def _first_request(indexed: pd.DataFrame) -> tuple[float | None, dict[str, float
     return float(reqs["dur_ns"].iloc[0]) / 1e6, stages
 
 
+def _first_request_cpu(
+    indexed: pd.DataFrame, resources: pd.DataFrame, stages: dict[str, float], probe_cores: float
+) -> dict[str, float]:
+    """The CPU the process tree used (``/proc``, probe's own threads' mean left out) over
+    each cold stage's spans in the first request, scaled to the stage's excess there:
+    the part of its time it ran rather than waited. Work other threads did meanwhile
+    counts too (a cold start seldom has company)."""
+    if not stages or resources.empty:
+        return {}
+    reqs = indexed[indexed["is_request"].to_numpy()].sort_values("start_ns")
+    in_first = (indexed["root_pos"].to_numpy() == int(reqs.index[0])) & ~indexed[
+        "is_request"
+    ].to_numpy()
+    spans = indexed[in_first]
+    out = {}
+    for name, excess_s in stages.items():
+        mine = spans[spans["name"].astype(str) == name]
+        wall_s = float(mine["dur_ns"].sum()) / 1e9
+        if wall_s <= 0:
+            continue
+        used = sum(
+            _cpu_between(resources, int(start), int(start + dur)) - probe_cores * dur / 1e9
+            for start, dur in zip(mine["start_ns"], mine["dur_ns"], strict=True)
+        )
+        out[name] = max(0.0, used) * excess_s / wall_s
+    return out
+
+
+def _cpu_between(resources: pd.DataFrame, lo: int, hi: int) -> float:
+    """CPU seconds the process tree used between ``lo`` and ``hi``: each process's
+    cumulative user and system time, interpolated between its readings."""
+    used = 0.0
+    for _, rows in resources.sort_values("ts_ns").groupby("pid"):
+        cpu = (rows["cpu_user_s"] + rows["cpu_system_s"]).to_numpy(dtype=float)
+        ts = rows["ts_ns"].to_numpy(dtype=float)
+        used += float(np.interp(hi, ts, cpu) - np.interp(lo, ts, cpu))
+    return used
+
+
 def _collector_figure(meta: dict[str, Any], name: str) -> Any:
     """One of the figures the collector wrote into meta.json at the run's end (None in a
     run that lacks it: killed, or older)."""
@@ -250,18 +289,20 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
     lo, hi = bd.requests.start_ns, bd.requests.end_ns
     starved, util = _starved_share(run) if has_gpu else (0.0, float("nan"))
     first_ms, first_stages = _first_request(bd.spans)
+    probe_cores = _probe_cores(meta)
     return RunFacts(
         has_gpu=has_gpu,
         cpu_count=cpu_count,
-        process_cores=max(
-            0.0, _process_cores(run.tables["resources"], lo, hi) - _probe_cores(meta)
-        ),
+        process_cores=max(0.0, _process_cores(run.tables["resources"], lo, hi) - probe_cores),
         user_share=_user_share(run.tables["resources"], lo, hi),
         host_cores_busy=_host_cores(run.tables["system"], cpu_count, lo, hi),
         gpu_util_mean=util,
         starved_time_share=starved,
         first_request_ms=first_ms,
         first_request_stages=first_stages,
+        first_request_stage_cpu=_first_request_cpu(
+            bd.spans, run.tables["resources"], first_stages, probe_cores
+        ),
         sample_hz=bd.sample_hz,
         kernel_unavailable=str(
             (_collector_figure(meta, "kernel_states") or {}).get("unavailable") or ""

@@ -268,7 +268,12 @@ def demands(bd: Breakdown, facts: RunFacts, cold: dict[str, Any] | None) -> dict
         return {}
     cpu = facts.process_cores * req.window_s
     if cold:
-        cpu = max(0.0, cpu - float(cold["seconds"]))
+        # its CPU, not its wall time: the wall includes its waits for a core, and taking
+        # those off the window's CPU took most of multimodal_pipeline's per-request CPU
+        # with them (1.7 ms a request against 5.6-6.1 ms measured plainly, from the CPU
+        # of 150- and 600-request runs' difference: its 16-way fix predicted 21x, realized 12x)
+        taken = cold.get("cpu_s")
+        cpu = max(0.0, cpu - float(cold["seconds"] if taken is None else taken))
     # numpy's and torch's kernels and the kernel's syscalls run with the GIL released
     # (shop_api's CPU route under uvicorn: 10% of its CPU in system time; counted as
     # holding the GIL, its ceiling read 216/s against 272/s measured without probe)

@@ -12,9 +12,11 @@ latency). A diagnosis should name ``fetch`` as ``io``/``network`` and the first 
 ``--fixed`` applies both recommendations (``concurrent_io`` and ``lazy_init``): the models
 are initialised at start-up, before the service takes requests, and requests run on a
 pool of 16 workers. Measured on this machine class under ``probe run`` (150 requests):
-~20 requests/s default, ~240 fixed (12x, throughput over the serving window: the default
-pays the model start inside its first request, the fixed one before serving); the
-default run's diagnosis predicted 14x for the two together.
+~18-20 requests/s default, ~180-240 fixed (10-12x, throughput over the serving window:
+the default pays the model start inside its first request, the fixed one before
+serving); the default run's diagnosis predicted 10.3-12.7x for the two together (four
+pairs, 2026-11-26). A request costs 5.6-6.1 ms of CPU, the upstream's server thread's
+included (``/usr/bin/time``, the difference of 150- and 600-request runs, no probe).
 
     python sample_services/multimodal_pipeline.py [--requests N] [--fixed]
 """
