@@ -200,14 +200,10 @@ def _first_request(indexed: pd.DataFrame) -> tuple[float | None, dict[str, float
     given are the excess, which moving the work to start-up takes off the path.
     ``indexed``: ``Breakdown.spans``.
     """
-    if indexed.empty:
+    in_first = _in_first_request(indexed)
+    if in_first is None:
         return None, {}
     is_req = indexed["is_request"].to_numpy()
-    if not is_req.any():
-        return None, {}
-    reqs = indexed[is_req].sort_values("start_ns")
-    first = int(reqs.index[0])
-    in_first = (indexed["root_pos"].to_numpy() == first) & ~is_req
     names = indexed["name"].astype(str)
     there = indexed[in_first].groupby(names[in_first])["dur_ns"].sum()
     elsewhere = indexed[~in_first & ~is_req].groupby(names[~in_first & ~is_req])["dur_ns"]
@@ -217,7 +213,20 @@ def _first_request(indexed: pd.DataFrame) -> tuple[float | None, dict[str, float
         usual = float(median.get(name, 0.0))
         if ns >= THRESHOLDS.cold_start_ratio * usual:
             stages[str(name)] = (float(ns) - usual) / 1e9
-    return float(reqs["dur_ns"].iloc[0]) / 1e6, stages
+    first_ms = float(indexed[is_req].sort_values("start_ns")["dur_ns"].iloc[0]) / 1e6
+    return first_ms, stages
+
+
+def _in_first_request(indexed: pd.DataFrame) -> np.ndarray | None:
+    """Which of ``Breakdown.spans``' rows are spans inside the first request (the request
+    itself not); None when there is no request."""
+    if indexed.empty:
+        return None
+    is_req = indexed["is_request"].to_numpy()
+    if not is_req.any():
+        return None
+    first = int(indexed[is_req].sort_values("start_ns").index[0])
+    return (indexed["root_pos"].to_numpy() == first) & ~is_req
 
 
 def _first_request_cpu(
@@ -227,12 +236,9 @@ def _first_request_cpu(
     each cold stage's spans in the first request, scaled to the stage's excess there:
     the part of its time it ran rather than waited. Work other threads did meanwhile
     counts too (a cold start seldom has company)."""
-    if not stages or resources.empty:
+    in_first = _in_first_request(indexed)
+    if not stages or resources.empty or in_first is None:
         return {}
-    reqs = indexed[indexed["is_request"].to_numpy()].sort_values("start_ns")
-    in_first = (indexed["root_pos"].to_numpy() == int(reqs.index[0])) & ~indexed[
-        "is_request"
-    ].to_numpy()
     spans = indexed[in_first]
     out = {}
     for name, excess_s in stages.items():
