@@ -135,9 +135,11 @@ _MAX_HZ = 1000.0
     default=0.1,
     show_default=True,
     metavar="SECONDS",
-    help="Length of each torch.profiler window. Closing one stops the target a few times "
-    "as long (torch writes the window's events): the windows cost at most 5% of the time "
-    "since the first opened, the next counted before it opens.",
+    help="How much of the target's CPU time each torch.profiler window holds: it stays "
+    "open until the target's Python threads have run this long (at most 10 times as long "
+    "in wall time). Closing one stops the target a few times as long (torch writes the "
+    "window's events): the windows cost at most 5% of the time since the first opened, "
+    "the next counted before it opens.",
 )
 @click.option(
     "--torch-every",

@@ -12,8 +12,15 @@ takes windows:
   ``warmup_s`` after a thread of the target is first seen inside an ``nn.Module`` call
   (a forward pass), the next ones every ``every_s`` after the start of the one before,
   ``windows`` in all. A run with no module call gets no window, and says so.
-* **How long.** ``window_s`` each; the run's end closes an open window early (a short
-  run still gets its window, marked ``cut``).
+* **How long.** Until the target's threads have run ``window_s`` of CPU in it (at
+  least ``window_s``, at most ``longest`` times that in wall time); the run's end closes
+  an open window early (a short run still gets its window, marked ``cut``). Counted in
+  the target's CPU, not wall time, because a window holds what the target did in it: in
+  1 of ~6 runs of the full test suite, a 0.1-s window of ``decoder.py`` held 70 of the
+  target's ops where it holds 15,000-29,000 -- its thread had barely run in that tenth
+  of a second -- and the run had nothing to diagnose. A target that runs less than a
+  core is kept open longer for the same work; that costs little, since the profiler's
+  cost is per op recorded.
 * **At what cost.** Every op pays the profiler's callbacks while a window is open, and
   closing it stops the target: torch builds the window's events and writes them while
   its callbacks drain. Measured on ``tests/torch_corpus/decoder.py`` (torch 2.13, CPU,
@@ -42,6 +49,7 @@ Nothing here is imported, and no thread is started, unless the target imports to
 
 from __future__ import annotations
 
+import random
 import sys
 import threading
 import time
@@ -55,7 +63,13 @@ from probe.rundir.schema import SPAN_RANGE_PREFIX
 from probe.samplers.collection import collector_held_off
 from probe.samplers.ticker import keep_interrupts_off_this_thread
 
-__all__ = ["SpanRanges", "TorchWindowSettings", "TorchWindows", "a_forward_pass_is_running"]
+__all__ = [
+    "SpanRanges",
+    "TorchWindowSettings",
+    "TorchWindows",
+    "a_forward_pass_is_running",
+    "python_threads_cpu_ns",
+]
 
 _MODULE_CALL_FILE = "torch/nn/modules/module.py"
 # nn.Module.__call__ (torch 2.x: _wrapped_call_impl, then _call_impl). Not any frame of
@@ -74,6 +88,10 @@ class TorchWindowSettings:
     # caches (the trace diagnosis calls a window dominated by that warm-up, not steady).
     warmup_s: float = 1.0
     every_s: float = 10.0  # the least time from one window's start to the next
+    # A window whose target runs a tenth of a core or less closes at this many times
+    # ``window_s`` with what it has: a bound chosen (not measured) so that a service idle
+    # between requests cannot keep the profiler on for long.
+    longest: float = 10.0
     # Of the time since the first window opened, what the windows may cost (the next one
     # counted before it opens): the issue's overhead budget for op-level collection (5%).
     budget: float = 0.05
@@ -293,6 +311,32 @@ def a_forward_pass_is_running(exclude: set[int]) -> bool:
             del frames, f  # no frame outlives the read (see StackSampler._sample)
 
 
+def python_threads_cpu_ns(exclude: set[int]) -> dict[int, int] | None:
+    """The CPU time (ns, from /proc's schedstat) of each Python thread of this process
+    but the caller's and those in ``exclude`` (probe's own), by native thread id; None
+    where /proc cannot be read. Python threads, not every task: the model's thread runs
+    Python; a native pool's threads may spin without the model moving."""
+    me = threading.get_ident()
+    cpu: dict[int, int] = {}
+    for t in threading.enumerate():
+        if t.ident in exclude or t.ident == me or t.native_id is None:
+            continue
+        try:
+            with open(f"/proc/self/task/{t.native_id}/schedstat", "rb") as f:
+                cpu[t.native_id] = int(f.read().split()[0])
+        except FileNotFoundError:  # the thread ended since the list was taken
+            continue
+        except (OSError, ValueError, IndexError):
+            return None
+    return cpu
+
+
+def _cpu_ran_s(before: dict[int, int], now: dict[int, int]) -> float:
+    """CPU seconds the threads ran between two readings: a thread started since counts
+    from zero; one that ended since counts nothing (its last reading is gone)."""
+    return sum(ns - before.get(tid, 0) for tid, ns in now.items()) / 1e9
+
+
 class TorchWindows:
     """Takes the windows on a thread of its own; see the module docstring. ``origin`` is
     ``clock()`` at the session's start: windows are placed in seconds from it."""
@@ -306,6 +350,7 @@ class TorchWindows:
         origin: float,
         start_window: Callable[[], Window] = start_kineto_window,
         forward_seen: Callable[[set[int]], bool] = a_forward_pass_is_running,
+        target_cpu: Callable[[set[int]], dict[int, int] | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         unix_clock: Callable[[], int] = time.time_ns,
         poll_s: float = 0.2,
@@ -314,6 +359,7 @@ class TorchWindows:
         self.settings = settings
         self._exclude = exclude
         self._start_window, self._forward_seen = start_window, forward_seen
+        self._target_cpu = target_cpu or python_threads_cpu_ns
         self._clock, self._poll_s = clock, poll_s
         self._unix_clock = unix_clock
         self._origin = origin
@@ -346,7 +392,12 @@ class TorchWindows:
         while self.forward_at_s is None:
             if self._forward_seen(self._exclude):
                 self.forward_at_s = self._at()
-            elif self._stop.wait(self._poll_s):
+            # at a random point of each poll period: polled every ``poll_s`` exactly, the
+            # poll fell in the same phase of a periodic target's cycle each time -- after
+            # the first, always where the target let the GIL go, in its sleep -- and saw
+            # none of a service's 10-ms bursts of forward passes in 6 s (a burst every 40
+            # ms: 0 polls of 20 inside one; at random points, 7 of 19; /tmp experiment)
+            elif self._stop.wait(self._poll_s * random.uniform(0.5, 1.5)):
                 return
         due = self._clock() + s.warmup_s
         first_opening: float | None = None
@@ -362,7 +413,7 @@ class TorchWindows:
                 self.unavailable = str(e) or type(e).__name__
                 return
             started = self._clock()
-            cut = self._stop.wait(s.window_s)
+            cut, target_cpu_s = self._hold_open(started)
             path = self.dir / f"window-{n}.json"
             closing = self._clock()
             # on Kineto's clock (Unix time): a range ending after it was open at the stop
@@ -386,6 +437,7 @@ class TorchWindows:
                     },
                     "probe_tid": threading.get_native_id(),
                     "stall_s": round(ended - closing, 3),
+                    "target_cpu_s": None if target_cpu_s is None else round(target_cpu_s, 3),
                     "closed_unix_ns": closed_unix_ns,
                     "cut": cut,
                     "bytes": path.stat().st_size,
@@ -397,6 +449,25 @@ class TorchWindows:
             spent += cost
             # the next one's cost, taken to be this one's, paid before it opens
             due = max(opening + s.every_s, first_opening + (spent + cost) / s.budget)
+
+    def _hold_open(self, started: float) -> tuple[bool, float | None]:
+        """Keep a window open until the target's threads have run ``window_s`` of CPU in
+        it, or ``longest`` times that has passed: (cut by the run's end, the CPU seconds
+        they ran; None where the threads' CPU cannot be read, the window then lasting
+        ``window_s``)."""
+        s = self.settings
+        before = self._target_cpu(self._exclude)
+        latest = started + s.window_s * s.longest
+        wait = s.window_s
+        while True:
+            cut = self._stop.wait(wait)
+            now = self._target_cpu(self._exclude)
+            ran = None if before is None or now is None else _cpu_ran_s(before, now)
+            left = latest - self._clock()
+            if cut or ran is None or ran >= s.window_s or left <= 0:
+                return cut, ran
+            # the CPU still owed takes at least that long in wall time
+            wait = min(left, max(s.window_s - ran, 0.01))
 
     def figures(self) -> dict[str, Any]:
         """What meta.json says of the windows: when the first forward pass was seen, each

@@ -69,6 +69,49 @@ def test_a_decoder_s_window_holds_its_main_thread_s_ops_with_the_growing_prefix(
     assert "ops by self time" in r.stdout and "aten::addmm" in r.stdout
 
 
+# A service under light load: bursts of forward passes with sleeps between. Truth from
+# the script's own clocks: its thread's CPU (thread_time) over the wall time of the loop,
+# written at the end. A window timed by the wall clock alone held a quarter of its
+# length's work here; sized in the target's CPU, it stays open for a full tenth of a
+# second of the target's work.
+BURSTY = """
+import json, sys, time
+import torch
+
+model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())
+x = torch.randn(8, 64)
+wall0, cpu0 = time.monotonic(), time.thread_time()
+with torch.no_grad():
+    while time.monotonic() < wall0 + 6.0:
+        burst_end = time.monotonic() + 0.01
+        while time.monotonic() < burst_end:
+            model(x)
+        time.sleep(0.03)
+duty = (time.thread_time() - cpu0) / (time.monotonic() - wall0)
+json.dump({"duty": duty}, open(sys.argv[1], "w"))
+"""
+
+
+def test_a_window_on_a_lightly_loaded_target_stays_open_for_a_tenth_of_a_second_of_its_cpu(
+    run_probe, tmp_path
+):
+    truth = tmp_path / "truth.json"
+    r = run_probe(write_script(tmp_path, BURSTY), truth, timeout=180)
+    assert r.returncode == 0, r.stderr
+    duty = json.loads(truth.read_text())["duty"]
+    assert 0.1 < duty < 0.5  # the target runs a part of a core, as designed
+    figures = torch_figures(r.run_dir)
+    assert len(figures["windows"]) == 1, figures
+    [window] = figures["windows"]
+    assert not window["cut"] and window["target_cpu_s"] >= 0.1
+    # 0.1 s of its CPU takes ~0.1 / duty of wall (the window also slows its ops)
+    held_open = window["end_s"] - window["start_s"]
+    assert 0.5 * 0.1 / duty < held_open <= 1.0 + 0.05
+    [(_, trace)] = load(r.run_dir).torch_windows
+    ops = trace.tables["ops"]
+    assert (ops["ts_ns"].max() - ops["ts_ns"].min()) / 1e9 > 0.5 * held_open
+
+
 def test_a_torch_script_with_no_module_call_takes_no_window_and_says_why(run_probe, tmp_path):
     script = write_script(
         tmp_path,

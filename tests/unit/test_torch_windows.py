@@ -11,6 +11,7 @@ from probe.samplers.torch_windows import (
     TorchWindows,
     TorchWindowSettings,
     a_forward_pass_is_running,
+    python_threads_cpu_ns,
 )
 
 
@@ -27,7 +28,14 @@ class FakeWindow:
         path.write_text('{"traceEvents": []}')
 
 
-def windows(tmp_path, settings, *, forward_after: float = 0.0, start_window=None):
+def a_busy_target(_exclude) -> dict[int, int]:
+    """The target's threads as one thread on a whole core: CPU as fast as the clock."""
+    return {1: time.monotonic_ns()}
+
+
+def windows(
+    tmp_path, settings, *, forward_after: float = 0.0, start_window=None, target_cpu=a_busy_target
+):
     log: list = []
     t0 = time.monotonic()
     w = TorchWindows(
@@ -37,6 +45,7 @@ def windows(tmp_path, settings, *, forward_after: float = 0.0, start_window=None
         origin=t0,
         start_window=start_window or (lambda: FakeWindow(log, time.monotonic)),
         forward_seen=lambda _: time.monotonic() - t0 >= forward_after,
+        target_cpu=target_cpu,
         poll_s=0.01,
     )
     return w, log
@@ -261,3 +270,59 @@ def test_the_domain_a_window_replaces_still_gets_every_range():
     ranges.end_range(handles)
     ranges.pop_range()
     assert nvtx.depth == 0 and nvtx.ranges == [] and len(fake.events) == 4
+
+
+def test_a_window_stays_open_until_the_target_has_run_its_length_of_cpu(tmp_path):
+    # the target's thread runs a quarter of a core (descheduled, or waiting on a lock): a
+    # 0.05-s window holds 0.05 s of its CPU after ~0.2 s, not 0.0125 s after 0.05 s
+    t0 = time.monotonic_ns()
+    s = TorchWindowSettings(windows=1, window_s=0.05, warmup_s=0.0, every_s=1.0)
+    w, _ = windows(tmp_path, s, target_cpu=lambda _: {7: (time.monotonic_ns() - t0) // 4})
+    w.start()
+    w._thread.join(5)
+    [window] = w.figures()["windows"]
+    assert not window["cut"] and window["target_cpu_s"] >= 0.05
+    assert 0.15 <= window["end_s"] - window["start_s"] < 0.5
+
+
+def test_a_target_that_never_runs_closes_its_window_at_the_longest_wall_time(tmp_path):
+    s = TorchWindowSettings(windows=1, window_s=0.02, warmup_s=0.0, every_s=1.0, longest=5)
+    w, _ = windows(tmp_path, s, target_cpu=lambda _: {7: 123})
+    w.start()
+    w._thread.join(5)
+    [window] = w.figures()["windows"]
+    assert window["target_cpu_s"] == 0 and not window["cut"]
+    assert 0.1 - 0.001 <= window["end_s"] - window["start_s"] < 0.3
+
+
+def test_a_window_whose_target_cpu_cannot_be_read_lasts_its_length(tmp_path):
+    s = TorchWindowSettings(windows=1, window_s=0.05, warmup_s=0.0, every_s=1.0)
+    w, _ = windows(tmp_path, s, target_cpu=lambda _: None)
+    w.start()
+    w._thread.join(5)
+    [window] = w.figures()["windows"]
+    assert window["target_cpu_s"] is None
+    assert 0.05 - 0.001 <= window["end_s"] - window["start_s"] < 0.3
+
+
+def test_the_target_s_cpu_is_its_python_threads_but_the_caller_s_and_probe_s():
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            pass
+
+    busy, skipped = threading.Thread(target=spin), threading.Thread(target=spin)
+    busy.start(), skipped.start()
+    try:
+        before = python_threads_cpu_ns({skipped.ident})
+        time.sleep(0.2)
+        after = python_threads_cpu_ns({skipped.ident})
+    finally:
+        stop.set()
+        busy.join(), skipped.join()
+    assert before is not None and after is not None
+    assert busy.native_id in after and skipped.native_id not in after
+    assert threading.get_native_id() not in after  # the caller: probe's windows thread
+    # two spinning threads share the GIL: the busy one gets a good part of 0.2 s
+    assert 0.02 < (after[busy.native_id] - before[busy.native_id]) / 1e9 < 0.25
