@@ -15,12 +15,14 @@ takes windows:
 * **How long.** Until the target's threads have run ``window_s`` of CPU in it (at
   least ``window_s``, at most ``longest`` times that in wall time); the run's end closes
   an open window early (a short run still gets its window, marked ``cut``). Counted in
-  the target's CPU, not wall time, because a window holds what the target did in it: in
-  1 of ~6 runs of the full test suite, a 0.1-s window of ``decoder.py`` held 70 of the
-  target's ops where it holds 15,000-29,000 -- its thread had barely run in that tenth
-  of a second -- and the run had nothing to diagnose. A target that runs less than a
-  core is kept open longer for the same work; that costs little, since the profiler's
-  cost is per op recorded.
+  the target's CPU, not wall time, because a window holds what the target did in it:
+  beside two CPU-bound processes, a 0.1-s window of ``decoder.py`` held 8,500-12,800 of
+  its ops where an idle host gives 25,000-29,000, and a service idle between requests
+  gave a window of almost nothing; sized in CPU, 20,500-27,200 (/tmp experiment,
+  2026-11-27). A target that runs less than a core is kept open longer for the same
+  work; that costs little, since the profiler's cost is per op recorded. (It does not
+  explain a rarer failure of the full suite: windows holding 70-111 of the target's ops
+  while it ran its 0.1 s of CPU -- an unexplained slow or unrecorded stretch, open.)
 * **At what cost.** Every op pays the profiler's callbacks while a window is open, and
   closing it stops the target: torch builds the window's events and writes them while
   its callbacks drain. Measured on ``tests/torch_corpus/decoder.py`` (torch 2.13, CPU,
