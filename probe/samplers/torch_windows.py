@@ -17,7 +17,7 @@ takes windows:
   an open window early (a short run still gets its window, marked ``cut``). Counted in
   the target's CPU, not wall time, because a window holds what the target did in it:
   beside two CPU-bound processes, a 0.1-s window of ``decoder.py`` held 8,500-12,800 of
-  its ops where an idle host gives 25,000-29,000, and a service idle between requests
+  its ops where an idle host gives 16,500-29,000, and a service idle between requests
   gave a window of almost nothing; sized in CPU, 20,500-27,200 (/tmp experiment,
   2026-11-27). A target that runs less than a core is kept open longer for the same
   work; that costs little, since the profiler's cost is per op recorded. (It does not
@@ -63,6 +63,7 @@ from typing import Any, Protocol
 from probe import spans
 from probe.rundir.schema import SPAN_RANGE_PREFIX
 from probe.samplers.collection import collector_held_off
+from probe.samplers.stacks import thread_cpu_ns
 from probe.samplers.ticker import keep_interrupts_off_this_thread
 
 __all__ = [
@@ -314,23 +315,21 @@ def a_forward_pass_is_running(exclude: set[int]) -> bool:
 
 
 def python_threads_cpu_ns(exclude: set[int]) -> dict[int, int] | None:
-    """The CPU time (ns, from /proc's schedstat) of each Python thread of this process
-    but the caller's and those in ``exclude`` (probe's own), by native thread id; None
-    where /proc cannot be read. Python threads, not every task: the model's thread runs
-    Python; a native pool's threads may spin without the model moving."""
+    """The CPU time (ns, each thread's CPU clock: ``stacks.thread_cpu_ns``) of each Python
+    thread of this process but the caller's and those in ``exclude`` (probe's own), by
+    native thread id; None where no such thread's clock can be read (none left, or a
+    kernel without Linux's per-thread clocks). Python threads, not every task: the
+    model's thread runs Python; a native pool's threads may spin without the model
+    moving."""
     me = threading.get_ident()
     cpu: dict[int, int] = {}
     for t in threading.enumerate():
         if t.ident in exclude or t.ident == me or t.native_id is None:
             continue
-        try:
-            with open(f"/proc/self/task/{t.native_id}/schedstat", "rb") as f:
-                cpu[t.native_id] = int(f.read().split()[0])
-        except FileNotFoundError:  # the thread ended since the list was taken
-            continue
-        except (OSError, ValueError, IndexError):
-            return None
-    return cpu
+        ns = thread_cpu_ns(t.native_id)
+        if ns is not None:  # None: the thread ended since the list was taken
+            cpu[t.native_id] = ns
+    return cpu or None
 
 
 def _cpu_ran_s(before: dict[int, int], now: dict[int, int]) -> float:
