@@ -200,9 +200,10 @@ def _first_request(indexed: pd.DataFrame) -> tuple[float | None, dict[str, float
     given are the excess, which moving the work to start-up takes off the path.
     ``indexed``: ``Breakdown.spans``.
     """
-    in_first = _in_first_request(indexed)
-    if in_first is None:
+    found = _in_first_request(indexed)
+    if found is None:
         return None, {}
+    first, in_first = found
     is_req = indexed["is_request"].to_numpy()
     names = indexed["name"].astype(str)
     there = indexed[in_first].groupby(names[in_first])["dur_ns"].sum()
@@ -213,20 +214,20 @@ def _first_request(indexed: pd.DataFrame) -> tuple[float | None, dict[str, float
         usual = float(median.get(name, 0.0))
         if ns >= THRESHOLDS.cold_start_ratio * usual:
             stages[str(name)] = (float(ns) - usual) / 1e9
-    first_ms = float(indexed[is_req].sort_values("start_ns")["dur_ns"].iloc[0]) / 1e6
-    return first_ms, stages
+    return float(indexed.loc[first, "dur_ns"]) / 1e6, stages
 
 
-def _in_first_request(indexed: pd.DataFrame) -> np.ndarray | None:
-    """Which of ``Breakdown.spans``' rows are spans inside the first request (the request
-    itself not); None when there is no request."""
+def _in_first_request(indexed: pd.DataFrame) -> tuple[int, np.ndarray] | None:
+    """The first request's row of ``Breakdown.spans`` (rows are labelled by position, as
+    ``root_pos`` is), and which rows are spans inside it (the request itself not); None
+    when there is no request."""
     if indexed.empty:
         return None
     is_req = indexed["is_request"].to_numpy()
     if not is_req.any():
         return None
     first = int(indexed[is_req].sort_values("start_ns").index[0])
-    return (indexed["root_pos"].to_numpy() == first) & ~is_req
+    return first, (indexed["root_pos"].to_numpy() == first) & ~is_req
 
 
 def _first_request_cpu(
@@ -236,10 +237,10 @@ def _first_request_cpu(
     each cold stage's spans in the first request, scaled to the stage's excess there:
     the part of its time it ran rather than waited. Work other threads did meanwhile
     counts too (a cold start seldom has company)."""
-    in_first = _in_first_request(indexed)
-    if not stages or resources.empty or in_first is None:
+    found = None if not stages or resources.empty else _in_first_request(indexed)
+    if found is None:
         return {}
-    spans = indexed[in_first]
+    spans = indexed[found[1]]
     out = {}
     for name, excess_s in stages.items():
         mine = spans[spans["name"].astype(str) == name]
