@@ -19,8 +19,9 @@ takes windows:
   beside two CPU-bound processes, a 0.1-s window of ``decoder.py`` held 8,500-12,800 of
   its ops where an idle host gives 16,500-29,000, and a service idle between requests
   gave a window of almost nothing; sized in CPU, 20,500-27,200 (/tmp experiment,
-  2026-11-27). A target that runs less than a core is kept open longer for the same
-  work; that costs little, since the profiler's cost is per op recorded. (It does not
+  2026-11-27; ``benchmarks/torch_window_contention.py`` gives the ratio in one run).
+  A target that runs less than a core is kept open longer for the same work; that costs
+  little, since the profiler's cost is per op recorded. (It does not
   explain a rarer failure of the full suite: windows holding 70-111 of the target's ops
   while it ran its 0.1 s of CPU -- an unexplained slow or unrecorded stretch, open.)
 * **At what cost.** Every op pays the profiler's callbacks while a window is open, and
