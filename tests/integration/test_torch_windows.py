@@ -146,10 +146,16 @@ def test_windows_off_leave_the_run_as_it_was_without_torch(run_probe):
 # clock): each marker op runs between two reads it logs, so on the timeline it must lie
 # between them. Kineto stamps ops in Unix time; only the run's clock pair can put them
 # there (analyzers.torch_timeline).
+# One intra-op thread, as the corpus' services run: with torch's default (one thread a
+# core) its OpenMP team spins at each op's barrier while a core is taken by anything
+# else, and beside two CPU hogs this loop ran 19 iterations in 3 s where one thread ran
+# 6,757 (1 of 6 runs of this file under load caught 1 marker; /tmp experiment,
+# 2026-11-27): what the window holds is then that spinning, not the markers.
 MARKED = """
 import json, sys, time
 import torch
 
+torch.set_num_threads(1)
 model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU())
 x, marker = torch.randn(8, 64), torch.randn(333)
 log = open(sys.argv[1], "w")
@@ -252,13 +258,14 @@ def test_a_window_holds_each_stage_as_a_range_timed_as_its_span_and_in_the_span_
     assert abs(table["infer"]["spans"] - len(spans[spans["name"] == "infer"])) <= 1
 
 
-def _us_a_request(*args: str) -> float:
-    """staged_mlp's own figure, unprofiled: its loop's time over its requests."""
+def _paired_speedup(*args: str) -> float:
+    """staged_mlp's own figure, unprofiled: eager over frozen graph, the median ratio of
+    alternated turns in one process (``--paired``)."""
     done = subprocess.run(
-        [sys.executable, str(STAGED), "--seconds", "3", *args],
+        [sys.executable, str(STAGED), "--paired", "--seconds", "6", *args],
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
-    return float(done.stdout.split(", ")[1].split(" us")[0])
+    return float(done.stdout.split("ratio ")[1].split()[0])
 
 
 def test_a_compiled_graph_s_estimate_meets_its_realisation_where_python_between_ops_holds_the_time(
@@ -276,14 +283,12 @@ def test_a_compiled_graph_s_estimate_meets_its_realisation_where_python_between_
     [window] = [x for x in d["torch"]["recommendations"] if x["id"] == "inference_runtime"]
     assert window["evidence"]["stage"] == "infer"  # the model's stage, not the request
     # the same stage frozen into a TorchScript graph, against eager, both unprofiled:
-    # the steady loop, which is what the window sees. Each side the least of two runs,
-    # alternated (timeit's advice: the least disturbed): one pair of 3-s runs read 1.79-
-    # 2.11x over five tries, and its 2.11x put a 1.60x estimate out of the bar
-    eager, graph = [], []
-    for _ in range(2):
-        eager.append(_us_a_request(*small))
-        graph.append(_us_a_request(*small, "--graph"))
-    realised = min(eager) / min(graph)
+    # the steady loop, which is what the window sees. Paired in one process: timed as
+    # separate processes, each side's least of two alternated runs, the pair read up to
+    # 2.21-2.89x within an hour on one idle host (eager 831-1,098 us, graph 376-508 us)
+    # and put a 1.63-1.69x estimate out of the bar in 3 of 14 tries; paired, 1.77-1.96x
+    # in 4 of 4 (staged_mlp.truth.md)
+    realised = _paired_speedup(*small)
     assert abs(window["estimated_speedup"] - realised) <= 0.25 * realised, (window, realised)
     assert any(x["id"] == "inference_runtime" for x in d["recommendations"])  # the run's
 

@@ -2,7 +2,7 @@
 batch), infer (an MLP of residual blocks: by default six 256-wide, batch 16), postprocess
 (softmax, argmax, to Python). Each loop is one ``probe.request``.
 
-    python tests/torch_corpus/staged_mlp.py [--seconds 3] [--timings] [--graph]
+    python tests/torch_corpus/staged_mlp.py [--seconds 3] [--timings] [--graph | --paired]
         [--blocks 6] [--width 256] [--batch 16]
 
 ``--timings`` times each stage with its own ``time.perf_counter_ns()`` and prints the
@@ -11,7 +11,11 @@ the same intervals). ``--graph`` runs the model as a frozen TorchScript graph
 (``torch.jit.freeze(torch.jit.trace(...))``): the after of what probe's
 ``inference_runtime`` estimate predicts. ``--blocks/--width/--batch`` size the model: the
 default is a few large ops (the ops hold the time), ``--blocks 16 --width 64 --batch 1``
-many small ones (the Python between them does).
+many small ones (the Python between them does). ``--paired`` runs both, eager and the
+frozen graph, in one process, alternating blocks of ``BLOCK_S`` of requests, and prints
+each one's median time a request over its blocks and the median of the pairs' ratios:
+the before/after in one run, where two processes timed one after the other differ by
+the host's drift between them as much as by the change (see staged_mlp.truth.md).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--seconds", type=float, default=3.0)
 ARGS.add_argument("--timings", action="store_true", help="print each stage's median")
 ARGS.add_argument("--graph", action="store_true", help="the model as a frozen graph")
+ARGS.add_argument("--paired", action="store_true", help="eager and graph, alternated")
 ARGS.add_argument("--blocks", type=int, default=6)
 ARGS.add_argument("--width", type=int, default=256)
 ARGS.add_argument("--batch", type=int, default=16)
@@ -49,13 +54,18 @@ class Block(torch.nn.Module):
         return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
 
 
-MODEL: torch.nn.Module = torch.nn.Sequential(
+EAGER: torch.nn.Module = torch.nn.Sequential(
     *[Block(OPTIONS.width) for _ in range(OPTIONS.blocks)]
 ).eval()
-if OPTIONS.graph:
+GRAPH: torch.nn.Module | None = None
+if OPTIONS.graph or OPTIONS.paired:
     with torch.no_grad():
         example = torch.zeros(OPTIONS.batch, OPTIONS.width)
-        MODEL = torch.jit.freeze(torch.jit.trace(MODEL, example))
+        GRAPH = torch.jit.freeze(torch.jit.trace(EAGER, example))
+MODEL = GRAPH if OPTIONS.graph else EAGER
+# --paired: each side's turn, long enough for many requests (~1 ms each), short enough
+# that the host's drift over a pair of turns is small
+BLOCK_S = 0.25
 
 
 @probe.stage
@@ -75,8 +85,42 @@ def postprocess(y: torch.Tensor) -> list[int]:
     return y.softmax(-1).argmax(-1).tolist()
 
 
+def loop(seconds: float) -> int:
+    """Requests for ``seconds``: how many ran."""
+    deadline = time.monotonic() + seconds
+    requests = 0
+    while time.monotonic() < deadline:
+        with probe.request():
+            postprocess(infer(preprocess(OPTIONS.batch)))
+        requests += 1
+    return requests
+
+
+def paired(seconds: float) -> None:
+    """Eager and graph in alternate turns (eager first in odd pairs, graph first in
+    even ones, so that neither always follows the other)."""
+    global MODEL
+    for model in (EAGER, GRAPH):  # warm-up: each side's first calls (the graph's
+        MODEL = model  # optimisation by the profiling executor)
+        loop(BLOCK_S)
+    us: dict[str, list[float]] = {"eager": [], "graph": []}
+    for n in range(max(1, round(seconds / (2 * BLOCK_S)))):
+        order = [("eager", EAGER), ("graph", GRAPH)]
+        for name, model in order if n % 2 == 0 else order[::-1]:
+            MODEL = model
+            us[name].append(BLOCK_S / loop(BLOCK_S) * 1e6)
+    ratios = [e / g for e, g in zip(us["eager"], us["graph"], strict=True)]
+    eager, graph = statistics.median(us["eager"]), statistics.median(us["graph"])
+    print(f"eager {eager:.1f} us, graph {graph:.1f} us a request, "
+          f"ratio {statistics.median(ratios):.3f} over {len(ratios)} pairs")  # fmt: skip
+    print("ratios", " ".join(f"{r:.2f}" for r in ratios))
+
+
 def main() -> None:
     args = OPTIONS
+    if args.paired:
+        paired(args.seconds)
+        return
     took: dict[str, list[int]] = {"preprocess": [], "infer": [], "postprocess": []}
 
     def timed(name: str, fn, arg):  # type: ignore[no-untyped-def]
