@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from probe.analyzers.attribution import attribute
+from probe.analyzers.attribution import attribute, split_run_queue_waits
 from probe.analyzers.constants import constant
 from probe.analyzers.path import PATH, critical_path
 from probe.analyzers.spantree import (
@@ -134,7 +134,7 @@ def _empty_requests() -> RequestFigures:
 def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int]]:
     """(attributed sample rows with their timestamps and stack labels, the stacks blocked
     entering a briefly held lock)."""
-    samples = run.tables["samples"]
+    samples = split_run_queue_waits(run.tables["samples"])
     labels = label_stacks(
         run.tables["stacks"],
         run.tables["frames"],
@@ -143,6 +143,7 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int]]:
     brief = frozenset(int(sid) for sid in labels.loc[labels["brief_lock"], "stack_id"])
     att = attribute(samples, brief)
     att["ts_ns"] = samples["ts_ns"].to_numpy() if not samples.empty else []
+    att["woken"] = samples["woken"].to_numpy() if "woken" in samples else False
     joined = att.merge(labels, on="stack_id", how="left")
     tasks = run.tables.get("task_samples", pd.DataFrame())
     library = labels.loc[labels["user_function"] == "<library>", "stack_id"]
@@ -150,7 +151,7 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int]]:
     if not made.empty:  # the rows made for the loop's tasks, labelled by their stacks
         made = made.merge(labels, on="stack_id", how="left").assign(awaited=True)
         joined = pd.concat([kept, made], ignore_index=True)
-    bools = ("native", "tensor", "serving", "notify_wait", "brief_lock", "between_tasks")
+    bools = ("native", "tensor", "serving", "notify_wait", "brief_lock", "between_tasks", "woken")
     for column in (*bools, "awaited"):
         joined[column] = joined[column].fillna(False).astype(bool) if column in joined else False
     for column in ("user_function", "location", "leaf_call", "function", "idle_role"):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from probe.analyzers.attribution import attribute
+from probe.analyzers.attribution import attribute, split_run_queue_waits
 
 __all__ = ["CallTree", "call_tree"]
 
@@ -80,7 +80,7 @@ def call_tree(
     time attributed as the breakdown's is (``brief_lock_stacks``: ``Breakdown``'s)."""
     if samples.empty or stacks.empty:
         return CallTree([], [], [], np.zeros(0), np.zeros(0), 0.0)
-    per_stack = attribute(samples, brief_lock_stacks)
+    per_stack = attribute(split_run_queue_waits(samples), brief_lock_stacks)
     per_stack = per_stack.groupby("stack_id")[["cpu_ns", "wait_ns"]].sum()
     frame_label = {
         int(fid): f"{fn} ({str(fname).rsplit('/', 1)[-1]})"

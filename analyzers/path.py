@@ -78,6 +78,13 @@ def _batch_main(
     return is_main
 
 
+def _column(samples: pd.DataFrame, name: str) -> np.ndarray:
+    """A boolean column of the rows, all False where the rows have none."""
+    if name not in samples:
+        return np.zeros(len(samples), dtype=bool)
+    return samples[name].fillna(False).to_numpy(dtype=bool)
+
+
 def _waiters(
     samples: pd.DataFrame,
     pieces: tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -99,7 +106,7 @@ def _waiters(
     nf = int(functions.max()) + 1
     key = bins * nf + functions[rows]
     worked = np.zeros((int(bins.max()) + 1) * nf, dtype=bool)
-    worked[key[~lock[rows]]] = True  # (bin, function): some thread ran in it
+    worked[key[~(lock | _column(samples, "woken"))[rows]]] = True  # (bin, function): it ran
     # behind a briefly held lock is no queue behind the work either (its holder is not
     # running the work: it waits for the GIL)
     queued = ~is_main & lock & ~samples["notify_wait"].to_numpy(dtype=bool)
@@ -162,7 +169,13 @@ def critical_path(
 
     given = per_bin(waits, is_main & lock)  # the main thread's waits on others, per bin
     notified = ~is_main & lock & samples["notify_wait"].to_numpy(dtype=bool)
-    classes = (~is_main & ~lock, ~is_main & lock & ~notified, notified)
+    # woken from a wait on another thread and waiting for a CPU (``woken``: the rows
+    # attribution.split_run_queue_waits made): after the threads doing work, before the
+    # waits. ingest_pipeline beside three CPU hogs: its four consumers, woken for each
+    # record, waited for a core 0.08 s each; taking the main thread's join beside the
+    # producer, their stage read 27-36% of the path (6 runs of 6)
+    woken = ~is_main & _column(samples, "woken")
+    classes = (~is_main & ~lock & ~woken, woken, ~is_main & lock & ~notified, notified)
     others, counted = _takers([per_bin(time, c) for c in classes], [c[rows] for c in classes], bins)
     taken = np.where(others > 0, given / np.where(others > 0, others, 1.0), 0.0)
     other_ns = np.bincount(

@@ -248,6 +248,7 @@ class Session:
         self._collector.stop()
         sys.setswitchinterval(self._saved_switch_interval)
         self.stacks.sample()  # close every thread's last interval
+        self.stacks.close()
         if self.tree is not None:
             self.tree.sample()
         if self.memory is not None:
@@ -294,6 +295,8 @@ class Session:
                 "stale": self.stacks.kernel_states_stale,
                 "unavailable": self.stacks.kernel.unavailable,
             },
+            # where empty, samples.queued_ns holds each interval's wait for a CPU
+            "run_queue_unavailable": self.stacks.run_queue.unavailable,
         }
         if self.switch is not None:
             figures["switch_interval"] = self.switch.figures()

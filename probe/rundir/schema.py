@@ -95,6 +95,12 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         # "sys <call>[ <socket|pipe|file|other>]" (``probe.samplers.kernel``); "" where
         # the frame and CPU clock left no doubt, or /proc could not be read.
         ("kernel_state", "string"),
+        # Of the interval's time off the CPU, what the thread spent runnable on a run
+        # queue, waiting for a CPU (ns; /proc/self/task/TID/schedstat, credited when it
+        # got the CPU back): time no wait reason accounts for, whatever the stack's leaf
+        # is. 0 where it was not read (the thread did not run), null in runs of a probe
+        # that did not record it.
+        ("queued_ns", "Int64"),
     ],
     # Interned stacks: frame ids root first, and the line the leaf frame was on.
     "stacks": [

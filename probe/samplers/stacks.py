@@ -78,7 +78,7 @@ class _Texts:
 class _SampleColumns:
     """The ``samples`` rows not yet drained, one typed array per column (see the module
     docstring): ts, tid, stack, wall, cpu, reason and kernel state (codes of
-    ``reasons``/``states``), count."""
+    ``reasons``/``states``), count, run-queue delay."""
 
     def __init__(self) -> None:
         self.reasons, self.states = _Texts(), _Texts()
@@ -88,12 +88,22 @@ class _SampleColumns:
         self.ts, self.tid, self.stack = array("q"), array("q"), array("q")
         self.wall, self.cpu, self.count = array("q"), array("q"), array("q")
         self.reason, self.state = array("H"), array("H")
+        self.queued = array("q")
 
     def append(
-        self, ts: int, tid: int, stack: int, wall: int, cpu: int, reason: int, state: int
+        self,
+        ts: int,
+        tid: int,
+        stack: int,
+        wall: int,
+        cpu: int,
+        reason: int,
+        state: int,
+        queued: int = 0,
     ) -> int:
         """Add one row; returns its index."""
         self.ts.append(ts)
+        self.queued.append(queued)
         self.tid.append(tid)
         self.stack.append(stack)
         self.wall.append(wall)
@@ -103,18 +113,19 @@ class _SampleColumns:
         self.count.append(1)
         return len(self.ts) - 1
 
-    def extend_row(self, k: int, ts: int, wall: int, cpu: int) -> None:
+    def extend_row(self, k: int, ts: int, wall: int, cpu: int, queued: int = 0) -> None:
         """Merge one more interval into row ``k``."""
         self.ts[k] = ts
         self.wall[k] += wall
         self.cpu[k] += cpu
+        self.queued[k] += queued
         self.count[k] += 1
 
     def rows(self) -> list[list[Any]]:
         reasons, states = self.reasons.texts, self.states.texts
         return [
-            [ts, tid, sid, wall, cpu, reasons[r], n, states[k]]
-            for ts, tid, sid, wall, cpu, r, n, k in zip(
+            [ts, tid, sid, wall, cpu, reasons[r], n, states[k], q]
+            for ts, tid, sid, wall, cpu, r, n, k, q in zip(
                 self.ts,
                 self.tid,
                 self.stack,
@@ -123,6 +134,7 @@ class _SampleColumns:
                 self.reason,
                 self.count,
                 self.state,
+                self.queued,
                 strict=True,
             )
         ]
@@ -165,6 +177,7 @@ class StackSampler:
         root_marker: tuple[str, str] | None = ("runpy.py", "_run_code"),
         kernel_states: kernel.KernelStates | None = None,
         max_kernel_reads: int = 16,
+        run_queue: kernel.RunQueueDelays | None = None,
     ) -> None:
         self._clock = clock
         self._current_frames = current_frames
@@ -183,6 +196,12 @@ class StackSampler:
         # a call on a descriptor): 16 a tick keep a 10-ms tick's worst case near 3%.
         self.kernel = kernel_states if kernel_states is not None else kernel.KernelStates()
         self._max_kernel_reads = max_kernel_reads
+        # Each thread that ran since the last tick: its run-queue delay (one pread, ~2-4
+        # us), so that an interval's time off the CPU splits into waiting for a core and
+        # blocked (see kernel.RunQueueDelays). A thread that did not run is not read: its
+        # delay is credited only when it gets a CPU.
+        self.run_queue = run_queue if run_queue is not None else kernel.RunQueueDelays()
+        self._queued_at: dict[int, int] = {}  # tid -> its delay at its last reading
         self._kernel_budget = 0
         self.kernel_reads_skipped = 0  # asked for beyond the budget
         self.kernel_states_stale = 0  # read after the thread ran on: not used
@@ -323,11 +342,11 @@ class StackSampler:
 
     def _read_frames(
         self, now: int, frames: dict[int, FrameType], before: int
-    ) -> list[tuple[int, int, int, int]]:
+    ) -> list[tuple[int, int, int, int, int]]:
         """Each sampled thread's (tid, stack, wall, cpu) since its last sample; a thread
         born since the last tick (``before``), since it started."""
         exclude = self.exclude
-        seen: list[tuple[int, int, int, int]] = []  # tid, stack, wall, cpu
+        seen: list[tuple[int, int, int, int, int]] = []  # tid, stack, wall, cpu, queued
         live: set[int] = set()
         for ident, frame in frames.items():
             if ident in exclude:
@@ -347,7 +366,10 @@ class StackSampler:
             self._last[tid] = (now, cpu)
             if last is None:
                 if self.ticks == 0 or now <= before:
-                    continue  # there from the start: its CPU so far is not this interval's
+                    # there from the start: its CPU (and wait for a CPU) so far is not
+                    # this interval's
+                    self._queued(tid, ran=True, born=False, off_cpu=0)
+                    continue
                 # Born since the last tick: all its CPU is this interval's. A thread that
                 # lives less than a tick (a server's thread per connection: a few ms) is
                 # seen once or never; skipped, its work was invisible (a Flask route's 2 ms
@@ -369,13 +391,16 @@ class StackSampler:
                 # another stack: a pool's parked threads are not walked again (200 of
                 # them: ~0.9 ms a tick, benchmarks/sampler_tick_cost.py).
                 sid = self._stack_id(frame)
-            seen.append((tid, sid, wall, cpu_d))
+            ran = last is None or cpu != last[1]
+            seen.append((tid, sid, wall, cpu_d, self._queued(tid, ran, last is None, wall - cpu_d)))
             self._leaf[tid] = leaf
             self._stack_of[tid] = sid
         self.ticks += 1
         if len(self._last) > len(live):
             for tid in [t for t in self._last if t not in live]:
                 del self._last[tid]
+                self._queued_at.pop(tid, None)
+                self.run_queue.forget(tid)
                 self._open.pop(tid, None)
                 self._leaf.pop(tid, None)
                 self._stack_of.pop(tid, None)
@@ -383,13 +408,34 @@ class StackSampler:
                 del self._tid[ident]
         return seen
 
-    def _emit_all(self, now: int, seen: list[tuple[int, int, int, int]]) -> None:
-        total_cpu = sum(cpu_d for *_, cpu_d in seen)
+    def _queued(self, tid: int, ran: bool, born: bool, off_cpu: int) -> int:
+        """The run-queue delay credited to the thread since its last reading (all of it
+        for a thread born in the interval), at most its time off the CPU in the interval:
+        a wait longer than a tick is credited when the thread runs again, and what the
+        interval cannot hold stays with the earlier rows as they read."""
+        if not ran:
+            return 0
+        now = self.run_queue.read(tid)
+        if now is None:
+            return 0
+        before = self._queued_at.get(tid)
+        self._queued_at[tid] = now
+        if before is None and not born:
+            return 0  # first read of a thread there before: its delay so far is not this one's
+        return max(0, min(now - (before or 0), off_cpu))
+
+    def close(self) -> None:
+        """Let go of the files the sampler keeps open (after its last sample)."""
+        self.run_queue.close()
+        self._queued_at.clear()
+
+    def _emit_all(self, now: int, seen: list[tuple[int, int, int, int, int]]) -> None:
+        total_cpu = sum(s[3] for s in seen)
         self._kernel_budget = self._max_kernel_reads
         self.gil_waiters = 0
         start = self.ticks % len(seen) if seen else 0  # who gets the budget rotates
-        for tid, sid, wall, cpu_d in seen[start:] + seen[:start]:
-            self._emit(now, tid, sid, wall, cpu_d, total_cpu - cpu_d)
+        for tid, sid, wall, cpu_d, queued in seen[start:] + seen[:start]:
+            self._emit(now, tid, sid, wall, cpu_d, total_cpu - cpu_d, queued)
 
     def _parked_state(self, k: int | None) -> str:
         """The kernel state read for open row ``k`` ("" when none was)."""
@@ -424,7 +470,9 @@ class StackSampler:
             del now  # a frame held past the tick keeps its locals alive (see _sample)
         return same
 
-    def _emit(self, now: int, tid: int, sid: int, wall: int, cpu: int, others_cpu: int) -> None:
+    def _emit(
+        self, now: int, tid: int, sid: int, wall: int, cpu: int, others_cpu: int, queued: int = 0
+    ) -> None:
         rows = self._rows
         k = self._open.get(tid)
         # parked: idle in the same stack since its open row began (mergeable into it)
@@ -480,9 +528,11 @@ class StackSampler:
                 self.gil_waiters += reason == "gil"
         code = rows.reasons.code(reason)
         if parked and k is not None and rows.reason[k] == code:
-            rows.extend_row(k, now, wall, cpu)
+            rows.extend_row(k, now, wall, cpu, queued)
             return
-        self._open[tid] = rows.append(now, tid, sid, wall, cpu, code, rows.states.code(state))
+        self._open[tid] = rows.append(
+            now, tid, sid, wall, cpu, code, rows.states.code(state), queued
+        )
 
     # -- hand-off ----------------------------------------------------------------------
     def drain(self) -> dict[str, list[Any]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from pytest import approx
 
-from probe.analyzers.attribution import attribute
+from probe.analyzers.attribution import attribute, split_run_queue_waits
 
 MS = 1_000_000
 
@@ -83,3 +83,40 @@ def test_a_wait_behind_a_briefly_held_lock_takes_no_cpu_and_waits_as_its_holder_
     assert out["cpu_ns"].sum() == approx(40 * MS)
     # without it, the same rows are lock waits
     assert set(attribute(samples(rows)).query("stack_id == 3")["reason"]) == {"lock"}
+
+
+def test_a_blocked_row_s_wait_for_a_cpu_is_split_off_as_runnable_and_takes_no_cpu():
+    # a worker caught in `queue.get` after an interval it spent 3 ms on a CPU, 6 ms on a
+    # run queue and 1 ms blocked; its other row ran the whole interval
+    raw = pd.DataFrame(
+        {
+            "ts_ns": [10 * MS, 20 * MS],
+            "thread_id": [1, 1],
+            "stack_id": [7, 8],
+            "wall_ns": [10 * MS, 10 * MS],
+            "cpu_ns": [3 * MS, 10 * MS],
+            "wait_reason": ["lock", ""],
+            "samples": [1, 1],
+            "kernel_state": ["", ""],
+            "queued_ns": [6 * MS, 0],
+        }
+    ).astype({"queued_ns": "Int64", "wait_reason": "string", "kernel_state": "string"})
+    split = split_run_queue_waits(raw)
+    assert len(split) == 3 and split["wall_ns"].sum() == 20 * MS  # nothing made or lost
+    made = split[split["woken"]]
+    assert made[["ts_ns", "wall_ns", "cpu_ns"]].values.tolist() == [[6 * MS, 6 * MS, 0]]
+    assert made["wait_reason"].tolist() == ["unknown"] and made["stack_id"].tolist() == [7]
+    out = attribute(split)
+    by = out.groupby(["stack_id", "reason"])[["cpu_ns", "wait_ns"]].sum()
+    assert by.loc[(7, "lock"), "wait_ns"] == approx(4 * MS)  # blocked: 10 - 6 queued
+    assert by.loc[(7, "unknown"), "cpu_ns"] == approx(0)  # it ran nothing while queued
+    assert by.loc[(7, "unknown"), "wait_ns"] == approx(6 * MS)
+    assert out["cpu_ns"].sum() == approx(13 * MS)
+
+
+def test_runs_without_run_queue_readings_are_attributed_as_before():
+    rows = [(1, 9, 10 * MS, 4 * MS, "lock")] * 2 + [(1, 5, 10 * MS, 5 * MS, "unknown")]
+    plain = samples(rows).assign(ts_ns=[10 * MS, 20 * MS, 30 * MS])
+    assert split_run_queue_waits(plain) is plain
+    unread = plain.assign(queued_ns=pd.array([None, None, None], dtype="Int64"))
+    assert split_run_queue_waits(unread)["wall_ns"].tolist() == plain["wall_ns"].tolist()

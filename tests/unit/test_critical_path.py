@@ -199,3 +199,28 @@ def test_waits_behind_a_briefly_held_lock_are_off_the_path_while_the_work_runs()
     # the same waits as plain GIL waits (runnable threads) share the path
     plain = on_path(samples.assign(brief_lock=False))
     assert plain[3] == pytest.approx(10 / 3)
+
+
+def test_threads_woken_from_a_queue_and_waiting_for_a_cpu_take_no_share_beside_the_work():
+    # ingest_pipeline beside CPU hogs: the main thread joins; the producer computes; the
+    # consumers, woken for each record, wait for a core (rows split off their queue waits)
+    samples = rows(
+        *[(1, t, 0.0, 1.0, "lock") for t in range(10)],
+        *[(2, t, 0.6, 0.4, "unknown") for t in range(10)],  # the producer, itself preempted
+        *[(c, t, 0.0, 0.5, "unknown") for c in (3, 4, 5) for t in range(10)],
+    ).assign(woken=lambda df: df["thread_id"] >= 3)
+    path = on_path(samples)
+    assert path[2] == pytest.approx(10)  # the main thread's whole wait
+    assert path.get(3, 0.0) == path.get(4, 0.0) == path.get(5, 0.0) == 0.0
+
+
+def test_a_thread_woken_and_waiting_for_a_cpu_takes_the_wait_where_nothing_else_ran():
+    # render_queue beside CPU hogs: the main thread blocked putting on a full queue, the
+    # worker woken from the queue and waiting for a core: the worker's wait is the path,
+    # as the CPU it waits for (unknown), not as the queue's lock
+    samples = rows(
+        *[(1, t, 0.0, 1.0, "lock") for t in range(10)],
+        *[(2, t, 0.0, 1.0, "unknown") for t in range(10)],
+    ).assign(woken=lambda df: df["thread_id"] == 2)
+    path = on_path(samples)
+    assert path[2] == pytest.approx(10) and path.get(1, 0.0) == pytest.approx(0.0)

@@ -350,3 +350,31 @@ def test_the_default_readers_read_proc_as_the_os_module_does_and_raise_its_error
         k._read_text("/proc/self/task/0/syscall")
     with pytest.raises(FileNotFoundError):
         k._read_link("/proc/self/fd/100000")
+
+
+def test_run_queue_delays_are_the_second_schedstat_field_and_fail_soft(tmp_path):
+    from probe.samplers.kernel import RunQueueDelays
+
+    for tid, text in ((11, "912 3456 7\n"), (12, "garbled\n")):
+        (tmp_path / str(tid)).mkdir()
+        (tmp_path / str(tid) / "schedstat").write_text(text)
+    delays = RunQueueDelays(task_dir=str(tmp_path))
+    assert delays.read(11) == 3456
+    (tmp_path / "11" / "schedstat").write_text("999 4000 8\n")
+    assert delays.read(11) == 4000  # the same open file, read again from its start
+    assert delays.read(13) is None and delays.unavailable == ""  # a thread that exited
+    assert delays.read(12) is None and "unexpected" in delays.unavailable
+    assert delays.read(11) is None  # unavailable: no more reads
+    delays.close()
+
+
+def test_run_queue_delay_of_a_real_thread_is_read_from_proc():
+    from probe.samplers.kernel import RunQueueDelays
+
+    if not os.path.exists(f"/proc/self/task/{threading.get_native_id()}/schedstat"):
+        pytest.skip("no schedstat on this kernel")
+    delays = RunQueueDelays()
+    first = delays.read(threading.get_native_id())
+    assert first is not None and first >= 0 and delays.unavailable == ""
+    assert delays.read(threading.get_native_id()) >= first  # cumulative
+    delays.close()

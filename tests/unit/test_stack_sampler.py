@@ -323,3 +323,42 @@ def test_a_thread_whose_leaf_moved_is_walked_again_whatever_its_cpu_clock(blocke
     assert w.walks == 2
     stacks = [r[2] for r in w.s.drain()["samples"]]
     assert len(set(stacks)) == 2 and stacks[-1] == w.s._stack_of[1]
+
+
+class RunQueue:
+    """Run-queue delays by thread, as a fake of kernel.RunQueueDelays; counts reads."""
+
+    def __init__(self, delays: dict[int, int]) -> None:
+        self.delays, self.reads, self.forgotten, self.unavailable = delays, 0, [], ""
+
+    def read(self, tid: int) -> int | None:
+        self.reads += 1
+        return self.delays.get(tid)
+
+    def forget(self, tid: int) -> None:
+        self.forgotten.append(tid)
+
+    def close(self) -> None:
+        self.forgotten.extend(self.delays)
+
+
+def test_an_interval_s_wait_for_a_cpu_is_recorded_and_held_to_its_time_off_the_cpu(
+    blocked_frame,
+):
+    clock, frames = Clock(), {1: blocked_frame, 2: frame_running_python()}
+    cpu = {1: 0, 2: 0}
+    queue = RunQueue({1: 1_000_000, 2: 5_000_000})
+    s = make(frames, cpu, clock, run_queue=queue)
+    s.sample()  # first sight: the delays so far are not the next interval's
+    clock.now, cpu[1], cpu[2] = 10_000_000, 3_000_000, 2_000_000
+    queue.delays = {1: 7_000_000, 2: 25_000_000}  # +6 ms; +20 ms (longer than the tick)
+    s.sample()
+    rows = {r[1]: r for r in s.drain()["samples"]}
+    assert rows[1][5] == "lock" and rows[1][8] == 6_000_000
+    assert rows[2][8] == 8_000_000  # at most its 8 ms off the CPU
+    reads = queue.reads
+    clock.now += 10_000_000  # neither thread ran: its delay is not read
+    s.sample()
+    assert queue.reads == reads
+    s.close()
+    assert set(queue.forgotten) >= {1, 2}
