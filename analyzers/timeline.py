@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from probe.analyzers.attribution import attribute, split_run_queue_waits
+from probe.analyzers.attribution import attribute
 from probe.analyzers.spantree import index_spans, innermost_span
 from probe.analyzers.torch_timeline import torch_events
 
@@ -148,7 +148,9 @@ def timeline(
     indexed = index_spans(spans.assign(_row=np.arange(len(spans))))
     spans = spans.assign(root_id=_roots(indexed, spans))
     kept_spans = _bounded_spans(spans, limits.spans, notes)
-    samples = _attributed(_with_pid(split_run_queue_waits(tables["samples"]), pid_of, root_pid))
+    # the samples as taken, one event each (exports count them): a row's wait for a CPU
+    # stays in its wait here, as the breakdown's split is for shares, not for drawing
+    samples = _attributed(_with_pid(tables["samples"], pid_of, root_pid))
     samples = samples.sort_values("ts_ns", kind="stable")
     kept_samples = _thinned(samples, limits.samples, "stack samples", notes)
     kept_samples = kept_samples.assign(**_span_labels(kept_samples, indexed))
