@@ -115,7 +115,7 @@ def attribute(samples: pd.DataFrame, brief_lock_stacks: Collection[int] = ()) ->
     thread_running = per_thread(running_wall)
     thread_blocked = thread_wall - thread_running
     caught_running = thread_running > 0
-    share = _cpu_shares(samples, wall, running_wall, per_thread)
+    share = _cpu_shares(samples, running_wall, thread_running, thread_wall, per_thread)
     with np.errstate(divide="ignore", invalid="ignore"):
         cpu = thread_cpu * np.nan_to_num(share)
         # Blocking rows wait all their wall time, unless the CPU leaves less than that.
@@ -141,8 +141,9 @@ def attribute(samples: pd.DataFrame, brief_lock_stacks: Collection[int] = ()) ->
 
 def _cpu_shares(
     samples: pd.DataFrame,
-    wall: np.ndarray,
     running_wall: np.ndarray,
+    thread_running: np.ndarray,
+    thread_wall: np.ndarray,
     per_thread: Callable[[np.ndarray], np.ndarray],
 ) -> np.ndarray:
     """Each row's share of its thread's CPU: the rows caught running, in proportion to
@@ -151,12 +152,11 @@ def _cpu_shares(
     queued = (
         samples["queued_ns"].fillna(0).to_numpy(dtype="float64")
         if "queued_ns" in samples
-        else np.zeros(len(wall))
+        else np.zeros(len(running_wall))
     )
+    wall = samples["wall_ns"].to_numpy(dtype="float64")
     could_run = np.clip(running_wall - queued, 0.0, None)
     thread_could_run = per_thread(could_run)
-    thread_running = per_thread(running_wall)
-    thread_wall = per_thread(wall)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(
             thread_could_run > 0,
