@@ -343,8 +343,8 @@ class StackSampler:
     def _read_frames(
         self, now: int, frames: dict[int, FrameType], before: int
     ) -> list[tuple[int, int, int, int, int]]:
-        """Each sampled thread's (tid, stack, wall, cpu) since its last sample; a thread
-        born since the last tick (``before``), since it started."""
+        """Each sampled thread's (tid, stack, wall, cpu, wait for a CPU) since its last
+        sample; a thread born since the last tick (``before``), since it started."""
         exclude = self.exclude
         seen: list[tuple[int, int, int, int, int]] = []  # tid, stack, wall, cpu, queued
         live: set[int] = set()
