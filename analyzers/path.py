@@ -122,9 +122,10 @@ def _takers(
     per_bin: list[np.ndarray], of_piece: list[np.ndarray], bins: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """(per bin, the other threads' time that takes the main thread's wait; per piece,
-    whether it is part of it), from three classes of rows in order: doing something
-    (running, runnable, on I/O), waiting on a lock (a mutex, or behind a briefly held
-    lock's holder), waiting to be notified. The first class present in a bin takes it:
+    whether it is part of it), from the classes of rows in order: doing something
+    (running, runnable, on I/O), woken and waiting for a CPU, waiting on a lock (a mutex,
+    or behind a briefly held lock's holder), waiting to be notified (or the first of
+    them). The first class present in a bin takes it:
     where nothing else ran, the waits on a lock are what there is, and a wait to be
     notified only where there is none either (a consumer starved on an empty queue is not
     the work even then: its producer, stalled behind a lock, is)."""
@@ -136,6 +137,34 @@ def _takers(
     for k, piece in enumerate(of_piece):
         counted = np.where(piece & (taker[bins] == k), 1.0, counted)
     return others, counted
+
+
+def _hand_over(
+    given: np.ndarray,
+    per_class: list[np.ndarray],
+    of_piece: list[np.ndarray],
+    pieces: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per piece, (the factor of its time that takes the main thread's wait ``given`` per
+    bin, the factor of a main thread's wait it keeps: 1 in the bins where no other
+    thread was there to take it), the takers from ``per_class`` as ``_takers`` picks
+    them.
+
+    Woken threads come after the threads doing work: ingest_pipeline beside three CPU
+    hogs, its four consumers, woken for each record, waited for a core 0.08 s each;
+    taking the main thread's join beside the producer, their stage read 27-36% of the
+    path (6 runs of 6). A main thread's own wait for a CPU after it was woken is handed
+    only to threads working or woken beside it, not to threads that wait too:
+    render_queue beside the hogs, its main thread woken from a full queue's ``put``
+    while the worker rendered, kept its 0.24 s on a run queue as its own, and its
+    stage read 20-33% of the path against its 7% of the process's CPU time (16 runs).
+    So is its time runnable in ``Condition.wait`` (notified, waiting for the GIL or a
+    core to resume): there, 0.6 s of 2.6 s, and its stage 31% of the path (1 run of 12).
+    """
+    rows, bins, share = pieces
+    others, counted = _takers(per_class, of_piece, bins)
+    taken = np.where(others > 0, given / np.where(others > 0, others, 1.0), 0.0)
+    return share * taken[bins] * counted, share * (others[bins] == 0)
 
 
 def critical_path(
@@ -167,26 +196,27 @@ def critical_path(
         keep = mask[rows]
         return np.bincount(bins[keep], weights=values[rows][keep] * share[keep], minlength=nbins)
 
-    given = per_bin(waits, is_main & lock)  # the main thread's waits on others, per bin
-    notified = ~is_main & lock & samples["notify_wait"].to_numpy(dtype=bool)
-    # woken from a wait on another thread and waiting for a CPU (``woken``: the rows
-    # attribution.split_run_queue_waits made): after the threads doing work, before the
-    # waits. ingest_pipeline beside three CPU hogs: its four consumers, woken for each
-    # record, waited for a core 0.08 s each; taking the main thread's join beside the
-    # producer, their stage read 27-36% of the path (6 runs of 6)
-    woken = ~is_main & _column(samples, "woken")
+    # woken from a wait on another thread, waiting for a CPU (``woken``: made by
+    # attribution.split_run_queue_waits; the main thread's also where caught runnable in
+    # ``Condition.wait``, notified): ``_hand_over`` says where each goes
+    woken = _column(samples, "woken")
+    notify_wait = samples["notify_wait"].to_numpy(dtype=bool)
+    main_woken = is_main & (woken | (notify_wait & ~lock))
+    woken = woken & ~is_main
+    notified = ~is_main & lock & notify_wait
     classes = (~is_main & ~lock & ~woken, woken, ~is_main & lock & ~notified, notified)
-    others, counted = _takers([per_bin(time, c) for c in classes], [c[rows] for c in classes], bins)
-    taken = np.where(others > 0, given / np.where(others > 0, others, 1.0), 0.0)
-    other_ns = np.bincount(
-        rows, weights=time[rows] * share * taken[bins] * counted, minlength=len(time)
-    )
-    # the main thread's lock wait stays where no other thread was there to take it
-    kept_ns = np.bincount(
-        rows, weights=waits[rows] * share * (others[bins] == 0), minlength=len(time)
-    )
+    per_class = [per_bin(time, c) for c in classes]
+    of_piece = [c[rows] for c in classes]
+    other_ns = np.zeros(len(time))
+    kept_ns = np.zeros(len(time))
+    for gives, takers in ((is_main & lock, len(classes)), (main_woken, 2)):
+        handed, kept = _hand_over(
+            per_bin(waits, gives), per_class[:takers], of_piece[:takers], (rows, bins, share)
+        )
+        other_ns += np.bincount(rows, weights=time[rows] * handed, minlength=len(time))
+        kept_ns += np.bincount(rows, weights=waits[rows] * kept * gives[rows], minlength=len(time))
     other = other_ns / np.where(time > 0, time, 1.0)
-    own_wait = np.where(lock, kept_ns / np.where(waits > 0, waits, 1.0), 1.0)
+    own_wait = np.where(lock | main_woken, kept_ns / np.where(waits > 0, waits, 1.0), 1.0)
     return pd.DataFrame(
         {
             "cpu": np.where(is_main, 1.0, other),

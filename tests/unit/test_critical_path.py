@@ -224,3 +224,37 @@ def test_a_thread_woken_and_waiting_for_a_cpu_takes_the_wait_where_nothing_else_
     ).assign(woken=lambda df: df["thread_id"] == 2)
     path = on_path(samples)
     assert path[2] == pytest.approx(10) and path.get(1, 0.0) == pytest.approx(0.0)
+
+
+def test_the_main_thread_s_wait_for_a_cpu_after_a_wake_goes_to_the_thread_working_beside_it():
+    # render_queue beside CPU hogs: the main thread, woken from a full queue's put,
+    # waits for a core while the worker renders; the next item only goes in when the
+    # worker takes one: the worker's rendering is the path
+    samples = rows(
+        *[(1, t, 0.0, 1.0, "lock") for t in range(0, 10, 2)],
+        *[(1, t, 0.0, 1.0, "unknown") for t in range(1, 10, 2)],  # woken, no core
+        *[(2, t, 0.7, 0.3, "unknown") for t in range(10)],  # renders, itself preempted
+    ).assign(woken=lambda df: (df["thread_id"] == 1) & (df["reason"] == "unknown"))
+    path = on_path(samples)
+    assert path[2] == pytest.approx(10) and path.get(1, 0.0) == pytest.approx(0.0)
+    # so is its time runnable in Condition.wait, notified and waiting for the GIL
+    notified = samples.assign(
+        woken=False,
+        reason=samples["reason"].replace("unknown", "gil"),
+        notify_wait=samples["thread_id"] == 1,
+    )
+    path = on_path(notified)
+    assert path[2] == pytest.approx(10) and path.get(1, 0.0) == pytest.approx(0.0)
+
+
+def test_the_main_thread_keeps_its_wait_for_a_cpu_where_the_others_only_wait():
+    # a worker waiting on a lock, or to be notified, needs no core: the main thread's
+    # wait for one is its own (the host's cores, taken by other processes)
+    for notified in (frozenset(), frozenset({2})):
+        samples = rows(
+            *[(1, t, 0.0, 1.0, "unknown") for t in range(10)],
+            *[(2, t, 0.0, 1.0, "lock") for t in range(10)],
+            notified=notified,
+        ).assign(woken=lambda df: df["thread_id"] == 1)
+        path = on_path(samples)
+        assert path[1] == pytest.approx(10) and path.get(2, 0.0) == pytest.approx(0.0)
