@@ -129,10 +129,8 @@ class ResourceSampler:
             "os_threads": [],
             "system": [],
         }
-        try:
-            host.cpu_percent(interval=None)  # primes the host CPU % baseline
-        except Exception:
-            pass
+        self._host_times: Any = None
+        self._host_cpu_percent()  # the baseline the first reading's interval starts at
 
     def tree_pids(self) -> list[int]:
         return list(self._procs)
@@ -197,7 +195,7 @@ class ResourceSampler:
             self._rows["system"].append(
                 (
                     now,
-                    float(self._host.cpu_percent(interval=None)),
+                    self._host_cpu_percent(),
                     int(vm.available),
                     int(net.bytes_sent) if net is not None else 0,
                     int(net.bytes_recv) if net is not None else 0,
@@ -206,6 +204,29 @@ class ResourceSampler:
             )
         except (OSError, RuntimeError):
             pass
+
+    def _host_cpu_percent(self) -> float:
+        """The host's CPUs' busy share since the last reading (%, as psutil counts it:
+        all but idle and iowait, guests inside user), NaN where the kernel's counters
+        (in 10-ms ticks) did not move. ``psutil.cpu_percent`` reads 0.0 there: the first
+        reading, taken just after its baseline, read an idle host beside three CPU-bound
+        processes, and the stages sampled before the next reading ran "beside idle
+        cores" (render_queue: its worker's waits for a core read as its queue's)."""
+        try:
+            times = self._host.cpu_times()
+        except (OSError, RuntimeError):
+            return float("nan")
+        last, self._host_times = self._host_times, times
+        if last is None:
+            return float("nan")
+        guests = ("guest", "guest_nice")
+        total = sum(getattr(times, f) - getattr(last, f) for f in times._fields if f not in guests)
+        idle = sum(
+            getattr(times, f) - getattr(last, f) for f in ("idle", "iowait") if f in times._fields
+        )
+        if total <= 0:
+            return float("nan")
+        return round(100.0 * min(max(total - idle, 0.0) / total, 1.0), 1)
 
     def _sample_process(
         self, pid: int, proc: Any, now: int, slow: bool

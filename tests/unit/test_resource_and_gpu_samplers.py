@@ -74,8 +74,24 @@ class FakeProc:
 
 
 class FakeHost:
-    def cpu_percent(self, interval=None):
-        return 42.0
+    """Two CPUs' counters (s) that move 0.42 busy of every second per reading."""
+
+    def __init__(self, busy_per_read=(0.84, 1.16)):
+        self._reads = 0
+        self._busy, self._idle = busy_per_read
+
+    def cpu_times(self):
+        n = self._reads
+        self._reads += 1
+        return NS(
+            user=self._busy * n * 0.75,
+            nice=0.0,
+            system=self._busy * n * 0.25,
+            idle=self._idle * n * 0.9,
+            iowait=self._idle * n * 0.1,
+            guest=self._busy * n * 0.5,  # inside user already: counted once
+            _fields=("user", "nice", "system", "idle", "iowait", "guest"),
+        )
 
     def virtual_memory(self):
         return NS(available=1 << 30)
@@ -112,6 +128,23 @@ def test_process_tree_rows_include_children_and_skip_vanished_ones():
     assert out["system"][0][1:] == (42.0, 1 << 30, 5, 6, 0.25)
     assert s.peak_rss == 300
     assert s.tree_pids() == [10]
+
+
+def test_host_cpu_is_unknown_where_the_kernel_s_counters_did_not_move():
+    # psutil.cpu_percent read 0.0 there: an idle host beside three CPU-bound processes
+    s = ResourceSampler(
+        10, process=lambda pid: FakeProc(pid), host=FakeHost((0.0, 0.0)), sockets=lambda p: 0
+    )
+    s.sample()
+    (row,) = s.drain()["system"]
+    assert math.isnan(row[1])
+
+
+def test_host_cpu_is_the_busy_share_since_the_last_reading():
+    s = ResourceSampler(10, process=lambda pid: FakeProc(pid), host=FakeHost((1.5, 0.5)))
+    s.sample()
+    s.sample()
+    assert [row[1] for row in s.drain()["system"]] == [75.0, 75.0]
 
 
 def test_probe_s_own_helper_processes_are_not_the_target_s():
