@@ -59,6 +59,8 @@ class Comparison:
     matched_by: str  # "given", "top" or "sweep" (a batch sweep's), or "" when none
     error: float | None  # |predicted - realized| / realized, on the basis's speedup
     notes: list[str]
+    # the note naming the applied fixes RUN_A has no recommendation for ("" if none)
+    unmatched: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -177,27 +179,27 @@ def _realized(a: Diagnosis, b: Diagnosis, notes: list[str]) -> _Realized:
     return _Realized("job", speedup, _per_job_ms(a), _per_job_ms(b), wall_a, wall_b)
 
 
-def _chosen(
-    a: Diagnosis, applied: list[str] | None, notes: list[str]
-) -> tuple[list[Recommendation], str]:
-    """The recommendations B applied, and how they were picked ("given", "top" or "")."""
+def _chosen(a: Diagnosis, applied: list[str] | None) -> tuple[list[Recommendation], str, str]:
+    """The recommendations B applied, how they were picked ("given", "top" or ""), and a
+    note naming those of ``applied`` RUN_A has no recommendation for ("" if none)."""
     # the fixes under the recommendations' bar too: applied with others, they compound
     by_id = {r.id: r for r in (*a.minor_recommendations, *a.recommendations)}
     if applied:
         missing = [i for i in applied if i not in by_id]
-        if missing:
-            known = ", ".join(by_id) or "none"
-            notes.append(
-                f"RUN_A's diagnosis has no recommendation {', '.join(missing)} (it has: {known})"
-            )
+        known = ", ".join(by_id) or "none"
+        unmatched = (
+            f"RUN_A's diagnosis has no recommendation {', '.join(missing)} (it has: {known})"
+            if missing
+            else ""
+        )
         chosen = [by_id[i] for i in applied if i in by_id]
-        return chosen, "given" if chosen else ""
+        return chosen, "given" if chosen else "", unmatched
     if a.recommendations:
         # Without --applied: the top recommendation, the change the diagnosis asked for.
         # (Picking whichever prediction lands closest would flatter the estimates.)
         speed = [r for r in a.recommendations if r.id != "fix_leak"]
-        return [(speed or a.recommendations)[0]], "top"
-    return [], ""
+        return [(speed or a.recommendations)[0]], "top", ""
+    return [], "", ""
 
 
 def compare(
@@ -223,12 +225,14 @@ def compare(
         for n, ms in real.stages_b.items()
         if n not in real.stages_a
     ]
+    unmatched = ""
     if prediction is not None:
         chosen: list[Recommendation] = []
         matched = "sweep"
         predicted: float | None = prediction[1]
     else:
-        chosen, matched = _chosen(a, applied, notes)
+        chosen, matched, unmatched = _chosen(a, applied)
+        notes += [unmatched] if unmatched else []
         predicted = _predict(chosen) if chosen else None
     error = None
     if predicted is not None and real.speedup:
@@ -250,4 +254,5 @@ def compare(
         matched_by=matched,
         error=error,
         notes=notes,
+        unmatched=unmatched,
     )

@@ -58,7 +58,8 @@ def diff_command(
     a, b = diagnose(load(run_a)), diagnose(load(run_b))
     comparison = compare(a, b, ids, prediction=prediction)
     if ids and not comparison.applied:
-        raise ProbeError(comparison.notes[0], exit_code=2)
+        # the note that says why (not the first: a batch job's basis note comes first)
+        raise ProbeError(comparison.unmatched, exit_code=2)
     if as_json:
         click.echo(json.dumps(comparison.to_dict(), indent=2))
     else:

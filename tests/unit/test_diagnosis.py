@@ -396,6 +396,16 @@ def test_diff_of_two_batch_runs_reads_the_gain_from_the_job_s_wall_time(tmp_path
     assert "job wall" in text and "realized 2.00×" in text and "per job, by stage" in text
 
 
+def test_diff_of_batch_runs_names_the_applied_fix_the_diagnosis_lacks(tmp_path):
+    # probe diff's error: the batch job's basis note comes first among the notes, and
+    # was printed as the error in its place (a CI run: "no requests in either run")
+    a, b = batch_job(tmp_path, "a", 3.0), batch_job(tmp_path, "b", 1.5)
+    c = compare(a, b, ["fp16"])
+    assert not c.applied and "no recommendation fp16" in c.unmatched
+    assert c.unmatched in c.notes and "no requests in either run" in c.notes[0]
+    assert compare(a, b, [a.recommendations[0].id]).unmatched == ""
+
+
 def test_diff_reads_no_gain_from_a_batch_run_that_did_not_finish_its_job(tmp_path):
     a = batch_job(tmp_path, "a", 3.0)
     stopped = batch_job(tmp_path, "b", 1.0, exit={"status": 0, "ended_by": "duration"})
