@@ -35,6 +35,7 @@ from probe.analyzers.rules import (
     cold_start,
     runnable_beside_idle_cores,
 )
+from probe.analyzers.run_queue import run_queue_note, run_queue_wait
 from probe.analyzers.vocabulary import kind_words, subkind_words
 from probe.rundir.reader import Run
 
@@ -496,6 +497,12 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
     primary_block = _primary_block(primary)
     primary_block["summary"] = _summary(primary, recs, bd)
     notes = list(run.notes) + list(run.meta.get("notes", [])) + list(bd.notes)
+    notes += run_queue_note(
+        run_queue_wait(run.tables["samples"]),
+        cpu_count=facts.cpu_count,
+        host_cores_busy=facts.host_cores_busy,
+        process_cores=facts.process_cores,
+    )
     if cold:
         notes.append(
             f"slow first request: {cold['first_request_ms']:.0f} ms, {cold['ratio']:.0f}x the "

@@ -521,3 +521,6 @@ def test_a_worker_waiting_for_a_core_beside_cpu_hogs_is_not_read_as_waiting_on_i
     assert (primary["kind"], primary["subkind"]) == ("cpu", "python"), primary
     assert primary["stage"].startswith("render_page")
     assert all(f["kind"] != "contention" for f in d["findings"]), d["findings"]
+    # and the reader is told the figures were taken on cores other processes held
+    (note,) = [n for n in d["notes"] if n.startswith("waited for a CPU")]
+    assert "other processes kept" in note, note

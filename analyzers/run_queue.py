@@ -1,0 +1,98 @@
+"""How long the process's threads waited for a CPU, against the time they ran.
+
+The kernel counts each thread's time on a run queue (runnable, no core free: the second
+field of ``/proc/PID/task/TID/schedstat``); the sampler records it per interval
+(``samples.queued_ns``). Where that wait is a large share of the time the threads were
+ready to run, every figure of the run -- its wall time, the stages' shares, what a fix
+would buy -- is measured on cores it did not have, and the reader should know it: a
+service that reads "CPU 0.52 of 2 cores" beside three CPU-bound processes otherwise
+looks like one that waits on something of its own. Only where other processes held the
+cores: the waits among the process's own threads (GIL-bound threads waking each other)
+are the GIL and contention findings' to read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from probe.analyzers.constants import constant
+
+__all__ = ["RUN_QUEUE", "RunQueue", "RunQueueWait", "run_queue_note", "run_queue_wait"]
+
+
+@dataclass(frozen=True)
+class RunQueue:
+    note_share: float = constant(
+        0.2,
+        "of the time the threads were ready to run (on a CPU or waiting for one), the "
+        "wait for a CPU from which the run says so. Beside three CPU-bound processes on 2 "
+        "cores: render_queue 0.45-0.58 (14 runs), score_feed 0.52, tokenize_pool 0.71, "
+        "ship_logs 0.28-0.53 (2026-11-27, benchmarks/run_queue_share.py --hogs 3)",
+    )
+    others_cores: float = constant(
+        0.5,
+        "cores the host kept busy beyond the process's own, from which other processes "
+        "took the cores (rules' ``idle_cores``: half a core). Without them the waits are "
+        "the process's own threads': on an idle host tokenize_pool's four GIL-bound "
+        "threads read 0.44-0.45, ingest_pipeline's five 0.30-0.31 (the corpus's others "
+        "0.004-0.064): the GIL and contention findings speak for those",
+    )
+    min_queued_s: float = constant(
+        0.1,
+        "a tenth of a second on the run queue, ten ticks at the default 100 Hz: less is no "
+        "figure a reader acts on (ship_logs beside three hogs: 0.03-0.07 s)",
+    )
+
+
+RUN_QUEUE = RunQueue()
+
+
+@dataclass(frozen=True)
+class RunQueueWait:
+    queued_s: float  # the threads' time waiting for a CPU, summed
+    ran_s: float  # their time on a CPU, summed
+
+    @property
+    def share(self) -> float:
+        """Of the time the threads were ready to run, the share they waited for a CPU."""
+        ready = self.queued_s + self.ran_s
+        return self.queued_s / ready if ready > 0 else 0.0
+
+
+def run_queue_wait(samples: pd.DataFrame) -> RunQueueWait | None:
+    """The threads' waits for a CPU and their CPU time over the sampled intervals; None
+    where the run has no such readings (older runs, or a kernel without schedstat)."""
+    if samples.empty or "queued_ns" not in samples or samples["queued_ns"].isna().all():
+        return None
+    queued = float(samples["queued_ns"].fillna(0).clip(lower=0).sum()) / 1e9
+    ran = float(samples["cpu_ns"].fillna(0).clip(lower=0).sum()) / 1e9
+    return RunQueueWait(queued, ran)
+
+
+def run_queue_note(
+    wait: RunQueueWait | None,
+    *,
+    cpu_count: int,
+    host_cores_busy: float,
+    process_cores: float,
+    settings: RunQueue = RUN_QUEUE,
+) -> list[str]:
+    """A note where other processes held the cores and the threads waited
+    ``note_share`` or more of their ready time for a CPU."""
+    others = host_cores_busy - process_cores
+    if (
+        wait is None
+        or wait.share < settings.note_share
+        or wait.queued_s < settings.min_queued_s
+        or others < settings.others_cores
+    ):
+        return []
+    return [
+        f"waited for a CPU: its threads spent {wait.queued_s:.2f} s on the kernel's run "
+        f"queue against {wait.ran_s:.2f} s on a CPU ({wait.share:.0%} of their ready "
+        f"time): other processes kept {others:.1f} of the host's {cpu_count} cores busy. "
+        "The wall time and the shares above include that wait: measure where cores are "
+        "free, or give the service its own (taskset, a CPU quota)"
+    ]
