@@ -1,10 +1,16 @@
-"""What one stack-sampler tick costs with 10, 50 and 200 threads, kernel states on and off.
+"""What one stack-sampler tick costs with 10, 50 and 200 threads, kernel states on and off,
+and run-queue delays on and off.
 
 Every thread is parked in a native call no wait rule names (``os.readv`` on a pipe), the
 case where the sampler asks the kernel (``probe.samplers.kernel``): the worst case for
 its reads, of which at most ``max_kernel_reads`` (16) are made a tick. Prints the mean
 tick over ``--ticks`` ticks, with the kernel asked and with it turned off (a
 ``KernelStates`` for a machine with no table), and what that is of a 10-ms tick (100 Hz).
+
+Then the run-queue delays (``probe.samplers.kernel.RunQueueDelays``: one ``pread`` of a
+thread's schedstat, read only for threads that ran since the last tick): every thread
+wakes each millisecond from a sleep, so each is read every tick, the worst case; with
+the reads and with them turned off (``unavailable`` set, as on a kernel without them).
 
     python benchmarks/sampler_tick_cost.py [--ticks 300]
 """
@@ -16,7 +22,7 @@ import os
 import threading
 import time
 
-from probe.samplers.kernel import KernelStates
+from probe.samplers.kernel import KernelStates, RunQueueDelays
 from probe.samplers.stacks import StackSampler
 
 
@@ -39,6 +45,27 @@ def release(threads: list[threading.Thread], pipes: list[tuple[int, int]]) -> No
     for r, w in pipes:
         os.close(r)
         os.close(w)
+
+
+def waking_threads(n: int) -> tuple[list[threading.Thread], threading.Event]:
+    """``n`` threads that each wake every millisecond: all ran since any tick."""
+    stop = threading.Event()
+
+    def wake() -> None:
+        while not stop.wait(0.001):
+            pass
+
+    threads = [threading.Thread(target=wake, daemon=True) for _ in range(n)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    return threads, stop
+
+
+def without_run_queue() -> RunQueueDelays:
+    off = RunQueueDelays()
+    off.unavailable = "turned off (benchmark)"
+    return off
 
 
 def mean_tick_us(sampler: StackSampler, ticks: int) -> float:
@@ -67,6 +94,32 @@ def main() -> None:
         finally:
             release(threads, pipes)
         print(f"{n:>8} {on:>10.0f}us {off:>10.0f}us {on / 10_000:>19.1%}")
+    print(f"\n{'threads':>8} {'run queue on':>12} {'off':>12} {'on - off, per thread':>20}")
+    for n in (10, 50, 200):
+        waking, stop = waking_threads(n)
+        try:
+            on = mean_tick_us(StackSampler(), args.ticks)
+            off = mean_tick_us(StackSampler(run_queue=without_run_queue()), args.ticks)
+        finally:
+            stop.set()
+            for t in waking:
+                t.join()
+        print(f"{n:>8} {on:>10.0f}us {off:>10.0f}us {(on - off) / n:>18.2f}us")
+    # the read alone, threads parked: a tick's difference above carries the waking
+    # threads' contention for the GIL, which grows with their number
+    threads, pipes = parked_threads(50)
+    try:
+        reader = RunQueueDelays()
+        tids = [t.native_id for t in threads if t.native_id is not None]
+        start = time.perf_counter()
+        for _ in range(200):
+            for tid in tids:
+                reader.read(tid)
+        per_read = (time.perf_counter() - start) / (200 * len(tids)) * 1e6
+        reader.close()
+    finally:
+        release(threads, pipes)
+    print(f"\none run-queue read (50 parked threads, 200 rounds): {per_read:.2f}us")
 
 
 if __name__ == "__main__":
