@@ -28,8 +28,9 @@ class RunQueue:
         0.2,
         "of the time the threads were ready to run (on a CPU or waiting for one), the "
         "wait for a CPU from which the run says so. Beside three CPU-bound processes on 2 "
-        "cores: render_queue 0.45-0.58 (14 runs), score_feed 0.52, tokenize_pool 0.71, "
-        "ship_logs 0.28-0.53 (2026-11-27, benchmarks/run_queue_share.py --hogs 3)",
+        "cores: render_queue 0.58 (2 runs; its worker alone, by its schedstat read from "
+        "outside, 0.49-0.57 in 12 more), score_feed 0.52, tokenize_pool 0.71, ship_logs "
+        "0.28-0.53 (2026-11-27, benchmarks/run_queue_share.py --hogs 3)",
     )
     others_cores: float = constant(
         0.5,
