@@ -8,9 +8,11 @@ tick over ``--ticks`` ticks, with the kernel asked and with it turned off (a
 ``KernelStates`` for a machine with no table), and what that is of a 10-ms tick (100 Hz).
 
 Then the run-queue delays (``probe.samplers.kernel.RunQueueDelays``: one ``pread`` of a
-thread's schedstat, read only for threads that ran since the last tick): every thread
-wakes each millisecond from a sleep, so each is read every tick, the worst case; with
-the reads and with them turned off (``unavailable`` set, as on a kernel without them).
+thread's schedstat, read only for threads that ran since the last tick, at most
+``max_run_queue_reads`` (32) a tick): every thread wakes each millisecond from a sleep,
+so each ran since any tick, the worst case; the sampler as it is, one reading every
+thread that ran (no budget), and one with the reads turned off (``unavailable`` set, as
+on a kernel without them), their ticks taken in turn, medians.
 
     python benchmarks/sampler_tick_cost.py [--ticks 300]
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import threading
 import time
 
@@ -81,6 +84,22 @@ def mean_tick_us(sampler: StackSampler, ticks: int) -> float:
     return total / ticks * 1e6
 
 
+def median_ticks_us(samplers: list[StackSampler], ticks: int) -> list[float]:
+    """Each sampler's median tick, their ticks taken in turn (A B C A B C ...): with
+    threads waking all the time a tick's length is mostly the wait for the GIL, which
+    drifts; side by side, the drift is the same for each, and the median leaves out the
+    ticks that waited a switch interval."""
+    times: list[list[float]] = [[] for _ in samplers]
+    for k in range(ticks):
+        for sampler, taken in zip(samplers, times, strict=True):
+            start = time.perf_counter()
+            sampler.sample()
+            taken.append(time.perf_counter() - start)
+            if k % 100 == 99:
+                sampler.drain()
+    return [statistics.median(t[1:]) * 1e6 for t in times]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ticks", type=int, default=300)
@@ -94,17 +113,26 @@ def main() -> None:
         finally:
             release(threads, pipes)
         print(f"{n:>8} {on:>10.0f}us {off:>10.0f}us {on / 10_000:>19.1%}")
-    print(f"\n{'threads':>8} {'run queue on':>12} {'off':>12} {'on - off, per thread':>20}")
+    print(
+        f"\n{'threads':>8} {'run queue on':>12} {'all read':>12} {'off':>12}"
+        f" {'on - off':>10}  (median ticks, taken in turn)"
+    )
     for n in (10, 50, 200):
         waking, stop = waking_threads(n)
         try:
-            on = mean_tick_us(StackSampler(), args.ticks)
-            off = mean_tick_us(StackSampler(run_queue=without_run_queue()), args.ticks)
+            on, every, off = median_ticks_us(
+                [
+                    StackSampler(),  # at most max_run_queue_reads (32) a tick
+                    StackSampler(max_run_queue_reads=n),  # every thread that ran
+                    StackSampler(run_queue=without_run_queue()),
+                ],
+                args.ticks,
+            )
         finally:
             stop.set()
             for t in waking:
                 t.join()
-        print(f"{n:>8} {on:>10.0f}us {off:>10.0f}us {(on - off) / n:>18.2f}us")
+        print(f"{n:>8} {on:>10.0f}us {every:>10.0f}us {off:>10.0f}us {on - off:>8.0f}us")
     # the read alone, threads parked: a tick's difference above carries the waking
     # threads' contention for the GIL, which grows with their number
     threads, pipes = parked_threads(50)

@@ -297,6 +297,9 @@ class Session:
             },
             # where empty, samples.queued_ns holds each interval's wait for a CPU
             "run_queue_unavailable": self.stacks.run_queue.unavailable,
+            # threads that ran but were not read that tick (the budget spent): their
+            # wait is credited at a later reading
+            "run_queue_reads_skipped": self.stacks.run_queue_reads_skipped,
         }
         if self.switch is not None:
             figures["switch_interval"] = self.switch.figures()

@@ -362,3 +362,28 @@ def test_an_interval_s_wait_for_a_cpu_is_recorded_and_held_to_its_time_off_the_c
     assert queue.reads == reads
     s.close()
     assert set(queue.forgotten) >= {1, 2}
+
+
+def test_run_queue_reads_are_budgeted_a_tick_and_every_thread_gets_its_turn():
+    n = 5
+    clock = Clock()
+    frames = {i: frame_running_python() for i in range(1, n + 1)}
+    cpu = dict.fromkeys(frames, 0)
+    queue = RunQueue(dict.fromkeys(frames, 0))
+    s = make(frames, cpu, clock, run_queue=queue, max_run_queue_reads=2)
+    s.sample()  # first sight: baselines, within the budget
+    credited: dict[int, int] = dict.fromkeys(frames, 0)
+    for _ in range(10):
+        clock.now += 10_000_000
+        for tid in frames:  # every thread ran 2 ms and waited 1 ms more for a core
+            cpu[tid] += 2_000_000
+            queue.delays[tid] += 1_000_000
+        reads = queue.reads
+        s.sample()
+        assert queue.reads - reads == 2  # the budget, whatever ran
+        for row in s.drain()["samples"]:
+            credited[row[1]] += row[8]
+    assert s.run_queue_reads_skipped == 10 * (n - 2) + (n - 2)
+    # taken in turn: each thread read, its wait since its last reading credited
+    assert all(c > 0 for c in credited.values())
+    assert sum(credited.values()) >= 0.6 * 10 * n * 1_000_000
