@@ -38,6 +38,7 @@ from probe.analyzers.amdahl import (
 )
 from probe.analyzers.breakdown import Breakdown
 from probe.analyzers.constants import constant
+from probe.analyzers.leaks.growth import held_by, small_objects_part
 from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, stage_rows
 
 __all__ = [
@@ -552,18 +553,45 @@ def _lazy_init(ctx: RuleContext) -> Proposal | None:
     )
 
 
+# fix_leak's stage where no site is named, and its sketch: by whether small objects can
+# hold the growth (a container to bound) or not (large buffers, native memory)
+_UNNAMED = {False: "the growing objects", True: "large buffers or native memory"}
+_LEAK_SKETCH = {
+    False: (
+        "    from functools import lru_cache     # or cachetools.LRUCache(maxsize=...)\n"
+        "    @lru_cache(maxsize=1024)\n"
+        "    def cached(key): ..."
+    ),
+    True: (
+        "    from collections import deque\n"
+        "    RECENT = deque(maxlen=10_000)   # the last entries, not a buffer that only grows\n"
+        "and free what native code allocates for a request (the library's close/free call, "
+        "or a context manager around it); `--memory` names the Python sites of large "
+        "allocations, and a growth it does not see is native"
+    ),
+}
+
+
 def _fix_leak(ctx: RuleContext) -> Proposal | None:
     leak = ctx.leak
     if not (leak and leak.get("detected")):
         return None
     sites = leak.get("top_sites") or []
-    where = sites[0]["site"] if sites else "the growing objects"
+    share, malloc = leak.get("small_objects_share"), leak.get("malloc_share")
+    part = small_objects_part(share, malloc)
+    large = part is not None and part[0] == "large"
+    where = sites[0]["site"] if sites else _UNNAMED[large]
     named = f"Top growing site: {where}. " if sites else "Run with --memory to name the sites. "
+    held = held_by(share, malloc)
     return Proposal(
         stage=where,
         p=0.0,
         s=1.0,
-        how={"rate": f"{leak.get('slope_bytes_per_s', 0.0) / 1e6:.2f} MB/s", "sites": named},
+        how={
+            "rate": f"{leak.get('slope_bytes_per_s', 0.0) / 1e6:.2f} MB/s",
+            "sites": named + (f"{held} " if held else ""),
+            "sketch": _LEAK_SKETCH[large],
+        },
         evidence={
             "slope_bytes_per_s": leak.get("slope_bytes_per_s"),
             "confidence": leak.get("confidence"),
@@ -749,10 +777,8 @@ FIXES: tuple[Fix, ...] = (
         id="fix_leak",
         title="Bound what grows: {stage}",
         how=(
-            "Memory grows {rate} and does not come back. {sites}Bound it:\n"
-            "    from functools import lru_cache     # or cachetools.LRUCache(maxsize=...)\n"
-            "    @lru_cache(maxsize=1024)\n"
-            "    def cached(key): ..."
+            "Memory grows {rate} and does not come back. {sites}Bound it, keeping what is "
+            "still used rather than everything ever made:\n{sketch}"
         ),
         scope="memory",
         run_rule=_fix_leak,

@@ -7,13 +7,22 @@ Four parts, one job each:
                 undetermined, judged per request when the requests are known;
 * ``live``      the live detector (``probe watch``, ``probe.watchdog``), reading by
                 reading in bounded memory;
-* ``growth``    what grows: allocation sites, gc types, named containers.
+* ``growth``    what grows: allocation sites, gc types, named containers, and how much
+                of it small Python objects can hold (their live blocks).
 
 ``verdict`` holds the one result all of them speak. Everything but ``growth``'s pandas
 helpers needs numpy only: the in-process watchdog imports this package in the service.
 """
 
-from probe.analyzers.leaks.growth import growing_sites, growing_types, snapshot_growth
+from probe.analyzers.leaks.growth import (
+    growing_sites,
+    growing_types,
+    held_by,
+    malloc_share,
+    small_objects_part,
+    small_objects_share,
+    snapshot_growth,
+)
 from probe.analyzers.leaks.live import (
     DetectorSettings,
     LiveLeakDetector,
@@ -43,6 +52,10 @@ __all__ = [
     "final_verdict",
     "growing_sites",
     "growing_types",
+    "held_by",
+    "malloc_share",
+    "small_objects_part",
+    "small_objects_share",
     "covering_the_run",
     "judge_recorded",
     "snapshot_growth",

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from probe.analyzers.constants import constant
+from probe.analyzers.leaks.growth import malloc_share, small_objects_share
 from probe.analyzers.leaks.trend import (
     Trend,
     best_step,
@@ -176,10 +177,10 @@ def judge_recorded(
     if heap is None:
         return verdict
     verdict = _against_the_python_heap(verdict, whole[0], *heap, s)
-    if in_use is None:
-        return verdict
-    verdict = _against_malloc(verdict, whole[0], heap, in_use, s)
-    return _against_a_full_collection(verdict, whole[0], heap, in_use, full_collection, s)
+    if in_use is not None:
+        verdict = _against_malloc(verdict, whole[0], heap, in_use, s)
+        verdict = _against_a_full_collection(verdict, whole[0], heap, in_use, full_collection, s)
+    return _held_by_small_objects(verdict, whole[0], heap, in_use, s)
 
 
 def _rated(
@@ -615,6 +616,37 @@ def _against_a_full_collection(
         settle=(
             f"{SETTLE}: over minutes the collector's full passes show whether the floor comes back"
         ),
+    )
+
+
+def _held_by_small_objects(
+    verdict: LeakVerdict,
+    t_s: np.ndarray,
+    heap: tuple[np.ndarray, np.ndarray],
+    in_use: tuple[np.ndarray, np.ndarray] | None,
+    s: RecordedSettings,
+) -> LeakVerdict:
+    """A leak's rise over the judged part, shared out between Python's small objects
+    (their live blocks: ``growth.small_objects_share``) and malloc's bytes in use (larger
+    objects, native memory: ``growth.malloc_share``): the fix differs (a container to
+    bound, or large buffers and native memory)."""
+    if verdict.state != LEAK or not len(t_s):
+        return verdict
+    ht, blocks = heap[0][:-1], heap[1][:-1]  # the last: the census at the run's end
+    judged = _in_judged_part(ht, t_s, s)
+    if judged.sum() < 3:
+        return verdict
+    start, end = float(ht[judged][0]), float(ht[judged][-1])
+    grew = verdict.slope_bytes_per_s * (end - start)
+    malloc = None
+    if in_use is not None:
+        mt, mb = in_use
+        inside = (mt >= start) & (mt <= end)
+        malloc = malloc_share(grew, mt[inside], mb[inside])
+    return replace(
+        verdict,
+        small_objects_share=small_objects_share(grew, ht[judged], blocks[judged]),
+        malloc_share=malloc,
     )
 
 

@@ -53,6 +53,11 @@ class LeakVerdict:
     test: str = "run"  # which test spoke: "run" (a recorded series), "fast", "slow"
     at_s: float | None = None  # when the verdict was reached (same clock as the series)
     growing_containers: list[dict[str, Any]] = field(default_factory=list)
+    # bounds on the share of the rise Python's small objects (<= 512 bytes) can hold,
+    # from their live blocks (None: not judged, or no heap readings)
+    small_objects_share: tuple[float, float] | None = None
+    # the share of the rise malloc's bytes in use rose by (larger objects, native memory)
+    malloc_share: float | None = None
 
     @property
     def detected(self) -> bool:
@@ -87,6 +92,10 @@ class LeakVerdict:
             "top_sites": self.top_sites,
             "growing_types": self.growing_types,
             "growing_containers": self.growing_containers,
+            "small_objects_share": None
+            if self.small_objects_share is None
+            else [round(v, 4) for v in self.small_objects_share],
+            "malloc_share": None if self.malloc_share is None else round(self.malloc_share, 4),
         }
 
 

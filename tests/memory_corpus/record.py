@@ -54,6 +54,9 @@ SERVICES: dict[str, tuple[Path, list[str], tuple[str, float], str]] = {
     "torch_warmup": (SERVICES_DIR / "torch_warmup.py", [], ("--seconds", 12), "no_leak"),
     "fastapi_app": (SERVICES_DIR / "fastapi_app.py", [], ("--seconds", 16), "no_leak"),
     "cycle_garbage": (SERVICES_DIR / "cycle_garbage.py", [], ("--seconds", 10), "no_leak"),
+    "native_leak": (SERVICES_DIR / "native_leak.py", [], ("--requests", 900), "leak"),
+    "growing_buffer": (SERVICES_DIR / "growing_buffer.py", [], ("--requests", 900), "leak"),
+    "batch_flush": (SERVICES_DIR / "batch_flush.py", [], ("--requests", 900), "no_leak"),
     "healthy_service": (SAMPLES / "healthy_service.py", [], ("--requests", 2500), "no_leak"),
     # at its own default length: the runs where both verdicts once said LEAK (``--add``)
     "healthy_service_default": (

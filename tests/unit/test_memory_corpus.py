@@ -26,6 +26,7 @@ from probe.analyzers.leaks import (
     LiveLeakDetector,
     final_verdict,
     judge_recorded,
+    small_objects_part,
 )
 
 SERIES = Path(__file__).resolve().parents[1] / "memory_corpus" / "series"
@@ -114,3 +115,33 @@ def test_leaks_are_judged_per_request_where_requests_are_known():
     judged = [recorded(series(f)) for f in FILES if series(f)["requests"]]
     leaks = [v for v in judged if v.state == LEAK]
     assert leaks and all(v.basis == "requests" and v.bytes_per_request for v in leaks)
+
+
+# What holds each leak, by construction (each service's docstring): small Python objects
+# in a container, or large buffers and native memory outside pymalloc.
+HELD_BY = {
+    "id_keyed_cache": "small",  # ~4-KB responses of 60 short strings a request
+    "log_list": "small",  # short log lines in a list
+    "leaky_cache": "small",  # 240 ints and floats a request (two 120-item lists: malloc)
+    "leaky_cache_long": "small",
+    "native_leak": "large",  # 16 KiB of ctypes memory a request
+    "growing_buffer": "large",  # one bytearray appended to
+    "staircase": "large",  # 256-KB buffers
+}
+
+
+@pytest.mark.parametrize("judge", [recorded, live], ids=["probe-run", "probe-watch"])
+def test_a_leak_says_whether_small_objects_or_large_and_native_memory_hold_it(judge):
+    """Without --memory: Python's live blocks and malloc's bytes in use, read beside the
+    memory series, tell a container of small objects from large buffers and native
+    memory, on every leaking series of the corpus."""
+    said = {}
+    for f in FILES:
+        d = series(f)
+        v = judge(d)
+        if d["truth"] != "leak" or v.small_objects_share is None:
+            continue  # the live test's own alert: the share is the recorded test's
+        part = small_objects_part(v.small_objects_share, v.malloc_share)
+        said[f.stem] = part[0] if part else None
+        assert said[f.stem] == HELD_BY[d["name"]], (f.stem, v.small_objects_share, v.malloc_share)
+    assert set(HELD_BY) <= {series(SERIES / f"{k}.json")["name"] for k in said}
