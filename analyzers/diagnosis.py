@@ -19,12 +19,15 @@ from probe.analyzers.breakdown import Breakdown, breakdown
 from probe.analyzers.capacity import Capacity, Demands, capacity
 from probe.analyzers.endpoints import EndpointFigures, endpoints
 from probe.analyzers.leaks import (
+    LEAK,
     NO_LEAK,
     LeakVerdict,
+    RecordedSettings,
     covering_the_run,
     growing_sites,
     growing_types,
     judge_recorded,
+    piling_up,
 )
 from probe.analyzers.recommendations import Recommendation, demands, minor, proposed, ranked
 from probe.analyzers.rules import (
@@ -368,7 +371,27 @@ def _leak(run: Run, bd: Breakdown) -> LeakVerdict:
     types = growing_types(run.tables["gc_types"]) if rose else []
     t0 = float(root["ts_ns"].min()) / 1e9
     onset = None if verdict.onset_s is None else verdict.onset_s - t0
-    return replace(verdict, onset_s=onset, top_sites=sites, growing_types=types)
+    piles = _piling_up(run, root, t_s, ends) if verdict.state == LEAK else []
+    return replace(verdict, onset_s=onset, top_sites=sites, growing_types=types, piling_up=piles)
+
+
+def _piling_up(
+    run: Run, root: pd.DataFrame, t_s: np.ndarray, ends: np.ndarray | None
+) -> list[dict[str, Any]]:
+    """The process's threads and descriptors, and its event loops' pending tasks, that
+    climbed over the part of the run its leak was judged on (after the recorded test's
+    warm-up share of the memory series ``t_s``)."""
+    series = {
+        what: (t_s, root[column].to_numpy(dtype="float64", na_value=np.nan))
+        for column, what in (("num_threads", "threads"), ("num_fds", "file descriptors"))
+        if column in root
+    }
+    tasks = run.tables.get("task_samples")
+    if tasks is not None and len(tasks):
+        pending = tasks.groupby("ts_ns")["tasks"].sum()
+        series["asyncio tasks"] = (pending.index.to_numpy() / 1e9, pending.to_numpy())
+    cut = t_s.min() + RecordedSettings().warmup_share * (t_s.max() - t_s.min())
+    return piling_up(series, ends, judged_from=cut)
 
 
 def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown) -> str:

@@ -38,7 +38,7 @@ from probe.analyzers.amdahl import (
 )
 from probe.analyzers.breakdown import Breakdown
 from probe.analyzers.constants import constant
-from probe.analyzers.leaks.growth import held_by, small_objects_part
+from probe.analyzers.leaks.growth import what_holds
 from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, stage_rows
 
 __all__ = [
@@ -553,21 +553,47 @@ def _lazy_init(ctx: RuleContext) -> Proposal | None:
     )
 
 
-# fix_leak's stage where no site is named, and its sketch: by whether small objects can
-# hold the growth (a container to bound) or not (large buffers, native memory)
-_UNNAMED = {False: "the growing objects", True: "large buffers or native memory"}
+# fix_leak's stage where no site is named, and its sketch, by what holds the leak
+# (``leaks.what_holds``): small objects in a container (or open), large buffers and
+# native memory, threads that never end, descriptors never closed
+_UNNAMED = {
+    "": "the growing objects",
+    "large": "large buffers or native memory",
+    "threads": "threads that never end",
+    "asyncio tasks": "asyncio tasks never awaited",
+    "file descriptors": "sockets or files never closed",
+}
+_CACHE_SKETCH = (
+    "    from functools import lru_cache     # or cachetools.LRUCache(maxsize=...)\n"
+    "    @lru_cache(maxsize=1024)\n"
+    "    def cached(key): ..."
+)
 _LEAK_SKETCH = {
-    False: (
-        "    from functools import lru_cache     # or cachetools.LRUCache(maxsize=...)\n"
-        "    @lru_cache(maxsize=1024)\n"
-        "    def cached(key): ..."
-    ),
-    True: (
+    "": _CACHE_SKETCH,
+    "small": _CACHE_SKETCH,
+    "large": (
         "    from collections import deque\n"
         "    RECENT = deque(maxlen=10_000)   # the last entries, not a buffer that only grows\n"
         "and free what native code allocates for a request (the library's close/free call, "
         "or a context manager around it); `--memory` names the Python sites of large "
         "allocations, and a growth it does not see is native"
+    ),
+    "threads": (
+        "    from concurrent.futures import ThreadPoolExecutor\n"
+        "    POOL = ThreadPoolExecutor(max_workers=8)   # made once, reused by every request\n"
+        "    POOL.submit(follow_up, request)\n"
+        "and give every wait in a thread a way to end (a timeout, an event set at shutdown)"
+    ),
+    "asyncio tasks": (
+        "    async with asyncio.TaskGroup() as group:   # awaited before the request ends\n"
+        "        group.create_task(audit(payload))\n"
+        "or keep each background task, give what it awaits a timeout (asyncio.timeout), "
+        "and cancel the ones still pending at shutdown"
+    ),
+    "file descriptors": (
+        "    with open(path) as f: ...          # closed at the block's end, error or not\n"
+        "    SESSION = requests.Session()        # one client, its connections reused\n"
+        "and close what a request opens (response.close(), conn.close()) on every path"
     ),
 }
 
@@ -577,12 +603,9 @@ def _fix_leak(ctx: RuleContext) -> Proposal | None:
     if not (leak and leak.get("detected")):
         return None
     sites = leak.get("top_sites") or []
-    share, malloc = leak.get("small_objects_share"), leak.get("malloc_share")
-    part = small_objects_part(share, malloc)
-    large = part is not None and part[0] == "large"
-    where = sites[0]["site"] if sites else _UNNAMED[large]
+    kind, held = what_holds(leak)
+    where = sites[0]["site"] if sites else _UNNAMED.get(kind, _UNNAMED[""])
     named = f"Top growing site: {where}. " if sites else "Run with --memory to name the sites. "
-    held = held_by(share, malloc)
     return Proposal(
         stage=where,
         p=0.0,
@@ -590,7 +613,7 @@ def _fix_leak(ctx: RuleContext) -> Proposal | None:
         how={
             "rate": f"{leak.get('slope_bytes_per_s', 0.0) / 1e6:.2f} MB/s",
             "sites": named + (f"{held} " if held else ""),
-            "sketch": _LEAK_SKETCH[large],
+            "sketch": _LEAK_SKETCH.get(kind, _LEAK_SKETCH[""]),
         },
         evidence={
             "slope_bytes_per_s": leak.get("slope_bytes_per_s"),

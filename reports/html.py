@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from probe.analyzers.leaks.growth import held_by
+from probe.analyzers.leaks.growth import what_holds
 from probe.analyzers.vocabulary import COMPONENT_COLOURS, WAITS
 from probe.reports.page import MAX_POINTS, Markup, bucket, chart_text, html, join, layout, num, page
 from probe.reports.torch_html import (
@@ -885,16 +885,14 @@ def _leak_html(leak: dict[str, Any]) -> Markup:
         f", {per / 1024:,.1f} KiB a request" if per else "",
         f"{leak['confidence']:.0%}",
         leak.get("reason", ""),
-        html("<p id='leak-held'>{}</p>", held)
-        if (held := held_by(leak.get("small_objects_share")))
-        else "",
+        _held_html(leak),
         table,
         _growing_types_html(leak),
     )
 
 
 def _held_html(leak: dict[str, Any]) -> Markup:
-    held = held_by(leak.get("small_objects_share"), leak.get("malloc_share"))
+    _, held = what_holds(leak)
     return html("<p id='leak-held'>{}</p>", held) if held else Markup("")
 
 

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from probe.analyzers.leaks.growth import held_by
+from probe.analyzers.leaks.growth import what_holds
 from probe.analyzers.vocabulary import WAITS
 from probe.printable import printable
 from probe.reports.batching import batching_lines
@@ -128,6 +128,7 @@ class Verdict:
                 "growing_types": d.leak.growing_types[:3],
                 "small_objects_share": d.leak.small_objects_share,
                 "malloc_share": d.leak.malloc_share,
+                "piling_up": d.leak.piling_up,
             },
             notes=[n for n in d.notes if not n.startswith("torch.profiler: ")],
             torch=_torch_lines(d),
@@ -316,7 +317,7 @@ def _leak_lines(leak: dict[str, Any]) -> list[str]:
     if leak["state"] == "leak":
         per = leak.get("bytes_per_request")
         per_request = f", {_bytes(per)} a request" if per else ""
-        held = held_by(leak.get("small_objects_share"), leak.get("malloc_share"), brief=True)
+        _, held = what_holds(leak, brief=True)
         lines = [
             f"Leak: memory grows {_bytes(leak['slope_bytes_per_s'])}/s{per_request} "
             f"(confidence {leak['confidence']:.0%})" + (f", {held}" if held else "")

@@ -19,9 +19,11 @@ from probe.analyzers.leaks.growth import (
     growing_types,
     held_by,
     malloc_share,
+    piling_up,
     small_objects_part,
     small_objects_share,
     snapshot_growth,
+    what_holds,
 )
 from probe.analyzers.leaks.live import (
     DetectorSettings,
@@ -54,10 +56,12 @@ __all__ = [
     "growing_types",
     "held_by",
     "malloc_share",
+    "piling_up",
     "small_objects_part",
     "small_objects_share",
     "covering_the_run",
     "judge_recorded",
     "snapshot_growth",
     "trend",
+    "what_holds",
 ]

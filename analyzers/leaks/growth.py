@@ -4,12 +4,15 @@ in-process watchdog, which must not import pandas into the watched service)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from probe.analyzers.leaks.trend import trend
+from probe.analyzers.constants import constant
+from probe.analyzers.leaks.trend import steady, trend
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -20,6 +23,10 @@ __all__ = [
     "held_by",
     "growing_sites",
     "malloc_share",
+    "PileSettings",
+    "piled",
+    "what_holds",
+    "piling_up",
     "small_objects_part",
     "growing_types",
     "small_objects_share",
@@ -164,6 +171,89 @@ def small_objects_part(
     return ("small", estimate, True) if estimate >= 1 - SHARE_SAID else None
 
 
+@dataclass(frozen=True)
+class PileSettings:
+    """What a count of the process's threads or descriptors must do, over the part of
+    the run a leak is judged on, to be named beside it as piling up."""
+
+    min_rise: int = constant(
+        10,
+        "ten more: a pool that grows to its size within the judged part (a "
+        "ThreadPoolExecutor to min(32, cores + 4), anyio's to its 40 threads) is not "
+        "steady, and ten is a few requests' worth where each keeps one",
+    )
+    sustain: float = constant(
+        0.6, "the memory tests' sustain: a pile keeps its pace, a pool filling up slows down"
+    )
+    alpha: float = constant(0.01, "Mann-Kendall significance, the memory tests'")
+
+
+def piling_up(
+    series: dict[str, tuple[np.ndarray, np.ndarray]],
+    request_end_s: np.ndarray | None = None,
+    *,
+    judged_from: float = -math.inf,
+    settings: PileSettings | None = None,
+) -> list[dict[str, Any]]:
+    """The counts of ``series`` (what -> (t_s, count): the process's threads, its open
+    descriptors, an event loop's pending tasks, over the part of the run a leak is
+    judged on) that climb steadily: each thread holds its stack and its objects until it
+    ends, each pending task its coroutine's frame, each socket its buffers, so a leak
+    that comes with them is theirs (a thread a request that never ends: 19 KiB a
+    request, blocks and malloc's bytes hardly rising). ``request_end_s`` (on the same
+    clock) gives the pile per request; ``judged_from``: where the leak's judged part
+    begins (the recorded test's warm-up share of the memory series left out)."""
+    s = settings or PileSettings()
+    out = []
+    for what, (t_s, counts) in series.items():
+        t, c = np.asarray(t_s, dtype="float64"), np.asarray(counts, dtype="float64")
+        keep = np.isfinite(t) & np.isfinite(c) & (t >= judged_from)
+        t, c = t[keep], c[keep]
+        if len(t) < 8 or t[-1] <= t[0]:
+            continue
+        half = len(t) // 2
+        older, newer = trend(t[:half], c[:half]).slope, trend(t[half:], c[half:]).slope
+        whole = trend(t, c)
+        rise = whole.slope * float(t[-1] - t[0])
+        if not (
+            whole.significant(s.alpha)
+            and rise >= s.min_rise
+            and steady(older, newer, sustain=s.sustain)
+        ):
+            continue
+        pile: dict[str, Any] = {"what": what, "first": int(c[0]), "last": int(c[-1])}
+        pile["per_s"] = round(whole.slope, 2)
+        if request_end_s is not None:
+            ends = np.asarray(request_end_s, dtype="float64")
+            served = int(((ends >= t[0]) & (ends <= t[-1])).sum())
+            pile["per_request"] = round(rise / served, 3) if served else None
+        out.append(pile)
+    return out
+
+
+def piled(piles: list[dict[str, Any]] | None, *, brief: bool = False) -> str:
+    """What piles up with a leak (``piling_up``), in a sentence (``brief``: a clause);
+    "" where nothing does."""
+    if not piles:
+        return ""
+    parts = []
+    for p in piles:
+        per = p.get("per_request")
+        rate = f"{per:.2g} a request" if per else f"{p['per_s']:.3g} a second"
+        parts.append(f"{p['what']} pile up ({p['first']:,} to {p['last']:,}, {rate})")
+    said = " and ".join(parts)
+    if brief:
+        return said
+    why = {
+        "threads": "each thread holds its stack and what it references until it ends",
+        "asyncio tasks": "each pending task holds its coroutine's frame and what it "
+        "references until it finishes",
+        "file descriptors": "each open socket or file holds its buffers until it is "
+        "closed, and the process fails when it reaches its limit of them",
+    }
+    return f"{said[0].upper()}{said[1:]} with it: " + "; ".join(why[p["what"]] for p in piles) + "."
+
+
 def held_by(
     share: tuple[float, float] | list[float] | None,
     malloc: float | None = None,
@@ -195,6 +285,20 @@ def held_by(
         "with it, malloc's bytes for larger allocations hardly did): a container that only "
         "grows, such as a dict keyed by ids that never repeat or a list never trimmed."
     )
+
+
+def what_holds(leak: dict[str, Any], *, brief: bool = False) -> tuple[str, str]:
+    """What holds a leak (``LeakVerdict.to_dict()``): its kind -- "threads", "asyncio
+    tasks", "file descriptors", "large" (buffers, native memory), "small" (objects in a
+    container) or "" (open) -- and what to say of it. What piles up beside it speaks
+    first: that is the cause, and beside threads malloc's rest is not pymalloc's arenas
+    alone (thread stacks are mapped outside both)."""
+    piles = leak.get("piling_up") or []
+    if piles:
+        return str(piles[0]["what"]), piled(piles, brief=brief)
+    share, malloc = leak.get("small_objects_share"), leak.get("malloc_share")
+    part = small_objects_part(share, malloc)
+    return ("" if part is None else part[0]), held_by(share, malloc, brief=brief)
 
 
 def snapshot_growth(snapshots: Sequence[AttributionSnapshot], top: int = 5) -> dict[str, list[Any]]:

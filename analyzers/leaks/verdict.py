@@ -58,6 +58,8 @@ class LeakVerdict:
     small_objects_share: tuple[float, float] | None = None
     # the share of the rise malloc's bytes in use rose by (larger objects, native memory)
     malloc_share: float | None = None
+    # the process's threads and descriptors that climbed with it (growth.piling_up)
+    piling_up: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def detected(self) -> bool:
@@ -96,6 +98,7 @@ class LeakVerdict:
             if self.small_objects_share is None
             else [round(v, 4) for v in self.small_objects_share],
             "malloc_share": None if self.malloc_share is None else round(self.malloc_share, 4),
+            "piling_up": self.piling_up,
         }
 
 

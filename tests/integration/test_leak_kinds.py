@@ -1,9 +1,11 @@
-"""A leak outside Python's small objects is told apart from a container that grows, by
-``probe run`` at its defaults (no ``--memory``, no gc counts), and the fix it proposes
-fits: a bounded buffer and native memory freed, not a cache.
+"""What holds a leak, said by ``probe run`` at its defaults (no ``--memory``, no gc
+counts), with a fix that fits: native memory and large buffers (not a cache to bound),
+threads that never end, asyncio tasks never awaited.
 
-The service leaks 16 KiB of ctypes-malloc'd memory a request (its truth, measured from
-outside: ``tests/memory_corpus/services/native_leak.py``, ``record.py --verify``).
+The services are the memory corpus's (``tests/memory_corpus/services/``), each one's
+truth by construction and checked from outside (``record.py --verify``): 16 KiB of
+ctypes-malloc'd memory a request; a thread a request waiting forever; a pending task a
+request holding its payload.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from .conftest import REPO
 
 pytestmark = pytest.mark.integration
 
-NATIVE_LEAK = REPO / "tests" / "memory_corpus" / "services" / "native_leak.py"
+SERVICES = REPO / "tests" / "memory_corpus" / "services"
+NATIVE_LEAK = SERVICES / "native_leak.py"
 
 
 def test_a_native_leak_is_called_a_leak_outside_python_s_small_objects_with_a_fix_to_match(
@@ -35,3 +38,26 @@ def test_a_native_leak_is_called_a_leak_outside_python_s_small_objects_with_a_fi
     (fix,) = [rec for rec in recs if rec["id"] == "fix_leak"]
     assert fix["stage"] == "large buffers or native memory"
     assert "deque(maxlen" in fix["how"] and "lru_cache" not in fix["how"]
+
+
+@pytest.mark.parametrize(
+    ("service", "what", "stage", "sketch"),
+    [
+        ("thread_leak.py", "threads", "threads that never end", "ThreadPoolExecutor"),
+        ("task_leak.py", "asyncio tasks", "asyncio tasks never awaited", "TaskGroup"),
+    ],
+    ids=["threads", "asyncio-tasks"],
+)
+def test_a_leak_whose_threads_or_tasks_pile_up_is_put_down_to_them(
+    run_probe, service, what, stage, sketch
+):
+    r = run_probe(SERVICES / service, "--requests", "600", timeout=180)
+    assert r.returncode == 0, r.stderr
+    diagnosis = json.loads((r.run_dir / "diagnosis.json").read_text())
+    leak = diagnosis["leak"]
+    assert leak["state"] == "leak", leak["reason"]
+    (pile,) = [p for p in leak["piling_up"] if p["what"] == what]
+    assert 0.8 <= pile["per_request"] <= 1.2, pile  # one a request, by construction
+    assert f"{what} pile up" in r.stdout
+    (fix,) = [rec for rec in diagnosis["recommendations"] if rec["id"] == "fix_leak"]
+    assert fix["stage"] == stage and sketch in fix["how"]

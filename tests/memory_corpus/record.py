@@ -57,6 +57,8 @@ SERVICES: dict[str, tuple[Path, list[str], tuple[str, float], str]] = {
     "native_leak": (SERVICES_DIR / "native_leak.py", [], ("--requests", 900), "leak"),
     "growing_buffer": (SERVICES_DIR / "growing_buffer.py", [], ("--requests", 900), "leak"),
     "batch_flush": (SERVICES_DIR / "batch_flush.py", [], ("--requests", 900), "no_leak"),
+    "thread_leak": (SERVICES_DIR / "thread_leak.py", [], ("--requests", 700), "leak"),
+    "task_leak": (SERVICES_DIR / "task_leak.py", [], ("--requests", 700), "leak"),
     "healthy_service": (SAMPLES / "healthy_service.py", [], ("--requests", 2500), "no_leak"),
     # at its own default length: the runs where both verdicts once said LEAK (``--add``)
     "healthy_service_default": (
@@ -131,7 +133,26 @@ def boil_down(run_dir: Path) -> dict[str, Any]:
             "t_s": _rel(ts, t0),
             "counts": {str(k): [int(v) for v in counts[k]] for k in counts.columns},
         },
+        # what may pile up beside a leak: the process's threads and open descriptors (the
+        # sidecar's readings), its event loops' pending tasks (the task sampler's)
+        "piles": _piles(run, root, t0),
     }
+
+
+def _piles(run: Any, root: Any, t0: int) -> dict[str, Any]:
+    piles = {
+        what: {"t_s": _rel(root["ts_ns"], t0), "count": [int(v) for v in root[column]]}
+        for column, what in (("num_threads", "threads"), ("num_fds", "file descriptors"))
+        if column in root and root[column].notna().all()
+    }
+    tasks = run.tables.get("task_samples")
+    if tasks is not None and len(tasks):
+        pending = tasks.groupby("ts_ns")["tasks"].sum()
+        piles["asyncio tasks"] = {
+            "t_s": _rel(pending.index, t0),
+            "count": [int(v) for v in pending],
+        }
+    return piles
 
 
 def _full_collection(meta: dict[str, Any], t0: int) -> dict[str, Any] | None:

@@ -8,8 +8,11 @@ import numpy as np
 from probe.analyzers.leaks.growth import (
     held_by,
     malloc_share,
+    piled,
+    piling_up,
     small_objects_part,
     small_objects_share,
+    what_holds,
 )
 
 
@@ -68,3 +71,39 @@ def test_malloc_s_share_is_its_rise_over_the_memory_s_held_within_zero_and_one()
     assert malloc_share(2e6, t, 1e6 - 1e5 * t) == 0.0
     assert malloc_share(1e6, t, 1e6 + 1e6 * t) == 1.0
     assert malloc_share(1e6, t[:2], t[:2]) is None
+
+
+def test_a_count_that_climbs_steadily_piles_up_with_its_rate_a_request():
+    t = np.arange(0.0, 10.0, 0.1)
+    threads = 5 + np.floor(9 * t)  # one a request at 9 requests a second
+    ends = np.arange(0.05, 10.0, 1 / 9)
+    (pile,) = piling_up({"threads": (t, threads)}, ends, judged_from=2.5)
+    assert pile["what"] == "threads" and pile["first"] == 27 and pile["last"] == 94
+    assert abs(pile["per_request"] - 1.0) < 0.05 and abs(pile["per_s"] - 9) < 0.5
+
+
+def test_a_pool_filling_to_its_size_or_a_few_more_does_not_pile_up():
+    t = np.arange(0.0, 10.0, 0.1)
+    pool = np.minimum(4 + np.floor(10 * t), 40)  # anyio's 40 threads, full at 3.6 s
+    few = 4 + np.floor(0.8 * t)  # eight more over the run
+    flat = np.full(len(t), 12.0)
+    series = {"threads": (t, pool), "file descriptors": (t, few), "asyncio tasks": (t, flat)}
+    assert piling_up(series) == []
+
+
+def test_what_piles_up_speaks_before_the_memory_s_shares_and_names_its_cause():
+    pile = {"what": "asyncio tasks", "first": 10, "last": 600, "per_s": 90.0, "per_request": 1.0}
+    leak = {"small_objects_share": [0.0, 0.002], "malloc_share": 1.0, "piling_up": [pile]}
+    kind, said = what_holds(leak)
+    assert kind == "asyncio tasks" and "coroutine's frame" in said
+    assert what_holds(leak, brief=True)[1] == "asyncio tasks pile up (10 to 600, 1 a request)"
+    assert what_holds({**leak, "piling_up": []})[0] == "large"
+    assert what_holds({"small_objects_share": None}) == ("", "")
+    assert piled(None) == ""
+
+
+def test_every_pile_constant_says_where_its_number_comes_from():
+    from probe.analyzers.constants import sources
+    from probe.analyzers.leaks.growth import PileSettings
+
+    assert all(len(text) >= 20 for text in sources(PileSettings()).values())

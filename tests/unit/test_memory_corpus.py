@@ -24,9 +24,11 @@ from probe.analyzers.leaks import (
     DetectorSettings,
     LeakVerdict,
     LiveLeakDetector,
+    RecordedSettings,
     final_verdict,
     judge_recorded,
-    small_objects_part,
+    piling_up,
+    what_holds,
 )
 
 SERIES = Path(__file__).resolve().parents[1] / "memory_corpus" / "series"
@@ -118,7 +120,7 @@ def test_leaks_are_judged_per_request_where_requests_are_known():
 
 
 # What holds each leak, by construction (each service's docstring): small Python objects
-# in a container, or large buffers and native memory outside pymalloc.
+# in a container, large buffers and native memory outside pymalloc, or what piles up.
 HELD_BY = {
     "id_keyed_cache": "small",  # ~4-KB responses of 60 short strings a request
     "log_list": "small",  # short log lines in a list
@@ -127,21 +129,33 @@ HELD_BY = {
     "native_leak": "large",  # 16 KiB of ctypes memory a request
     "growing_buffer": "large",  # one bytearray appended to
     "staircase": "large",  # 256-KB buffers
+    "thread_leak": "threads",  # a thread a request that never ends
+    "task_leak": "asyncio tasks",  # a pending task a request
 }
 
 
+def piles_of(d: dict[str, Any]) -> list[dict[str, Any]]:
+    """What piled up beside the series (threads, descriptors, pending tasks), judged as
+    the diagnosis judges it: after the recorded test's warm-up share of the series."""
+    t = np.array(d["rss"]["t_s"])
+    series = {k: (np.array(v["t_s"]), np.array(v["count"])) for k, v in d.get("piles", {}).items()}
+    ends = np.array(d["requests"]) if d["requests"] else None
+    cut = t.min() + RecordedSettings().warmup_share * (t.max() - t.min())
+    return piling_up(series, ends, judged_from=cut)
+
+
 @pytest.mark.parametrize("judge", [recorded, live], ids=["probe-run", "probe-watch"])
-def test_a_leak_says_whether_small_objects_or_large_and_native_memory_hold_it(judge):
+def test_a_leak_says_what_holds_it_small_objects_large_or_native_memory_or_a_pile(judge):
     """Without --memory: Python's live blocks and malloc's bytes in use, read beside the
     memory series, tell a container of small objects from large buffers and native
-    memory, on every leaking series of the corpus."""
+    memory, and threads or tasks that pile up name themselves, on every leaking series of
+    the corpus; no pile is found beside the others."""
     said = {}
     for f in FILES:
         d = series(f)
         v = judge(d)
         if d["truth"] != "leak" or v.small_objects_share is None:
             continue  # the live test's own alert: the share is the recorded test's
-        part = small_objects_part(v.small_objects_share, v.malloc_share)
-        said[f.stem] = part[0] if part else None
+        said[f.stem], _ = what_holds({**v.to_dict(), "piling_up": piles_of(d)})
         assert said[f.stem] == HELD_BY[d["name"]], (f.stem, v.small_objects_share, v.malloc_share)
     assert set(HELD_BY) <= {series(SERIES / f"{k}.json")["name"] for k in said}
