@@ -19,14 +19,13 @@ from probe.analyzers.breakdown import Breakdown, breakdown
 from probe.analyzers.capacity import Capacity, Demands, capacity
 from probe.analyzers.endpoints import EndpointFigures, endpoints
 from probe.analyzers.leaks import (
-    LEAK,
     NO_LEAK,
     LeakVerdict,
-    RecordedSettings,
     covering_the_run,
     growing_sites,
     growing_types,
     judge_recorded,
+    pile_notes,
     piling_up,
 )
 from probe.analyzers.recommendations import Recommendation, demands, minor, proposed, ranked
@@ -371,7 +370,7 @@ def _leak(run: Run, bd: Breakdown) -> LeakVerdict:
     types = growing_types(run.tables["gc_types"]) if rose else []
     t0 = float(root["ts_ns"].min()) / 1e9
     onset = None if verdict.onset_s is None else verdict.onset_s - t0
-    piles = _piling_up(run, root, t_s, ends) if verdict.state == LEAK else []
+    piles = _piling_up(run, root, t_s, ends)
     return replace(verdict, onset_s=onset, top_sites=sites, growing_types=types, piling_up=piles)
 
 
@@ -379,8 +378,10 @@ def _piling_up(
     run: Run, root: pd.DataFrame, t_s: np.ndarray, ends: np.ndarray | None
 ) -> list[dict[str, Any]]:
     """The process's threads and descriptors, and its event loops' pending tasks, that
-    climbed over the part of the run its leak was judged on (after the recorded test's
-    warm-up share of the memory series ``t_s``)."""
+    climbed steadily over the memory series' span ``t_s`` (the serving window, when
+    there are requests). Not after a warm-up share, as the memory's test: read once a
+    second, a short run's descriptors would be too few, and a pool filling up at the
+    start is told apart by its pace (``PileSettings.sustain``)."""
     series = {
         what: (t_s, root[column].to_numpy(dtype="float64", na_value=np.nan))
         for column, what in (("num_threads", "threads"), ("num_fds", "file descriptors"))
@@ -390,8 +391,7 @@ def _piling_up(
     if tasks is not None and len(tasks):
         pending = tasks.groupby("ts_ns")["tasks"].sum()
         series["asyncio tasks"] = (pending.index.to_numpy() / 1e9, pending.to_numpy())
-    cut = t_s.min() + RecordedSettings().warmup_share * (t_s.max() - t_s.min())
-    return piling_up(series, ends, judged_from=cut)
+    return piling_up(series, ends, judged_from=float(t_s.min()))
 
 
 def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown) -> str:
@@ -539,7 +539,11 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
         minor_recommendations=minor(every),
         leak=leak,
         breakdown=bd,
-        notes=notes + _torch_notes(run, torch) + _endpoint_notes(served) + _unwrapped(run),
+        notes=notes
+        + pile_notes(leak.to_dict(), (run.meta.get("limits") or {}).get("open_files"))
+        + _torch_notes(run, torch)
+        + _endpoint_notes(served)
+        + _unwrapped(run),
         torch=torch,
         endpoints=served,
         capacity=limits,

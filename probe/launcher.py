@@ -150,10 +150,24 @@ def build_meta(target: Target, settings: Settings, argv: list[str]) -> dict[str,
             # the leak verdict's time to limit: the cgroup's limit, else none
             "memory_limit_bytes": cgroup_memory_limit(),
         },
+        # the target's own limits (its soft ones: what it fails at), for the time to
+        # reach them of what piles up
+        "limits": {"open_files": _open_files_limit()},
         "start_unix_ns": now_unix,
         "start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now_unix / 1e9)),
         "clock": {"perf_ns": now_perf, "unix_ns": now_unix, "source": "time.perf_counter_ns"},
     }
+
+
+def _open_files_limit() -> int | None:
+    """The process's soft limit of open descriptors (None: unlimited or unknown)."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if soft == resource.RLIM_INFINITY else int(soft)
 
 
 class _Terminated(SystemExit):

@@ -103,6 +103,7 @@ META: dict[str, Any] = {
     "pid": _int,
     "python": {"version": _STR, "implementation": _STR, "library_paths": _list_of(_STR)},
     "host": {"cpu_count": _int, "memory_limit_bytes": _optional(_int)},
+    "limits": {"open_files": _optional(_int)},
     "start_unix_ns": _int,
     "start": _STR,
     "clock": {"perf_ns": _int, "unix_ns": _int},

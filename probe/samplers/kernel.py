@@ -197,7 +197,10 @@ class RunQueueDelays:
     each row the delay the thread was credited with in its interval (``queued_ns``).
 
     A file stays open per thread (re-read with ``pread``: ~2 us, where open, read, close
-    take ~10), under the GIL like ``KernelStates``' reads, until ``forget``/``close``.
+    take ~10), under the GIL like ``KernelStates``' reads, until ``forget``/``close``,
+    for at most ``max_open`` threads, the ones read most recently: the descriptors are
+    the target's, and a service with a thread a request (700 threads in 7 s) had as many
+    of them open on probe's account, against a soft limit of 1,024 on most hosts.
     Where /proc has no schedstat (a kernel without ``CONFIG_SCHED_INFO``, not Linux), or
     it cannot be opened, ``read`` returns None and ``unavailable`` says why."""
 
@@ -207,6 +210,7 @@ class RunQueueDelays:
         task_dir: str = "/proc/self/task",
         open_fd: Callable[[str], int] | None = None,
         pread_text: Callable[[int], str] | None = None,
+        max_open: int = 64,
     ) -> None:
         self._task_dir = task_dir
         if open_fd is None or pread_text is None:
@@ -216,17 +220,21 @@ class RunQueueDelays:
             except (ImportError, OSError, AttributeError):
                 open_fd, pread_text = _os_open, _os_pread
         self._open_fd, self._pread_text = open_fd, pread_text
-        self._fds: dict[int, int] = {}
+        self._fds: dict[int, int] = {}  # in the order read, the most recent last
+        self._max_open = max_open
         self.unavailable = ""
 
     def read(self, tid: int) -> int | None:
         """The thread's run-queue delay so far (ns), or None where it cannot be read."""
         if self.unavailable:
             return None
-        fd = self._fds.get(tid)
+        fd = self._fds.pop(tid, None)
         try:
             if fd is None:
-                fd = self._fds[tid] = self._open_fd(f"{self._task_dir}/{tid}/schedstat")
+                if len(self._fds) >= self._max_open:
+                    self.forget(next(iter(self._fds)))  # the one read longest ago
+                fd = self._open_fd(f"{self._task_dir}/{tid}/schedstat")
+            self._fds[tid] = fd
             return int(self._pread_text(fd).split()[1])
         except (FileNotFoundError, ProcessLookupError):  # the thread has exited
             self.forget(tid)

@@ -5,12 +5,13 @@ threads that never end, asyncio tasks never awaited.
 The services are the memory corpus's (``tests/memory_corpus/services/``), each one's
 truth by construction and checked from outside (``record.py --verify``): 16 KiB of
 ctypes-malloc'd memory a request; a thread a request waiting forever; a pending task a
-request holding its payload.
+request holding its payload; a descriptor a request never closed (its memory flat).
 """
 
 from __future__ import annotations
 
 import json
+import resource
 
 import pytest
 
@@ -61,3 +62,18 @@ def test_a_leak_whose_threads_or_tasks_pile_up_is_put_down_to_them(
     assert f"{what} pile up" in r.stdout
     (fix,) = [rec for rec in diagnosis["recommendations"] if rec["id"] == "fix_leak"]
     assert fix["stage"] == stage and sketch in fix["how"]
+
+
+def test_descriptors_that_pile_up_without_memory_growth_get_a_note_with_the_time_to_the_limit(
+    run_probe,
+):
+    r = run_probe(SERVICES / "fd_leak.py", "--requests", "600", timeout=180)
+    assert r.returncode == 0, r.stderr
+    diagnosis = json.loads((r.run_dir / "diagnosis.json").read_text())
+    assert diagnosis["leak"]["state"] != "leak"  # its RSS is flat: no memory leak
+    (pile,) = diagnosis["leak"]["piling_up"]
+    assert pile["what"] == "file descriptors" and 0.8 <= pile["per_request"] <= 1.2, pile
+    (note,) = [n for n in diagnosis["notes"] if "file descriptors pile up" in n]
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)  # the target's, inherited
+    assert f"its limit of {soft:,} open files in " in note and "Too many open files" in note
+    assert note in r.stdout

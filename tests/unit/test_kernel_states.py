@@ -378,3 +378,26 @@ def test_run_queue_delay_of_a_real_thread_is_read_from_proc():
     assert first is not None and first >= 0 and delays.unavailable == ""
     assert delays.read(threading.get_native_id()) >= first  # cumulative
     delays.close()
+
+
+def test_run_queue_delays_keep_at_most_max_open_files_the_most_recently_read(monkeypatch):
+    from probe.samplers import kernel
+
+    opened: list[str] = []
+    closed: list[int] = []
+    fds = iter(range(100, 200))
+
+    def open_fd(path: str) -> int:
+        opened.append(path)
+        return next(fds)
+
+    monkeypatch.setattr(kernel.os, "close", closed.append)  # fake descriptors
+    delays = kernel.RunQueueDelays(
+        task_dir="/t", open_fd=open_fd, pread_text=lambda fd: f"1 {fd} 1", max_open=2
+    )
+    assert [delays.read(t) for t in (1, 2, 1, 3)] == [100, 101, 100, 102]
+    assert closed == [101]  # thread 2's: read longest ago when 3 came
+    assert delays.read(2) == 103 and closed == [101, 100]  # reopened, 1's let go
+    assert len(opened) == 4 and opened[-1] == "/t/2/schedstat"
+    delays.close()
+    assert sorted(closed) == [100, 101, 102, 103]

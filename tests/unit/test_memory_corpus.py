@@ -24,7 +24,6 @@ from probe.analyzers.leaks import (
     DetectorSettings,
     LeakVerdict,
     LiveLeakDetector,
-    RecordedSettings,
     final_verdict,
     judge_recorded,
     piling_up,
@@ -136,12 +135,11 @@ HELD_BY = {
 
 def piles_of(d: dict[str, Any]) -> list[dict[str, Any]]:
     """What piled up beside the series (threads, descriptors, pending tasks), judged as
-    the diagnosis judges it: after the recorded test's warm-up share of the series."""
+    the diagnosis judges it: over the memory series' span."""
     t = np.array(d["rss"]["t_s"])
     series = {k: (np.array(v["t_s"]), np.array(v["count"])) for k, v in d.get("piles", {}).items()}
     ends = np.array(d["requests"]) if d["requests"] else None
-    cut = t.min() + RecordedSettings().warmup_share * (t.max() - t.min())
-    return piling_up(series, ends, judged_from=cut)
+    return piling_up(series, ends, judged_from=float(t.min()))
 
 
 @pytest.mark.parametrize("judge", [recorded, live], ids=["probe-run", "probe-watch"])
