@@ -16,6 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from probe.analyzers.leaks.growth import pile_notes, what_holds
 from probe.atomicfile import write_atomic
 from probe.errors import ProbeError
 from probe.reports.json import json_safe
@@ -45,7 +46,10 @@ def alert_text(v: dict[str, Any]) -> str:
         parts.append(f"since {v['onset_s']:,.0f} s")
     if v.get("seconds_to_limit") is not None:
         parts.append(f"limit reached in {v['seconds_to_limit'] / 60:,.1f} min")
-    return ", ".join(parts) + f"\n  {v['reason']}" + growth_text(v)
+    _, held = what_holds(v)
+    return (
+        ", ".join(parts) + f"\n  {v['reason']}" + (f"\n  {held}" if held else "") + growth_text(v)
+    )
 
 
 def _per_request(v: dict[str, Any]) -> str:
@@ -75,7 +79,8 @@ def quiet_text(v: dict[str, Any], pid: int, watched_s: float, memory: float | No
     said = "no leak" if v["state"] == "no_leak" else "leak undetermined"
     settle = f"; to settle it: {v['settle']}" if v["state"] != "no_leak" else ""
     mib = "?" if memory is None else f"{memory / 2**20:,.1f} MiB"
-    return f"{said} in pid {pid} over {watched_s:,.0f} s ({mib}): {v['reason']}{settle}"
+    piles = "".join(f"\n  {note}" for note in pile_notes(v))
+    return f"{said} in pid {pid} over {watched_s:,.0f} s ({mib}): {v['reason']}{settle}{piles}"
 
 
 def watching_text(
@@ -246,7 +251,7 @@ def _verdict_card(v: dict[str, Any]) -> Markup:
     low, high = v["slope_interval_bytes_per_s"]
     return html(
         "<section class='card verdict' id='verdict'>"
-        "<div class='kind'>Leak: memory grows {rate} KB/s{per}</div><p>{reason}</p>"
+        "<div class='kind'>Leak: memory grows {rate} KB/s{per}</div><p>{reason}</p>{held}"
         "<table><tr><th>rate (99% interval)</th><th>confidence</th><th>onset</th>"
         "<th>level</th><th>time to limit</th><th>test</th></tr>"
         "<tr><td>{low} – {high} KB/s</td><td>{confidence}</td><td>{onset} s</td>"
@@ -254,6 +259,7 @@ def _verdict_card(v: dict[str, Any]) -> Markup:
         rate=f"{v['slope_bytes_per_s'] / 1e3:,.1f}",
         per=_per_request(v),
         reason=v.get("reason", ""),
+        held=html("<p id='leak-held'>{}</p>", held) if (held := what_holds(v)[1]) else "",
         low=f"{low / 1e3:,.1f}",
         high=f"{high / 1e3:,.1f}",
         confidence=f"{v['confidence']:.1%}",

@@ -246,6 +246,7 @@ def _watch(config: WatchConfig, pid: int | None, argv: list[str], say: Any, stat
             sinks=sinks,
             metrics=metrics,
             attribution=target.link,
+            read_counts=target.read_counts,
         )
         url = f"http://{config.metrics_host}:{metrics.port}/metrics" if metrics else None
         status(watching_text(process, asdict(config.detector), limit, url))

@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 from probe.errors import ProbeError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from probe.watchdog.monitor import Monitor
     from probe.watchdog.work import RequestCounter
 
@@ -51,6 +53,15 @@ def _own_rss() -> float | None:
         import psutil
 
         return float(psutil.Process().memory_info().rss)
+
+
+def _own_counts() -> Callable[[], dict[str, float] | None]:
+    """This process's threads and open descriptors (what may pile up with a leak)."""
+    import psutil
+
+    from probe.watchdog.target import counts_reader
+
+    return counts_reader(psutil.Process())
 
 
 class Watchdog:
@@ -163,6 +174,7 @@ def start(
             sinks=alert_sinks(config, log_alerts=log_alerts),
             metrics=metrics,
             attribution=tracker,
+            read_counts=_own_counts(),
         )
         _current = Watchdog(monitor, config.out, tracker.work if tracker is not None else None)
         _current._thread.start()

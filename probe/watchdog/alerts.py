@@ -30,6 +30,7 @@ from ipaddress import ip_address, ip_network
 from typing import Any
 from urllib.parse import urlsplit
 
+from probe.analyzers.leaks.growth import what_holds
 from probe.errors import ProbeError
 from probe.redact import redact_url
 
@@ -110,6 +111,12 @@ def alert_payload(
         "top_sites": verdict["top_sites"],
         "growing_types": verdict["growing_types"],
         "growing_containers": verdict.get("growing_containers", []),
+        # what holds the growth: what piled up with it, or small objects against large
+        # and native memory (analyzers.leaks.what_holds), and the sentence that says it
+        "piling_up": verdict.get("piling_up", []),
+        "small_objects_share": verdict.get("small_objects_share"),
+        "malloc_share": verdict.get("malloc_share"),
+        "held_by": what_holds(verdict)[1],
     }
 
 

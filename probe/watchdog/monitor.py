@@ -11,9 +11,12 @@ import logging
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from probe.analyzers.leaks import (
     DetectorSettings,
@@ -21,6 +24,9 @@ from probe.analyzers.leaks import (
     LiveLeakDetector,
     TracedStart,
     final_verdict,
+    malloc_share,
+    piling_up,
+    small_objects_share,
     snapshot_growth,
 )
 from probe.watchdog.formats import AttributionSnapshot, TracingState
@@ -39,6 +45,11 @@ _SHORT_LIFE_READINGS = 4096
 # that lives seconds still leaves a series the recorded-run test can judge at its end.
 _EARLY_READINGS_S = 30.0
 _EARLY_INTERVAL_S = 0.1
+# The threads and descriptors, and the live heap, kept over the last window to explain
+# an alert (what piled up, what holds the growth), read at most once a second: listing
+# the descriptors costs with their number (~0.1 ms for a thousand).
+_WITNESS_EVERY_S = 1.0
+_WITNESS_READINGS = 8192  # a day at a reading a second would be 86,400: the window's
 
 
 def attribution_interval(settings: DetectorSettings) -> float:
@@ -95,6 +106,7 @@ class Monitor:
         traced_until_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        read_counts: Callable[[], dict[str, float] | None] | None = None,
     ) -> None:
         self.settings = settings or DetectorSettings()
         self.detector = LiveLeakDetector(self.settings, limit_bytes)
@@ -102,6 +114,12 @@ class Monitor:
         self.limit_bytes = limit_bytes
         self.limit_source = limit_source
         self._read = read_memory
+        self._read_counts = read_counts
+        # (t, threads, descriptors, live blocks, malloc's bytes): an alert's witnesses
+        window_readings = int(self.settings.window_s / _WITNESS_EVERY_S) + 2
+        self._witnesses: deque[tuple[float, ...]] = deque(
+            maxlen=min(_WITNESS_READINGS, window_readings)
+        )
         self._sinks = list(sinks)
         self._metrics = metrics
         self._attribution = attribution
@@ -143,6 +161,7 @@ class Monitor:
         sinks: Sequence[Sink] = (),
         metrics: Any = None,
         attribution: Attribution | None = None,
+        read_counts: Callable[[], dict[str, float] | None] | None = None,
     ) -> Monitor:
         """The monitor of one watch, ``probe watch``'s or the in-process watchdog's."""
         return cls(
@@ -155,6 +174,7 @@ class Monitor:
             metrics=metrics,
             attribution=attribution,
             traced_until_s=config.traced_start_s,
+            read_counts=read_counts,
         )
 
     @property
@@ -172,6 +192,7 @@ class Monitor:
             self._early.append((now, value - self._tracing_bytes()))
             self._count_work(now)
             self._read_heap(now)
+        self._read_witnesses(now)
         flagged = self.detector.add(now, value)
         if self._attribution is not None:
             if self._traced_until is not None and now >= self._traced_until:
@@ -246,6 +267,45 @@ class Monitor:
         if fresh:
             self._last_in_use = float(in_use)
 
+    def _read_witnesses(self, now: float) -> None:
+        """The threads and descriptors, and the live heap, once a second."""
+        if self._witnesses and now - self._witnesses[-1][0] < _WITNESS_EVERY_S:
+            return
+        counts = self._safely(self._read_counts) if self._read_counts is not None else None
+        blocks = in_use = None
+        if self._attribution is not None:
+            blocks = self._safely(self._attribution.python_blocks)
+            in_use = self._safely(self._attribution.malloc_in_use)
+        nan = math.nan
+        self._witnesses.append(
+            (
+                now,
+                float((counts or {}).get("threads", nan)),
+                float((counts or {}).get("file descriptors", nan)),
+                nan if blocks is None else float(blocks),
+                nan if in_use is None else float(in_use),
+            )
+        )
+
+    def _explained(self, v: LeakVerdict) -> LeakVerdict:
+        """A verdict with what piled up over the last window beside it, and, for a leak
+        whose verdict has none yet, what holds its growth (``probe run``'s witnesses: the
+        same analyzers)."""
+        window = [w for w in self._witnesses if w[0] >= self.elapsed_s - self.settings.window_s]
+        if len(window) < 3:
+            return v
+        t, threads, fds, blocks, in_use = (np.array(c) for c in zip(*window, strict=True))
+        piles = piling_up({"threads": (t, threads), "file descriptors": (t, fds)})
+        v = replace(v, piling_up=piles)
+        if not v.detected or v.small_objects_share is not None:
+            return v
+        grew = v.slope_bytes_per_s * float(t[-1] - t[0])
+        return replace(
+            v,
+            small_objects_share=small_objects_share(grew, t, blocks),
+            malloc_share=malloc_share(grew, t, in_use),
+        )
+
     def verdict(self, *, final: bool = False) -> LeakVerdict:
         """The detector's verdict with attribution attached; ``final``: the process has
         ended, and one watched too briefly for the live tests is judged on its whole series."""
@@ -267,6 +327,8 @@ class Monitor:
             if final
             else self.detector.verdict
         )
+        if v.detected or final:  # a last word on a quiet process names what piled up too
+            v = self._explained(v)
         if v.detected and self._attribution is not None:
             v = _with_growth(v, self._attribution.snapshots())
         return v

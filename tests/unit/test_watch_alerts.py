@@ -552,3 +552,36 @@ def test_a_short_life_s_rise_freed_by_the_full_collection_at_its_exit_is_not_a_l
         final = monitor.verdict_dict(final=True)
         assert final["state"] == state, final["reason"]
         assert ("full collection at the run's end freed" in final["reason"]) == (not kept)
+
+
+def test_a_live_alert_names_the_threads_that_pile_up_with_the_leak():
+    sink = Recorder()
+    clock_of = {}
+
+    def counts():  # a thread a request, 20 requests a second; descriptors flat
+        return {"threads": 5 + 20 * clock_of["clock"].t, "file descriptors": 12.0}
+
+    clock = Clock()
+    clock_of["clock"] = clock
+    readings = leaking()
+    monitor = Monitor(lambda: next(readings), FAST, clock=clock, sinks=[sink], read_counts=counts)
+    while clock.t < 30 and monitor.tick():
+        clock.t += FAST.interval_s
+    assert monitor.alerted is not None
+    (pile,) = monitor.alerted.piling_up
+    assert pile["what"] == "threads" and pile["per_s"] == pytest.approx(20, rel=0.1)
+    assert sink.sent[0]["piling_up"][0]["what"] == "threads"
+    assert sink.sent[0]["held_by"].startswith("Threads pile up (")
+
+
+def test_a_live_alert_says_large_or_native_memory_where_the_blocks_stay_flat():
+    attribution = FakeAttribution()
+    attribution.blocks = lambda t: 90_000 + (t * 10) % 7  # flat, a little noise
+    attribution.in_use = lambda t: 5e6 + 2e6 * t  # malloc takes all of the growth
+    monitor = run_monitor(leaking(), 30, attribution=attribution)
+    v = monitor.alerted
+    assert v is not None and v.small_objects_share is not None
+    assert v.small_objects_share[1] < 0.01 and v.malloc_share == pytest.approx(1.0, abs=0.05)
+    from probe.reports.leak import alert_text
+
+    assert "the rest is in allocations over 512 bytes" in alert_text(v.to_dict())
