@@ -418,3 +418,18 @@ def test_descriptors_that_pile_up_in_a_quiet_process_are_named_in_the_last_word(
     assert result.returncode == 0, result.stderr
     assert "LEAK" not in result.stderr
     assert "file descriptors pile up (" in result.stderr, result.stderr
+
+
+def test_probe_watch_says_a_native_leak_is_outside_python_s_small_objects(receiver):
+    # 16 KiB of ctypes-malloc'd memory a request (its truth, read from outside:
+    # tests/memory_corpus/services/native_leak.py): the alert says so, as probe run does
+    url, posted = receiver
+    native = REPO / "tests" / "memory_corpus" / "services" / "native_leak.py"
+    result = watch(*QUICK, "--alert-webhook", url, "--", sys.executable, str(native),
+                   "--requests", "2500")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert posted and posted[0]["event"] == "probe.leak", result.stderr
+    alert = posted[0]
+    assert alert["malloc_share"] > 0.75 and alert["small_objects_share"][1] < 0.25, alert
+    assert "the rest is in allocations over 512 bytes" in alert["held_by"]
+    assert "the rest is in allocations over 512 bytes" in result.stderr
