@@ -73,13 +73,19 @@ def growth_text(v: dict[str, Any]) -> str:
     return line
 
 
-def quiet_text(v: dict[str, Any], pid: int, watched_s: float, memory: float | None) -> str:
+def quiet_text(
+    v: dict[str, Any],
+    pid: int,
+    watched_s: float,
+    memory: float | None,
+    open_files_limit: int | None = None,
+) -> str:
     """The last word on a process not found leaking: no leak, or undetermined and what
     would settle it."""
     said = "no leak" if v["state"] == "no_leak" else "leak undetermined"
     settle = f"; to settle it: {v['settle']}" if v["state"] != "no_leak" else ""
     mib = "?" if memory is None else f"{memory / 2**20:,.1f} MiB"
-    piles = "".join(f"\n  {note}" for note in pile_notes(v))
+    piles = "".join(f"\n  {note}" for note in pile_notes(v, open_files_limit))
     return f"{said} in pid {pid} over {watched_s:,.0f} s ({mib}): {v['reason']}{settle}{piles}"
 
 

@@ -30,11 +30,18 @@ from ipaddress import ip_address, ip_network
 from typing import Any
 from urllib.parse import urlsplit
 
-from probe.analyzers.leaks.growth import what_holds
+from probe.analyzers.leaks import what_holds
 from probe.errors import ProbeError
 from probe.redact import redact_url
 
-__all__ = ["LogAlert", "Metrics", "WebhookAlert", "alert_payload", "check_webhook_url"]
+__all__ = [
+    "LogAlert",
+    "Metrics",
+    "WebhookAlert",
+    "alert_payload",
+    "check_webhook_url",
+    "pile_payload",
+]
 
 _LINK_LOCAL = (ip_network("169.254.0.0/16"), ip_network("fe80::/10"))
 _METADATA = {ip_address("fd00:ec2::254"), ip_address("100.100.100.200")}
@@ -118,6 +125,13 @@ def alert_payload(
         "malloc_share": verdict.get("malloc_share"),
         "held_by": what_holds(verdict)[1],
     }
+
+
+def pile_payload(pile: dict[str, Any], process: dict[str, Any], text: str) -> dict[str, Any]:
+    """The JSON every sink sends when the process's threads or open descriptors pile up
+    (``probe.pile``): what, from how many to how many over the window, how fast, and the
+    line that says it (with the time to the descriptor limit)."""
+    return {"event": "probe.pile", "process": process, **pile, "text": text}
 
 
 class LogAlert:

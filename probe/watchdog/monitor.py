@@ -25,6 +25,7 @@ from probe.analyzers.leaks import (
     TracedStart,
     final_verdict,
     malloc_share,
+    pile_text,
     piling_up,
     small_objects_share,
     snapshot_growth,
@@ -50,6 +51,11 @@ _EARLY_INTERVAL_S = 0.1
 # the descriptors costs with their number (~0.1 ms for a thousand).
 _WITNESS_EVERY_S = 1.0
 _WITNESS_READINGS = 8192  # a day at a reading a second would be 86,400: the window's
+# Threads or descriptors that pile up are looked for this often once warmed up (each
+# look fits the window's readings, at most _PILE_POINTS of them, evenly taken: Theil-Sen
+# is quadratic in them), and each kind is alerted once.
+_PILE_EVERY_S = 10.0
+_PILE_POINTS = 240
 
 
 def attribution_interval(settings: DetectorSettings) -> float:
@@ -120,6 +126,9 @@ class Monitor:
         self._witnesses: deque[tuple[float, ...]] = deque(
             maxlen=min(_WITNESS_READINGS, window_readings)
         )
+        self.open_files_limit: int | None = None  # the process's, as last read
+        self.piled: list[dict[str, Any]] = []  # what was alerted as piling up, in order
+        self._piles_looked_at = 0.0
         self._sinks = list(sinks)
         self._metrics = metrics
         self._attribution = attribution
@@ -193,6 +202,7 @@ class Monitor:
             self._count_work(now)
             self._read_heap(now)
         self._read_witnesses(now)
+        self._look_for_piles(now)
         flagged = self.detector.add(now, value)
         if self._attribution is not None:
             if self._traced_until is not None and now >= self._traced_until:
@@ -272,6 +282,9 @@ class Monitor:
         if self._witnesses and now - self._witnesses[-1][0] < _WITNESS_EVERY_S:
             return
         counts = self._safely(self._read_counts) if self._read_counts is not None else None
+        limit = (counts or {}).get("open files limit")
+        if limit is not None:
+            self.open_files_limit = int(limit)
         blocks = in_use = None
         if self._attribution is not None:
             blocks = self._safely(self._attribution.python_blocks)
@@ -287,15 +300,50 @@ class Monitor:
             )
         )
 
+    def _window_piles(self) -> tuple[list[dict[str, Any]], np.ndarray | None]:
+        """What piled up over the last window's witnesses, and their columns (None with
+        fewer than three readings)."""
+        window = [w for w in self._witnesses if w[0] >= self.elapsed_s - self.settings.window_s]
+        if len(window) < 3:
+            return [], None
+        if len(window) > _PILE_POINTS:
+            window = [window[int(i)] for i in np.linspace(0, len(window) - 1, _PILE_POINTS)]
+        columns = np.array(window).T
+        t, threads, fds = columns[:3]
+        return piling_up({"threads": (t, threads), "file descriptors": (t, fds)}), columns
+
+    def _look_for_piles(self, now: float) -> None:
+        """Every _PILE_EVERY_S once warmed up: a kind newly piling up over the window is
+        alerted (``probe.pile``), once; descriptors and threads run out before memory."""
+        if now < self.settings.warmup_s or now - self._piles_looked_at < _PILE_EVERY_S:
+            return
+        self._piles_looked_at = now
+        seen = {p["what"] for p in self.piled}
+        for pile in self._window_piles()[0]:
+            if pile["what"] not in seen:
+                self.piled.append(pile)
+                self.alert_pile(pile)
+
+    def alert_pile(self, pile: dict[str, Any]) -> None:
+        """Send what piles up to every sink (``probe.pile``)."""
+        from probe.watchdog.alerts import pile_payload
+
+        payload = pile_payload(pile, self.process, self.pile_text(pile))
+        for sink in self._sinks:
+            self._safely(sink.send, payload)
+
+    def pile_text(self, pile: dict[str, Any]) -> str:
+        window = f" over the last {self.settings.window_s:g} s"
+        return pile_text(pile, self.open_files_limit, why=window)
+
     def _explained(self, v: LeakVerdict) -> LeakVerdict:
         """A verdict with what piled up over the last window beside it, and, for a leak
         whose verdict has none yet, what holds its growth (``probe run``'s witnesses: the
         same analyzers)."""
-        window = [w for w in self._witnesses if w[0] >= self.elapsed_s - self.settings.window_s]
-        if len(window) < 3:
+        piles, columns = self._window_piles()
+        if columns is None:
             return v
-        t, threads, fds, blocks, in_use = (np.array(c) for c in zip(*window, strict=True))
-        piles = piling_up({"threads": (t, threads), "file descriptors": (t, fds)})
+        t, _, _, blocks, in_use = columns
         v = replace(v, piling_up=piles)
         if not v.detected or v.small_objects_share is not None:
             return v

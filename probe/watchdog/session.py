@@ -48,6 +48,7 @@ class _Watching:
     def __init__(self, config: WatchConfig, target: WatchedProcess, say: Say, status: Say):
         self.config, self.target, self.say, self.status = config, target, say, status
         self.announced = self.attributed = False
+        self.piles_said = 0  # of monitor.piled
         self.next_status = config.status_every_s
 
     def __call__(self, monitor: Monitor) -> bool:
@@ -62,6 +63,9 @@ class _Watching:
                 write_report(self.config.out, monitor, verdict, self.say)
         self.announced = monitor.alerted is not None
         self.attributed = monitor.attributed is not None
+        for pile in monitor.piled[self.piles_said :]:  # threads or descriptors: once each
+            self.say(f"PILING UP: {monitor.pile_text(pile)}")
+        self.piles_said = len(monitor.piled)
         if self.announced and self.config.fail_on_leak:
             return True
         if self.target.exited():
@@ -147,7 +151,11 @@ def _final_word(config: WatchConfig, target: WatchedProcess, monitor: Monitor, s
         monitor.alert(final)  # a short life judged at its end
         say(alert_text(verdict))
     elif not final.detected:
-        say(quiet_text(verdict, target.pid, monitor.elapsed_s, monitor.last_bytes))
+        say(
+            quiet_text(
+                verdict, target.pid, monitor.elapsed_s, monitor.last_bytes, monitor.open_files_limit
+            )
+        )
     paths = write_report(config.out, monitor, verdict, say)
     if paths:
         say(f"report {paths[1]}")

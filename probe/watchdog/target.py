@@ -117,16 +117,26 @@ def _memory_reader(proc: Any, metric: str) -> Callable[[], float | None]:
 
 
 def counts_reader(proc: Any) -> Callable[[], dict[str, float] | None]:
-    """The process's threads and open descriptors, read from /proc through psutil (the
-    descriptors' directory is listed: a read costs with their number, ~0.1 ms for a
-    thousand); None once it is gone or hidden."""
+    """The process's threads and open descriptors, and its soft limit of them, read from
+    /proc through psutil (the descriptors' directory is listed: a read costs with their
+    number, ~0.1 ms for a thousand); None once it is gone or hidden."""
     import psutil
 
     def read() -> dict[str, float] | None:
         try:
-            return {"threads": float(proc.num_threads()), "file descriptors": float(proc.num_fds())}
-        except (psutil.Error, OSError):
+            counts = {
+                "threads": float(proc.num_threads()),
+                "file descriptors": float(proc.num_fds()),
+            }
+        except (psutil.Error, OSError):  # gone or hidden
             return None
+        try:
+            soft, _ = proc.rlimit(psutil.RLIMIT_NOFILE)
+        except (psutil.Error, OSError, AttributeError):  # not ours to read, or no rlimit
+            return counts
+        if soft >= 0:  # RLIM_INFINITY reads -1
+            counts["open files limit"] = float(soft)
+        return counts
 
     return read
 

@@ -409,15 +409,24 @@ def test_the_in_process_watchdog_judges_a_short_life_per_request_as_probe_watch_
     assert not healthy["detected"], healthy
 
 
-def test_descriptors_that_pile_up_in_a_quiet_process_are_named_in_the_last_word():
+def test_descriptors_that_pile_up_in_a_quiet_process_are_alerted_and_named_in_the_last_word(
+    receiver,
+):
     # a descriptor a request never closed, its memory flat (its truth, read from /proc:
-    # tests/memory_corpus/services/fd_leak.py): no leak, but what piles up is said
+    # tests/memory_corpus/services/fd_leak.py): no leak, but what piles up is alerted as
+    # it happens (the first look, 10 s in) and said again at the end
+    url, posted = receiver
     fd_leak = REPO / "tests" / "memory_corpus" / "services" / "fd_leak.py"
-    result = watch(*QUICK, "--fail-on-leak", "--", sys.executable, str(fd_leak),
-                   "--requests", "800")  # fmt: skip
+    result = watch(*QUICK, "--fail-on-leak", "--alert-webhook", url, "--",
+                   sys.executable, str(fd_leak), "--requests", "1500")  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "LEAK" not in result.stderr
-    assert "file descriptors pile up (" in result.stderr, result.stderr
+    assert "PILING UP: file descriptors pile up (" in result.stderr, result.stderr
+    assert "open files in " in result.stderr  # the time to the process's limit
+    assert [p["event"] for p in posted] == ["probe.pile"]
+    assert posted[0]["what"] == "file descriptors" and 50 < posted[0]["per_s"] < 150
+    assert result.stderr.count("PILING UP:") == 1  # once, then the last word:
+    assert "while memory did not grow enough to call a leak: at this pace" in result.stderr
 
 
 def test_probe_watch_says_a_native_leak_is_outside_python_s_small_objects(receiver):

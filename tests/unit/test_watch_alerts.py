@@ -585,3 +585,24 @@ def test_a_live_alert_says_large_or_native_memory_where_the_blocks_stay_flat():
     from probe.reports.leak import alert_text
 
     assert "the rest is in allocations over 512 bytes" in alert_text(v.to_dict())
+
+
+def test_descriptors_piling_up_in_a_quiet_process_are_alerted_once_with_the_time_to_its_limit():
+    sink = Recorder()
+    clock = Clock()
+
+    def counts():  # 50 descriptors a second, never closed; the memory flat
+        return {"threads": 4.0, "file descriptors": 10 + 50 * clock.t, "open files limit": 4096}
+
+    flat = (100e6 + (i % 7) * 1e5 for i in range(100_000))
+    monitor = Monitor(
+        lambda: next(flat), FAST, clock=clock, sinks=[sink], read_counts=counts, process={"pid": 7}
+    )
+    while clock.t < 40 and monitor.tick():
+        clock.t += FAST.interval_s
+    assert monitor.alerted is None
+    piles = [p for p in sink.sent if p["event"] == "probe.pile"]
+    assert len(piles) == 1 and piles[0]["what"] == "file descriptors"
+    assert piles[0]["process"] == {"pid": 7} and piles[0]["per_s"] == pytest.approx(50, rel=0.05)
+    # alerted at the first look (10 s in): 489 open, 4096 - 489 left at 50 a second
+    assert "its limit of 4,096 open files in 72 s" in piles[0]["text"], piles[0]["text"]
