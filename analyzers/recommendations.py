@@ -563,6 +563,13 @@ _UNNAMED = {
     "asyncio tasks": "asyncio tasks never awaited",
     "file descriptors": "sockets or files never closed",
 }
+# where no site is named: how to name one, where tracemalloc (--memory) can see it --
+# not for native memory (it traces Python's allocators only: the large kind's sketch
+# says so) nor for what piles up (the pile names it)
+_NAME_THE_SITES = {
+    "": "Run with --memory to name the sites. ",
+    "small": "Run with --memory to name the sites. ",
+}
 _CACHE_SKETCH = (
     "    from functools import lru_cache     # or cachetools.LRUCache(maxsize=...)\n"
     "    @lru_cache(maxsize=1024)\n"
@@ -605,7 +612,7 @@ def _fix_leak(ctx: RuleContext) -> Proposal | None:
     sites = leak.get("top_sites") or []
     kind, held = what_holds(leak)
     where = sites[0]["site"] if sites else _UNNAMED.get(kind, _UNNAMED[""])
-    named = f"Top growing site: {where}. " if sites else "Run with --memory to name the sites. "
+    named = f"Top growing site: {where}. " if sites else _NAME_THE_SITES.get(kind, "")
     return Proposal(
         stage=where,
         p=0.0,
