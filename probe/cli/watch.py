@@ -181,9 +181,12 @@ def watch_command(
     Reads RSS (or USS) every --interval and judges it with robust trend tests that
     ignore warm-up, garbage-collection saw-tooth, cache flushes and one-off steps. On a
     leak: one JSON log line, a webhook POST (--alert-webhook), Prometheus gauges
-    (--metrics-port) and, for a Python command, the allocation sites, object types and
-    containers that grow. Exit status: 0 (or the command's own) when the process ends;
-    3 with --fail-on-leak once a leak is found; 2 for bad input.
+    (--metrics-port), what holds it (threads or descriptors piling up with it, small
+    Python objects, or large and native memory) and, for a Python command, the
+    allocation sites, object types and containers that grow. Threads or open
+    descriptors that pile up get an alert of their own, with the time to the process's
+    descriptor limit. Exit status: 0 (or the command's own) when the process ends; 3
+    with --fail-on-leak once a leak is found; 2 for bad input.
     """
     from probe.watchdog.session import check_writable
 
