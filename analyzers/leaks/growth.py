@@ -20,19 +20,20 @@ if TYPE_CHECKING:
     from probe.watchdog.formats import AttributionSnapshot
 
 __all__ = [
-    "held_by",
-    "growing_sites",
-    "malloc_share",
     "PileSettings",
+    "growing_sites",
+    "growing_types",
+    "held_by",
+    "malloc_share",
     "pile_notes",
     "pile_text",
     "piled",
-    "what_holds",
     "piling_up",
+    "shares_of_the_rise",
     "small_objects_part",
-    "growing_types",
     "small_objects_share",
     "snapshot_growth",
+    "what_holds",
 ]
 
 # pymalloc serves requests of at most 512 bytes (SMALL_REQUEST_THRESHOLD in CPython's
@@ -133,6 +134,28 @@ def malloc_share(grew_bytes: float, t_s: np.ndarray, in_use: np.ndarray) -> floa
     return None if rise is None else min(1.0, max(0.0, rise / grew_bytes))
 
 
+def shares_of_the_rise(
+    slope_bytes_per_s: float,
+    blocks: tuple[np.ndarray, np.ndarray],
+    in_use: tuple[np.ndarray, np.ndarray] | None,
+) -> tuple[tuple[float, float] | None, float | None]:
+    """A leak's rise over the stretch the live blocks were read in (``blocks``: (t_s,
+    count)), at its rate, shared out: ``small_objects_share``'s bounds, and
+    ``malloc_share`` from malloc's bytes in use over the same stretch (``in_use``:
+    (t_s, bytes); None where unread). ``probe run``'s verdict and ``probe watch``'s
+    alerts share it out so."""
+    t, count = np.asarray(blocks[0], dtype="float64"), blocks[1]
+    if len(t) < 2:
+        return None, None
+    grew = slope_bytes_per_s * float(t[-1] - t[0])
+    malloc = None
+    if in_use is not None:
+        mt = np.asarray(in_use[0], dtype="float64")
+        inside = (mt >= t[0]) & (mt <= t[-1])
+        malloc = malloc_share(grew, mt[inside], np.asarray(in_use[1])[inside])
+    return small_objects_share(grew, t, count), malloc
+
+
 def _rise(t_s: np.ndarray, values: np.ndarray) -> float | None:
     """What the Theil-Sen line of ``values`` rose by from the first reading to the last
     (NaN readings left out); None with fewer than three."""
@@ -175,8 +198,9 @@ def small_objects_part(
 
 @dataclass(frozen=True)
 class PileSettings:
-    """What a count of the process's threads or descriptors must do, over the part of
-    the run a leak is judged on, to be named beside it as piling up."""
+    """What a count of the process's threads, descriptors or pending tasks must do, over
+    the stretch it is judged on (``probe run``'s serving window, ``probe watch``'s
+    window), to be named as piling up."""
 
     min_rise: int = constant(
         10,
@@ -204,13 +228,12 @@ def piling_up(
     settings: PileSettings | None = None,
 ) -> list[dict[str, Any]]:
     """The counts of ``series`` (what -> (t_s, count): the process's threads, its open
-    descriptors, an event loop's pending tasks, over the part of the run a leak is
-    judged on) that climb steadily: each thread holds its stack and its objects until it
-    ends, each pending task its coroutine's frame, each socket its buffers, so a leak
-    that comes with them is theirs (a thread a request that never ends: 19 KiB a
-    request, blocks and malloc's bytes hardly rising). ``request_end_s`` (on the same
-    clock) gives the pile per request; ``judged_from``: where the leak's judged part
-    begins (the recorded test's warm-up share of the memory series left out)."""
+    descriptors, an event loop's pending tasks) that climb steadily: each thread holds
+    its stack and its objects until it ends, each pending task its coroutine's frame,
+    each socket its buffers, so a leak that comes with them is theirs (a thread a
+    request that never ends: 19 KiB a request, blocks and malloc's bytes hardly rising).
+    ``request_end_s`` (on the same clock) gives the pile per request; readings before
+    ``judged_from`` are left out."""
     s = settings or PileSettings()
     out = []
     for what, (t_s, counts) in series.items():
@@ -310,7 +333,10 @@ def held_by(
 ) -> str:
     """What holds a leak's growth, in a sentence (``brief``: a clause); "" where the
     witnesses leave it open."""
-    part = small_objects_part(share, malloc)
+    return _held_text(small_objects_part(share, malloc), brief)
+
+
+def _held_text(part: tuple[str, float, bool] | None, brief: bool) -> str:
     if part is None:
         return ""
     kind, figure, estimated = part
@@ -344,9 +370,8 @@ def what_holds(leak: dict[str, Any], *, brief: bool = False) -> tuple[str, str]:
     piles = leak.get("piling_up") or []
     if piles:
         return str(piles[0]["what"]), piled(piles, brief=brief)
-    share, malloc = leak.get("small_objects_share"), leak.get("malloc_share")
-    part = small_objects_part(share, malloc)
-    return ("" if part is None else part[0]), held_by(share, malloc, brief=brief)
+    part = small_objects_part(leak.get("small_objects_share"), leak.get("malloc_share"))
+    return ("" if part is None else part[0]), _held_text(part, brief)
 
 
 def snapshot_growth(snapshots: Sequence[AttributionSnapshot], top: int = 5) -> dict[str, list[Any]]:

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from probe.analyzers.constants import constant
-from probe.analyzers.leaks.growth import malloc_share, small_objects_share
+from probe.analyzers.leaks.growth import shares_of_the_rise
 from probe.analyzers.leaks.trend import (
     Trend,
     best_step,
@@ -626,28 +626,19 @@ def _held_by_small_objects(
     in_use: tuple[np.ndarray, np.ndarray] | None,
     s: RecordedSettings,
 ) -> LeakVerdict:
-    """A leak's rise over the judged part, shared out between Python's small objects
-    (their live blocks: ``growth.small_objects_share``) and malloc's bytes in use (larger
-    objects, native memory: ``growth.malloc_share``): the fix differs (a container to
-    bound, or large buffers and native memory)."""
+    """A leak's rise over the judged part, shared out between Python's small objects and
+    malloc's bytes in use (``growth.shares_of_the_rise``): the fix differs (a container
+    to bound, or large buffers and native memory)."""
     if verdict.state != LEAK or not len(t_s):
         return verdict
     ht, blocks = heap[0][:-1], heap[1][:-1]  # the last: the census at the run's end
     judged = _in_judged_part(ht, t_s, s)
     if judged.sum() < 3:
         return verdict
-    start, end = float(ht[judged][0]), float(ht[judged][-1])
-    grew = verdict.slope_bytes_per_s * (end - start)
-    malloc = None
-    if in_use is not None:
-        mt, mb = in_use
-        inside = (mt >= start) & (mt <= end)
-        malloc = malloc_share(grew, mt[inside], mb[inside])
-    return replace(
-        verdict,
-        small_objects_share=small_objects_share(grew, ht[judged], blocks[judged]),
-        malloc_share=malloc,
+    share, malloc = shares_of_the_rise(
+        verdict.slope_bytes_per_s, (ht[judged], blocks[judged]), in_use
     )
+    return replace(verdict, small_objects_share=share, malloc_share=malloc)
 
 
 def _in_judged_part(times: np.ndarray, t_s: np.ndarray, s: RecordedSettings) -> np.ndarray:

@@ -358,10 +358,11 @@ class StackSampler:
         seen: list[tuple[int, int, int, int, int]] = []  # tid, stack, wall, cpu, queued
         live: set[int] = set()
         self._run_queue_budget = self._max_run_queue_reads
-        threads = list(frames.items())
-        if len(threads) > self._max_run_queue_reads:  # each thread's turn at the reads
-            start = self.ticks % len(threads)
-            threads = threads[start:] + threads[:start]
+        threads: Iterable[tuple[int, FrameType]] = frames.items()
+        if len(frames) > self._max_run_queue_reads:  # each thread's turn at the reads
+            start = self.ticks % len(frames)
+            listed = list(frames.items())
+            threads = listed[start:] + listed[:start]
         for ident, frame in threads:
             if ident in exclude:
                 continue

@@ -24,10 +24,9 @@ from probe.analyzers.leaks import (
     LiveLeakDetector,
     TracedStart,
     final_verdict,
-    malloc_share,
     pile_text,
     piling_up,
-    small_objects_share,
+    shares_of_the_rise,
     snapshot_growth,
 )
 from probe.watchdog.formats import AttributionSnapshot, TracingState
@@ -50,7 +49,9 @@ _EARLY_INTERVAL_S = 0.1
 # an alert (what piled up, what holds the growth), read at most once a second: listing
 # the descriptors costs with their number (~0.1 ms for a thousand).
 _WITNESS_EVERY_S = 1.0
-_WITNESS_READINGS = 8192  # a day at a reading a second would be 86,400: the window's
+# At most this many kept, whatever the window (a day's window at a reading a second
+# would keep 86,400): the oldest go first.
+_WITNESS_READINGS = 8192
 # Threads or descriptors that pile up are looked for this often once warmed up (each
 # look fits the window's readings, at most _PILE_POINTS of them, evenly taken: Theil-Sen
 # is quadratic in them), and each kind is alerted once.
@@ -347,12 +348,8 @@ class Monitor:
         v = replace(v, piling_up=piles)
         if not v.detected or v.small_objects_share is not None:
             return v
-        grew = v.slope_bytes_per_s * float(t[-1] - t[0])
-        return replace(
-            v,
-            small_objects_share=small_objects_share(grew, t, blocks),
-            malloc_share=malloc_share(grew, t, in_use),
-        )
+        share, malloc = shares_of_the_rise(v.slope_bytes_per_s, (t, blocks), (t, in_use))
+        return replace(v, small_objects_share=share, malloc_share=malloc)
 
     def verdict(self, *, final: bool = False) -> LeakVerdict:
         """The detector's verdict with attribution attached; ``final``: the process has
