@@ -12,12 +12,10 @@ Written after the leak detector, as a case it was not designed for.
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
-import uuid
 
-import probe
+from request_loop import run_requests
 
 
 def handle(request_id: str) -> None:
@@ -27,13 +25,7 @@ def handle(request_id: str) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--requests", type=int, default=600)
-    args = p.parse_args()
-    for _ in range(args.requests):
-        rid = uuid.uuid4().hex
-        with probe.request(id=rid):
-            handle(rid)
+    run_requests(handle, 600)
 
 
 if __name__ == "__main__":

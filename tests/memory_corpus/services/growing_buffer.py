@@ -10,12 +10,10 @@ moved by mremap as it grows).
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
-import uuid
 
-import probe
+from request_loop import run_requests
 
 AUDIT = bytearray()
 
@@ -26,13 +24,7 @@ def handle(request_id: str) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--requests", type=int, default=900)
-    args = p.parse_args()
-    for _ in range(args.requests):
-        rid = uuid.uuid4().hex
-        with probe.request(id=rid):
-            handle(rid)
+    run_requests(handle, 900)
 
 
 if __name__ == "__main__":

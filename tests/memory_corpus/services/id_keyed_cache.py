@@ -11,11 +11,9 @@ Run with ``--requests 4x`` longer, RSS keeps climbing at the same rate (record.p
 
 from __future__ import annotations
 
-import argparse
 import time
-import uuid
 
-import probe
+from request_loop import run_requests
 
 RESPONSES: dict[str, dict[str, object]] = {}
 
@@ -46,13 +44,7 @@ def handle(request_id: str) -> dict[str, object]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--requests", type=int, default=4000)
-    args = p.parse_args()
-    for _ in range(args.requests):
-        rid = uuid.uuid4().hex
-        with probe.request(id=rid):
-            handle(rid)
+    run_requests(handle, 4000)
 
 
 if __name__ == "__main__":

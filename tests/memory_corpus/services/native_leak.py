@@ -10,12 +10,10 @@ leak before it kept Python objects or Python-allocated buffers.
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import time
-import uuid
 
-import probe
+from request_loop import run_requests
 
 LIBC = ctypes.CDLL(None)
 LIBC.malloc.restype = ctypes.c_void_p
@@ -31,13 +29,7 @@ def handle(request_id: str) -> int:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--requests", type=int, default=900)
-    args = p.parse_args()
-    for _ in range(args.requests):
-        rid = uuid.uuid4().hex
-        with probe.request(id=rid):
-            handle(rid)
+    run_requests(handle, 900)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,10 @@ thread stacks, neither Python's small objects nor malloc's bytes.
 
 from __future__ import annotations
 
-import argparse
 import threading
 import time
-import uuid
 
-import probe
+from request_loop import run_requests
 
 NEVER = threading.Event()
 
@@ -30,13 +28,7 @@ def handle(request_id: str) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
-    p.add_argument("--requests", type=int, default=700)
-    args = p.parse_args()
-    for _ in range(args.requests):
-        rid = uuid.uuid4().hex
-        with probe.request(id=rid):
-            handle(rid)
+    run_requests(handle, 700)
 
 
 if __name__ == "__main__":
