@@ -34,7 +34,7 @@ from probe.samplers.gil import SwitchInterval
 from probe.samplers.heap import HeapSampler, malloc_in_use_reader
 from probe.samplers.memory import MemorySampler
 from probe.samplers.stacks import StackSampler
-from probe.samplers.ticker import Ticker
+from probe.samplers.ticker import Ticker, TickPacer
 from probe.samplers.torch_windows import TorchWindowSettings
 
 if TYPE_CHECKING:
@@ -54,6 +54,14 @@ _OPEN_REQUEST_GRACE_S = 0.2
 @dataclass(frozen=True)
 class Settings:
     hz: float = 100.0
+    # The most of one core the stack sampler's ticks may take; where they cost more (a
+    # tick's work grows with the threads that ran), it samples less often than ``hz``
+    # (probe.samplers.ticker.TickPacer). 5%: what a one-thread service pays at 100 Hz
+    # (W1's ticks, 2.2-4.4% of a core over three runs, 2026-11-27), so that no service
+    # pays more for its samples than that; a 35-thread service's ticks took 13-15% of a
+    # core at 100 Hz, and held the GIL for it (image_io_bound --fixed: 14% slower under
+    # probe, median of 10, against plain runs alternated with them). 0: always ``hz``.
+    sampler_share: float = 0.05
     resource_hz: float = 10.0
     memory: bool = False
     memory_interval_s: float = 5.0
@@ -133,7 +141,11 @@ class Session:
         self._monotonic_start = 0.0
         self._known_threads: set[int] = set()  # thread ids (OS TIDs)
         self.switch: SwitchInterval | None = None  # set at start, from the target's own
-        self._stack_ticker = Ticker("probe-stack-sampler", 1.0 / settings.hz, self._sample_stacks)
+        share = settings.sampler_share
+        pacer = TickPacer(1.0 / settings.hz, share) if share > 0 else None
+        self._stack_ticker = Ticker(
+            "probe-stack-sampler", 1.0 / settings.hz, self._sample_stacks, pacer=pacer
+        )
         # the live heap at the resource cadence: the leak verdict fits its trend in halves
         # of a few-second run beside the RSS series, which the sidecar reads at that rate
         collect_every = min(settings.flush_interval_s, 1.0 / settings.resource_hz)
@@ -282,6 +294,8 @@ class Session:
         cpu = {t.name: t.cpu_s for t in (self._stack_ticker, self._collector)}
         figures: dict[str, Any] = {
             "stack_ticks": self.stacks.ticks,
+            # how far the sampler's own cost spaced its ticks out (Settings.sampler_share)
+            "stack_pacing": pacer.figures() if (pacer := self._stack_ticker.pacer) else None,
             "distinct_stacks": self.stacks.distinct_stacks,
             "rows_written": dict(self.writer.rows_written),
             "sampler_errors": self._stack_ticker.errors + self._collector.errors,

@@ -70,6 +70,15 @@ _MAX_HZ = 1000.0
     help="Stack samples per second.",
 )
 @click.option(
+    "--sampler-share",
+    type=FiniteFloat(0, 1, low_open=False),
+    default=0.05,
+    show_default=True,
+    help="The most of one core the stack sampler may take: where a sample costs more (it "
+    "grows with the threads that ran), samples come less often than --hz. meta.json's "
+    "collector.stack_pacing says by how much. 0: always --hz.",
+)
+@click.option(
     "--resource-hz",
     type=FiniteFloat(0, 100),
     default=10.0,
@@ -229,6 +238,7 @@ def run_command(
     duration: float | None,
     stop_grace: float,
     hz: float,
+    sampler_share: float,
     resource_hz: float,
     memory: bool,
     memory_interval: float,
@@ -279,6 +289,7 @@ def run_command(
         _ensure_span_log_handler()
     settings = Settings(
         hz=hz,
+        sampler_share=sampler_share,
         resource_hz=resource_hz,
         memory=memory,
         memory_interval_s=memory_interval,

@@ -49,6 +49,8 @@ class SwitchSettings:
     # A quarter second of ticks at the default 100 Hz: enough ticks to tell 70-95% from
     # 0% (contended_share), short enough that a 2-s run is not spent mostly at the
     # costly setting (a 100-tick window left ingest_pipeline 1.6x slower, not ~1.2x).
+    # Ticks, not seconds: where the sampler's ticks are spaced out for their cost
+    # (Settings.sampler_share: ~30 ms apart with 35 threads) a window lasts longer.
     window_ticks: int = 25
     # The target's threads contend in most ticks (at 0.1 ms: ingest_pipeline 71% of
     # ticks, tokenize_pool 95%, render_queue 87%; a single-threaded service 0%;

@@ -1,5 +1,6 @@
-"""A daemon thread that calls one function at a fixed rate until stopped, and the budget
-that spaces a costly reading taken on such a thread."""
+"""A daemon thread that calls one function at a fixed rate until stopped (slower where its
+ticks cost more than a share of one core: ``TickPacer``), and the budget that spaces a
+costly reading taken on such a thread."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["CostBudget", "Ticker", "keep_interrupts_off_this_thread"]
+__all__ = ["CostBudget", "TickPacer", "Ticker", "keep_interrupts_off_this_thread"]
 
 _log = logging.getLogger("probe")
 _T = TypeVar("_T")
@@ -24,8 +25,49 @@ def keep_interrupts_off_this_thread() -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
 
 
+class TickPacer:
+    """The interval to a ticker's next tick: ``interval_s``, or longer where its ticks cost
+    more than ``share`` of one core over it.
+
+    A tick's cost is its thread's CPU time, smoothed over ~``1/smoothing`` ticks (an
+    exponentially weighted mean), so that one slow tick (a new stack interned, a new call
+    site decoded) does not stretch the next interval; the interval is then
+    ``max(interval_s, mean cost / share)``. The mean starts at nothing: the first ticks,
+    which intern every stack and call site, would otherwise space out the start of a
+    run. ``figures()`` says how often the ticks were
+    spaced out, and the mean interval, for meta.json."""
+
+    def __init__(self, interval_s: float, share: float, smoothing: float = 0.1) -> None:
+        if interval_s <= 0 or not 0 < share <= 1 or not 0 < smoothing <= 1:
+            raise ValueError("interval, share and smoothing must be positive, share <= 1")
+        self.interval_s, self.share, self.smoothing = interval_s, share, smoothing
+        self.mean_cost_s = 0.0
+        self.ticks = self.spaced_out = 0
+        self.total_interval_s = 0.0
+
+    def after(self, cost_s: float) -> float:
+        """The interval to the next tick, after a tick that cost ``cost_s`` of CPU."""
+        cost_s = max(0.0, cost_s)
+        mean = self.mean_cost_s = self.mean_cost_s + self.smoothing * (cost_s - self.mean_cost_s)
+        interval = max(self.interval_s, mean / self.share)
+        self.ticks += 1
+        self.spaced_out += interval > self.interval_s
+        self.total_interval_s += interval
+        return interval
+
+    def figures(self) -> dict[str, float | int]:
+        return {
+            "interval_s": self.interval_s,
+            "share": self.share,
+            "mean_interval_s": round(self.total_interval_s / self.ticks, 6) if self.ticks else 0.0,
+            "mean_tick_cpu_s": round(self.mean_cost_s, 6),
+            "ticks_spaced_out": self.spaced_out,
+        }
+
+
 class Ticker:
-    """Calls ``tick()`` every ``interval_s`` seconds on a daemon thread.
+    """Calls ``tick()`` every ``interval_s`` seconds on a daemon thread; with a ``pacer``,
+    at the interval it gives after each tick (its CPU time measured on this thread).
 
     A tick that overruns does not cause a burst of catch-up ticks: the schedule slips.
     An exception in ``tick`` is logged once and counted, never raised into the target.
@@ -38,6 +80,7 @@ class Ticker:
         tick: Callable[[], None],
         *,
         clock: Callable[[], float] = time.monotonic,
+        pacer: TickPacer | None = None,
     ) -> None:
         if interval_s <= 0:
             raise ValueError("interval must be positive")
@@ -45,6 +88,7 @@ class Ticker:
         self.interval_s = interval_s
         self._tick = tick
         self._clock = clock
+        self.pacer = pacer
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors = 0
@@ -65,15 +109,18 @@ class Ticker:
 
     def _run(self) -> None:
         keep_interrupts_off_this_thread()
-        clock, interval = self._clock, self.interval_s
+        clock, interval, pacer = self._clock, self.interval_s, self.pacer
         due = clock() + interval
         while not self._stop.wait(max(0.0, due - clock())):
+            started = time.thread_time() if pacer is not None else 0.0
             try:
                 self._tick()
             except Exception:  # a sampler bug must never take the service down
                 self.errors += 1
                 if self.errors == 1:
                     _log.exception("probe: %s tick failed (further failures not logged)", self.name)
+            if pacer is not None:
+                interval = pacer.after(time.thread_time() - started)
             now = clock()
             due += interval
             if due < now:

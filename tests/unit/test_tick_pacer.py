@@ -1,0 +1,54 @@
+"""The stack sampler's pacing: its ticks take at most a share of one core, by coming less
+often where each costs more (probe.samplers.ticker.TickPacer)."""
+
+from __future__ import annotations
+
+import pytest
+
+from probe.samplers.ticker import TickPacer
+
+
+def test_ticks_cheaper_than_the_share_keep_the_configured_interval():
+    pacer = TickPacer(0.01, share=0.05)
+    # 0.3 ms a 10-ms tick: 3% of a core, under the 5% share
+    intervals = [pacer.after(0.0003) for _ in range(200)]
+    assert intervals == [0.01] * 200
+    assert pacer.figures()["ticks_spaced_out"] == 0
+
+
+def test_costly_ticks_are_spaced_out_to_the_share_of_one_core():
+    pacer = TickPacer(0.01, share=0.05)
+    for _ in range(200):
+        interval = pacer.after(0.0015)  # 1.5 ms a tick: 15% of a core at 100 Hz
+    # the mean cost has converged: 1.5 ms every 30 ms is 5%
+    assert interval == pytest.approx(0.03, rel=1e-3)
+    assert 0.0015 / interval == pytest.approx(0.05, rel=1e-3)
+    figures = pacer.figures()
+    assert figures["ticks_spaced_out"] > 190 and figures["mean_interval_s"] > 0.025
+
+
+def test_one_slow_tick_stretches_the_next_interval_by_a_tenth_of_what_it_alone_would():
+    pacer = TickPacer(0.01, share=0.05)
+    for _ in range(50):
+        pacer.after(0.0002)
+    # a tick that interned a burst of new stacks: 5 ms
+    after_burst = pacer.after(0.005)
+    # alone it would ask for 5 ms / 5% = 100 ms; smoothed over ten ticks, (0.2 ms + 4.8
+    # ms / 10) / 5% = 13.6 ms
+    assert after_burst == pytest.approx(0.0136, rel=0.01)  # the mean not quite at 0.2 ms
+    # and the pace comes back as the cheap ticks resume
+    for _ in range(30):
+        interval = pacer.after(0.0002)
+    assert interval == 0.01
+
+
+def test_the_first_costly_ticks_of_a_run_do_not_space_out_its_start():
+    pacer = TickPacer(0.01, share=0.05)
+    # the first ticks intern every stack and decode every call site
+    assert pacer.after(0.004) == pytest.approx(0.01, abs=1e-9)
+
+
+@pytest.mark.parametrize("share", [0.0, -0.1, 1.5])
+def test_a_share_outside_one_core_is_refused(share):
+    with pytest.raises(ValueError):
+        TickPacer(0.01, share=share)
