@@ -13,7 +13,10 @@ recommend one model instance per core (``multi_instance``).
 ``--fixed`` applies exactly that fix: two worker processes (one per core, BLAS pinned to
 one thread each) behind a front end that keeps one request in flight per worker.
 Measured on this machine class under ``probe run`` (160 sentences): ~50 sentences/s
-default, ~83 fixed (1.7x); the diagnosis of the default run predicted 1.9x.
+default, ~83 fixed (1.7x). On 2026-11-27, four pairs under ``probe run`` realized
+1.57-1.86x (median 1.64), three plain pairs 1.60-1.89x; the diagnosis of the default
+runs predicted 1.80x (1.9x before the instances' shared caches were charged to both of
+them, not to the second alone: ``Model.instance_efficiency``).
 (Batching, a key/value cache and fused QKV products would go further; they change the
 model code, and the profile alone cannot size their gain.)
 

@@ -153,11 +153,12 @@ def test_native_model_stage_is_cpu_native(tmp_path):
     add_cpu(b, end, 1.0)
     d = diagnose(load(b.write(tmp_path / "native")))
     assert (d.primary["kind"], d.primary["subkind"]) == ("cpu", "native")
-    # one busy core of two: one instance per core, bounded by the cores, each extra
-    # instance worth 0.9 of one (shared caches and memory bandwidth)
+    # one busy core of two: one instance per core, bounded by the cores, the two running
+    # together each at 0.9 of one alone (shared caches and memory bandwidth): 1.8x, the
+    # top of the 1.75-1.8x two such processes measured (Model.instance_efficiency)
     top = d.recommendations[0]
     assert top.id == "multi_instance"
-    assert top.estimated_speedup == pytest.approx(1.9, rel=0.05)
+    assert top.estimated_speedup == pytest.approx(1.8, rel=0.02)
 
 
 def test_without_spans_the_breakdown_is_by_service_function(tmp_path):
