@@ -33,6 +33,7 @@ from probe.analyzers.rules import (
     THRESHOLDS,
     Finding,
     RunFacts,
+    allowed_cores,
     classify,
     cold_start,
     runnable_beside_idle_cores,
@@ -295,7 +296,9 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
     meta = run.meta
     gpus = meta.get("gpus") or {}
     has_gpu = bool(gpus.get("available")) and not run.tables["gpu"].empty
-    cpu_count = int((meta.get("host") or {}).get("cpu_count") or 1)
+    host = meta.get("host") or {}
+    cpu_count = int(host.get("cpu_count") or 1)
+    allowed = host.get("cores_allowed")
     lo, hi = bd.requests.start_ns, bd.requests.end_ns
     starved, util = _starved_share(run) if has_gpu else (0.0, float("nan"))
     first_ms, first_stages = _first_request(bd.spans)
@@ -303,6 +306,8 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
     return RunFacts(
         has_gpu=has_gpu,
         cpu_count=cpu_count,
+        cores_allowed=float(allowed) if allowed else None,
+        cpu_limit=str(host.get("cpu_limit") or ""),
         process_cores=max(0.0, _process_cores(run.tables["resources"], lo, hi) - probe_cores),
         user_share=_user_share(run.tables["resources"], lo, hi),
         host_cores_busy=_host_cores(run.tables["system"], cpu_count, lo, hi),
@@ -448,6 +453,9 @@ def _run_block(
         "on_cpu_s": round(bd.cpu_s, 3),
         "process_cores": round(facts.process_cores, 3),
         "cpu_count": facts.cpu_count,
+        # fewer where an affinity mask or a cgroup CPU quota limits the process
+        "cores_allowed": round(allowed_cores(facts), 3),
+        "cpu_limit": facts.cpu_limit,
         "gpu": facts.has_gpu,
         "ended_by": (run.meta.get("exit") or {}).get("ended_by"),
         "exit_status": (run.meta.get("exit") or {}).get("status"),
@@ -491,12 +499,20 @@ def _primary_block(primary: Finding | None) -> dict[str, Any]:
     }
 
 
+def _runnable_beside_idle_cores(bd: Breakdown, facts: RunFacts) -> Breakdown:
+    """``runnable_beside_idle_cores`` on the stage table, with the cores the process may
+    use and did not as its headroom."""
+    headroom = allowed_cores(facts) - facts.process_cores
+    stages = runnable_beside_idle_cores(bd.stages, facts.cpu_count, headroom=headroom)
+    return replace(bd, stages=stages)
+
+
 def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
     """Diagnose a loaded run (``probe.rundir.load``). ``sla_s``: the latency a served
     app's p99 must stay within (default: the run's ``probe run --sla``, if any)."""
     bd = breakdown(run)
     facts = run_facts(run, bd)
-    bd = replace(bd, stages=runnable_beside_idle_cores(bd.stages, facts.cpu_count))
+    bd = _runnable_beside_idle_cores(bd, facts)
     findings = classify(bd, facts)
     cold = cold_start(bd, facts)
     leak = _leak(run, bd)

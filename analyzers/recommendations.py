@@ -39,7 +39,7 @@ from probe.analyzers.amdahl import (
 from probe.analyzers.breakdown import Breakdown
 from probe.analyzers.constants import constant
 from probe.analyzers.leaks.growth import what_holds
-from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, stage_rows
+from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, allowed_cores, stage_rows
 
 __all__ = [
     "FIXES",
@@ -196,8 +196,15 @@ class RuleContext:
         return self.bd.requests.concurrency < 1.5
 
     @property
-    def cores(self) -> int:
-        return max(1, self.facts.cpu_count)
+    def cores(self) -> float:
+        """The cores the process may run on (a cgroup quota's may be fractional)."""
+        return max(1.0, allowed_cores(self.facts))
+
+    @property
+    def workers(self) -> int:
+        """Processes to run on them: one a core, a part core's included (a quota of 1.5
+        cores keeps two busy)."""
+        return max(1, math.ceil(self.cores - 1e-9))
 
 
 FindingRule = Callable[[RuleContext, Finding, pd.Series], Proposal | None]
@@ -417,7 +424,7 @@ def _multiprocess(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | No
         stage=f.stage,
         p=f.share,
         s=s,
-        how={"threads": threads, "gil": float(row["wait_gil"]), "cores": ctx.cores},
+        how={"threads": threads, "gil": float(row["wait_gil"]), "cores": ctx.workers},
         evidence=_evidence(f),
         model="s = min(threads, cores, free cores / cores used): processes run in parallel "
         "without the GIL, on the cores the process does not use yet",
@@ -503,15 +510,16 @@ def _split_cpu_gpu_pipeline(ctx: RuleContext, f: Finding, row: pd.Series) -> Pro
 
 
 def _free_cores(facts: RunFacts) -> float:
-    """The cores this process could use: all but those other processes kept busy."""
+    """The cores this process could use: all but those other processes kept busy, and
+    no more than its affinity mask or cgroup CPU quota allows (at least one)."""
     others = max(0.0, facts.host_cores_busy - facts.process_cores)
-    return max(1.0, max(1, facts.cpu_count) - others)
+    return max(1.0, min(max(1, facts.cpu_count) - others, allowed_cores(facts)))
 
 
 def _multi_instance(ctx: RuleContext) -> Proposal | None:
     """A CPU-bound service on one core of several: one instance per core (throughput)."""
     facts, model = ctx.facts, ctx.model
-    if not ctx.findings or ctx.cores < 2 or facts.process_cores <= 0:
+    if not ctx.findings or ctx.cores <= 1 or facts.process_cores <= 0:
         return None
     top = ctx.findings[0]
     if top.kind != "cpu" or top.share < THRESHOLDS.bottleneck_share:
@@ -529,7 +537,7 @@ def _multi_instance(ctx: RuleContext) -> Proposal | None:
         stage=top.stage,
         p=1.0,
         s=s,
-        how={"used": facts.process_cores, "cores": ctx.cores},
+        how={"used": facts.process_cores, "cores": ctx.workers},
         evidence={
             "finding": f"{top.kind}/{top.subkind}",
             "process_cores": round(facts.process_cores, 2),

@@ -30,6 +30,7 @@ __all__ = [
     "Finding",
     "RunFacts",
     "Thresholds",
+    "allowed_cores",
     "classify",
     "interpreter_waits_by_demand",
     "runnable_beside_idle_cores",
@@ -143,6 +144,11 @@ class RunFacts:
 
     has_gpu: bool = False
     cpu_count: int = 1
+    # the cores the process may run on (its affinity mask, capped by its cgroup's CPU
+    # quota; meta.json's host.cores_allowed), and which limits it ("" where neither
+    # does); None: all of the host's
+    cores_allowed: float | None = None
+    cpu_limit: str = ""
     process_cores: float = 0.0  # mean cores the process tree used over the run
     # of that CPU, the share in user mode: system time is the kernel's work in syscalls,
     # which CPython makes with the GIL released (sockets, files, even non-blocking ones)
@@ -241,8 +247,15 @@ def interpreter_waits_by_demand(
     )
 
 
+def allowed_cores(facts: RunFacts) -> float:
+    """The cores the process may run on: the host's, or fewer under an affinity mask or
+    a cgroup CPU quota (``RunFacts.cores_allowed``)."""
+    host = float(max(1, facts.cpu_count))
+    return host if facts.cores_allowed is None else min(host, facts.cores_allowed)
+
+
 def runnable_beside_idle_cores(
-    stages: pd.DataFrame, cpu_count: int, t: Thresholds = THRESHOLDS
+    stages: pd.DataFrame, cpu_count: int, t: Thresholds = THRESHOLDS, headroom: float = math.inf
 ) -> pd.DataFrame:
     """The stage table with the runnable time (``wait_unknown``) of stages that ran beside
     ``idle_cores`` idle cores (their samples' ``host_cpu_percent``) given to their waits,
@@ -255,8 +268,12 @@ def runnable_beside_idle_cores(
     (/proc/PID/task/TID/schedstat, exact) put 0.04-0.11 s of its whole run on a run
     queue; counted as CPU demand, that made the disk-bound scan "CPU-bound in native
     code" at 92% confidence in 2 runs of 19 here and in a CI run. A stage without waits
-    keeps it: nothing else explains it."""
+    keeps it: nothing else explains it. ``headroom``: the cores the process may use that
+    it did not (``allowed_cores`` less its own): idle cores it may not run on (a
+    ``taskset``, a container's CPU quota) leave its runnable threads waiting all the same."""
     columns = [f"wait_{r}" for r in WAITS]
+    if headroom < t.idle_cores:
+        return stages
     if stages.empty or "host_cpu_percent" not in stages or not set(columns) <= set(stages):
         return stages
     busy = stages["host_cpu_percent"].astype("float64") / 100.0 * cpu_count
@@ -380,7 +397,10 @@ def _held_back_by_the_gil(
     on 2 cores, runnable 69% of their time, the GIL 10%) gain no core from processes.
     With a core idle on average the runnable waits cannot be for a core: a thread woken
     for the GIL is runnable until it takes it (the kernel reads it R, not in a futex)."""
-    idle = facts.cpu_count - max(facts.host_cores_busy, facts.process_cores)
+    idle = min(
+        facts.cpu_count - max(facts.host_cores_busy, facts.process_cores),
+        allowed_cores(facts) - facts.process_cores,  # a quota throttles beside idle cores
+    )
     for_a_core = 0.0 if idle >= t.idle_cores else float(row["wait_unknown"])
     return (
         comp["gil"] >= t.gil_share and comp["gil"] >= for_a_core and int(row.get("threads", 1)) > 1
@@ -464,7 +484,7 @@ def with_doubts(
         if implied > 0 and facts.process_cores < t.cpu_consistency * implied:
             factor *= facts.process_cores / implied
             doubts.append(
-                f"the process used {facts.process_cores:.2f} of {facts.cpu_count} cores, "
+                f"the process used {facts.process_cores:.2f} of {allowed_cores(facts):g} cores, "
                 f"less than a CPU-bound {primary.share:.0%} implies"
             )
     if facts.kernel_unavailable and (primary.kind, primary.subkind) == ("cpu", "native"):

@@ -451,7 +451,13 @@ def _meta_rows(meta: dict[str, Any], d: Diagnosis) -> list[tuple[str, str]]:
         ("ended by", f"{exit_info.get('ended_by', '?')} (exit status {exit_info.get('status')})"),
         (
             "host",
-            f"{host.get('hostname', '?')}, {host.get('cpu_count', '?')} CPUs, "
+            f"{host.get('hostname', '?')}, {host.get('cpu_count', '?')} CPUs"
+            + (
+                f" ({host.get('cores_allowed'):g} allowed: {host['cpu_limit']})"
+                if host.get("cpu_limit")
+                else ""
+            )
+            + ", "
             f"{(host.get('memory_total_bytes') or 0) / 2**30:.1f} GiB, "
             f"{host.get('platform', '')}",
         ),

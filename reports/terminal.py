@@ -101,7 +101,7 @@ class Verdict:
             lat = run["latency_ms"]
             facts.append(f"{run['requests']} requests, {run['throughput_per_s']:.1f}/s")
             facts.append(f"latency p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms")
-        facts.append(f"CPU {run['process_cores']:.2f} of {run['cpu_count']} cores")
+        facts.append(f"CPU {run['process_cores']:.2f} of {_cores_text(run)}")
         facts.append("GPU" if run["gpu"] else "no GPU")
         best = d.recommendations[0] if d.recommendations else None
         return cls(
@@ -463,3 +463,12 @@ class DiffText:
                 )
         lines += [f"note: {n}" for n in c["notes"]]
         return printable("\n".join(lines))
+
+
+def _cores_text(run: dict[str, Any]) -> str:
+    """``2 cores``, or what limits them: ``1 core allowed (affinity) of 2``."""
+    count, limit = run["cpu_count"], run.get("cpu_limit") or ""
+    if not limit:
+        return f"{count} cores"
+    allowed = float(run.get("cores_allowed") or count)
+    return f"{allowed:g} core{'s' if allowed != 1 else ''} allowed ({limit}) of {count}"

@@ -102,7 +102,12 @@ META: dict[str, Any] = {
     "cwd": _STR,
     "pid": _int,
     "python": {"version": _STR, "implementation": _STR, "library_paths": _list_of(_STR)},
-    "host": {"cpu_count": _int, "memory_limit_bytes": _optional(_int)},
+    "host": {
+        "cpu_count": _int,
+        "memory_limit_bytes": _optional(_int),
+        "cores_allowed": _optional(_number),
+        "cpu_limit": _optional(_STR),
+    },
     "limits": {"open_files": _optional(_int)},
     "start_unix_ns": _int,
     "start": _STR,

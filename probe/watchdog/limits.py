@@ -5,7 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["cgroup_memory_limit", "memory_limit", "parse_duration", "parse_size"]
+__all__ = [
+    "cgroup_cpu_quota",
+    "cgroup_memory_limit",
+    "memory_limit",
+    "parse_duration",
+    "parse_size",
+]
 
 _SIZE_UNITS = {
     "": 1,
@@ -60,34 +66,71 @@ def _read_limit(path: Path) -> int | None:
     return value if 0 < value < _UNLIMITED else None
 
 
+def _cgroup_dirs(pid: int | str, v1_controller: str, root: Path, proc: Path) -> list[Path]:
+    """The cgroup folders ``pid`` runs in, for one controller (v2's unified hierarchy, or
+    v1's ``v1_controller``), from its own up to the root. In a container the cgroup path
+    may not exist under the mount (a namespaced view): the mount's own files then speak
+    for it."""
+    try:
+        lines = (proc / str(pid) / "cgroup").read_text().splitlines()
+    except OSError:
+        return []
+    dirs: list[Path] = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2 unified hierarchy
+            base = root if (root / "cgroup.controllers").exists() else root / "unified"
+        elif v1_controller in controllers.split(","):
+            base = root / controllers
+            if not base.exists():
+                base = root / v1_controller
+        else:
+            continue
+        parts = [p for p in path.split("/") if p]
+        dirs += [base.joinpath(*parts[:depth]) for depth in range(len(parts), -1, -1)]
+    return dirs
+
+
 def cgroup_memory_limit(
     pid: int | str = "self", root: Path = Path("/sys/fs/cgroup"), proc: Path = Path("/proc")
 ) -> int | None:
     """The memory limit of the cgroup ``pid`` runs in (v2 ``memory.max``, v1
     ``memory.limit_in_bytes``), the tightest along the path to the root; None if unlimited
-    or unreadable. In a container the cgroup path may not exist under the mount (a
-    namespaced view): the mount's own files then speak for it."""
-    try:
-        lines = (proc / str(pid) / "cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    limits: list[int] = []
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":  # v2 unified hierarchy
-            base, name = root, "memory.max"
-            if not (base / "cgroup.controllers").exists():
-                base = root / "unified"
-        elif "memory" in controllers.split(","):
-            base, name = root / "memory", "memory.limit_in_bytes"
-        else:
-            continue
-        parts = [p for p in path.split("/") if p]
-        for depth in range(len(parts), -1, -1):
-            limit = _read_limit(base.joinpath(*parts[:depth], name))
-            if limit is not None:
-                limits.append(limit)
+    or unreadable."""
+    limits = [
+        limit
+        for folder in _cgroup_dirs(pid, "memory", root, proc)
+        for name in ("memory.max", "memory.limit_in_bytes")
+        if (limit := _read_limit(folder / name)) is not None
+    ]
     return min(limits) if limits else None
+
+
+def _cpu_quota_in(folder: Path) -> float | None:
+    """The cores one cgroup folder's CPU quota allows, or None (no quota, no file)."""
+    try:
+        quota, period = (folder / "cpu.max").read_text().split()[:2]  # v2: "max 100000"
+    except (OSError, ValueError):
+        try:
+            quota = (folder / "cpu.cfs_quota_us").read_text().strip()  # v1: -1 for none
+            period = (folder / "cpu.cfs_period_us").read_text().strip()
+        except OSError:
+            return None
+    try:
+        cores = int(quota) / int(period)
+    except (ValueError, ZeroDivisionError):
+        return None  # "max", or not the format this reads
+    return cores if cores > 0 else None
+
+
+def cgroup_cpu_quota(
+    pid: int | str = "self", root: Path = Path("/sys/fs/cgroup"), proc: Path = Path("/proc")
+) -> float | None:
+    """The cores the CPU quota of the cgroup ``pid`` runs in allows (v2 ``cpu.max``, v1
+    ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``: a Kubernetes CPU limit, ``docker
+    --cpus``), the tightest along the path to the root; None if there is none."""
+    quotas = [q for d in _cgroup_dirs(pid, "cpu", root, proc) if (q := _cpu_quota_in(d))]
+    return min(quotas) if quotas else None
 
 
 def memory_limit(

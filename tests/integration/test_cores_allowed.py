@@ -1,0 +1,110 @@
+"""A service that may use fewer cores than the host has -- pinned by ``taskset``, or held
+by its cgroup's CPU quota (a container's CPU limit) -- is told so, and is never promised
+the cores it cannot have. Truth from outside the process: the affinity the test set, and
+the cgroup's own ``cpu.stat`` (the kernel's count of the periods it throttled it in)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO, probe_cmd
+
+pytestmark = pytest.mark.integration
+
+SAMPLE = REPO / "sample_services" / "tagging_cpu_bound.py"  # one busy core, pure Python
+ADDS_CORES = {"multi_instance", "multiprocess"}
+
+
+def _diagnosis(run_dir: Path) -> dict:
+    return json.loads((run_dir / "diagnosis.json").read_text())
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs CPU affinity and two CPUs",
+)
+def test_a_service_pinned_to_one_core_is_not_told_to_run_one_instance_per_core(tmp_path):
+    one = min(os.sched_getaffinity(0))
+
+    def pinned() -> None:
+        os.sched_setaffinity(0, {one})
+
+    free = subprocess.run(
+        probe_cmd("run", "-o", tmp_path / "free", SAMPLE, "--requests", "150"),
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    done = subprocess.run(
+        probe_cmd("run", "-o", tmp_path / "pinned", SAMPLE, "--requests", "150"),
+        preexec_fn=pinned, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert free.returncode == 0 and done.returncode == 0, free.stderr + done.stderr
+    # the same service with both cores its own: a second instance is worth it
+    assert "multi_instance" in {r["id"] for r in _diagnosis(tmp_path / "free")["recommendations"]}
+    d = _diagnosis(tmp_path / "pinned")
+    assert (d["run"]["cores_allowed"], d["run"]["cpu_limit"]) == (1.0, "affinity")
+    assert d["run"]["process_cores"] <= 1.05
+    assert (d["primary"]["kind"], d["primary"]["subkind"]) == ("cpu", "python")
+    assert not ADDS_CORES & {r["id"] for r in d["recommendations"]}, d["recommendations"]
+    assert "of 1 core allowed (affinity) of" in done.stdout
+
+
+def _cpu_cgroup_base() -> tuple[Path, str] | None:
+    """A cgroup folder this test may create a child in, with a CPU quota file: v1's cpu
+    controller, or v2's root where the cpu controller is delegated; None otherwise."""
+    if os.geteuid() != 0:
+        return None
+    for v1 in (Path("/sys/fs/cgroup/cpu"), Path("/sys/fs/cgroup/cpu,cpuacct")):
+        if (v1 / "cpu.cfs_quota_us").exists() and os.access(v1, os.W_OK):
+            return v1, "v1"
+    v2 = Path("/sys/fs/cgroup")
+    try:
+        delegated = "cpu" in (v2 / "cgroup.subtree_control").read_text().split()
+    except OSError:
+        return None
+    return (v2, "v2") if delegated and os.access(v2, os.W_OK) else None
+
+
+@pytest.fixture
+def half_a_core():
+    """A fresh cgroup with a CPU quota of half a core; removed after the test."""
+    found = _cpu_cgroup_base()
+    if found is None:
+        pytest.skip("needs root and a cgroup CPU controller this test may write")
+    base, version = found
+    group = base / f"probe-test-{uuid.uuid4().hex[:8]}"
+    group.mkdir()
+    try:
+        if version == "v1":
+            (group / "cpu.cfs_period_us").write_text("100000")
+            (group / "cpu.cfs_quota_us").write_text("50000")
+        else:
+            (group / "cpu.max").write_text("50000 100000")
+        yield group
+    finally:
+        try:
+            group.rmdir()  # empty once the run's processes have exited
+        except OSError:
+            pass
+
+
+def test_a_service_under_a_cgroup_cpu_quota_is_held_to_the_quota(tmp_path, half_a_core):
+    def into_the_group() -> None:
+        (half_a_core / "cgroup.procs").write_text(str(os.getpid()))
+
+    done = subprocess.run(
+        probe_cmd("run", "-o", tmp_path / "run", SAMPLE, "--requests", "100"),
+        preexec_fn=into_the_group, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    stat = dict(line.split() for line in (half_a_core / "cpu.stat").read_text().splitlines())
+    assert int(stat["nr_throttled"]) > 0  # the kernel held the run to its quota
+    d = _diagnosis(tmp_path / "run")
+    assert (d["run"]["cores_allowed"], d["run"]["cpu_limit"]) == (0.5, "cgroup quota")
+    assert not ADDS_CORES & {r["id"] for r in d["recommendations"]}, d["recommendations"]
+    assert "of 0.5 cores allowed (cgroup quota) of" in done.stdout

@@ -1,0 +1,114 @@
+"""The cores a process may run on -- its affinity mask, its cgroup's CPU quota -- bound
+every estimate that adds cores (probe.watchdog.limits.cgroup_cpu_quota, RunFacts'
+cores_allowed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from probe.analyzers.diagnosis import diagnose
+from probe.reports.terminal import Verdict
+from probe.rundir import load
+from probe.watchdog.limits import cgroup_cpu_quota
+from tests.synthetic import RunBuilder
+from tests.unit.test_diagnosis import add_cpu, sequential_requests
+
+
+def _proc(tmp_path, line: str):
+    proc = tmp_path / "proc"
+    (proc / "1").mkdir(parents=True)
+    (proc / "1" / "cgroup").write_text(line)
+    return proc
+
+
+def test_a_v1_cfs_quota_is_read_as_cores_the_tightest_along_the_path(tmp_path):
+    v1 = tmp_path / "v1"
+    (v1 / "cpu,cpuacct" / "pod" / "svc").mkdir(parents=True)
+    for folder, quota in (("pod/svc", "150000"), ("pod", "250000"), ("", "-1")):
+        (v1 / "cpu,cpuacct" / folder / "cpu.cfs_quota_us").write_text(quota + "\n")
+        (v1 / "cpu,cpuacct" / folder / "cpu.cfs_period_us").write_text("100000\n")
+    proc = _proc(tmp_path, "3:cpu,cpuacct:/pod/svc\n")
+    assert cgroup_cpu_quota(1, root=v1, proc=proc) == pytest.approx(1.5)
+
+
+def test_a_v2_cpu_max_is_read_as_cores_and_max_is_no_quota(tmp_path):
+    v2 = tmp_path / "v2"
+    (v2 / "svc").mkdir(parents=True)
+    (v2 / "cgroup.controllers").write_text("cpu memory\n")
+    (v2 / "svc" / "cpu.max").write_text("50000 100000\n")  # docker --cpus 0.5
+    (v2 / "cpu.max").write_text("max 100000\n")
+    proc = _proc(tmp_path, "0::/svc\n")
+    assert cgroup_cpu_quota(1, root=v2, proc=proc) == pytest.approx(0.5)
+    (v2 / "svc" / "cpu.max").write_text("max 100000\n")
+    assert cgroup_cpu_quota(1, root=v2, proc=proc) is None
+
+
+def test_no_cgroup_file_and_a_garbled_quota_read_as_no_quota(tmp_path):
+    v2 = tmp_path / "v2"
+    (v2 / "svc").mkdir(parents=True)
+    (v2 / "cgroup.controllers").write_text("cpu\n")
+    (v2 / "svc" / "cpu.max").write_text("lots\n")
+    assert cgroup_cpu_quota(1, root=v2, proc=_proc(tmp_path, "0::/svc\n")) is None
+    assert cgroup_cpu_quota(1, root=v2, proc=tmp_path / "absent") is None
+
+
+def _one_busy_core_of_two(tmp_path, **host):
+    b = RunBuilder(duration_s=1.0)
+    gemm = b.stack("main", "generate", leaf_call="operator.matmul")
+    end = sequential_requests(b, 20, [("generate", 40.0, {"stack": gemm})])
+    add_cpu(b, end, 1.0)
+    if host:
+        b.meta_extra["host"] = {"cpu_count": 2, **host}
+    return diagnose(load(b.write(tmp_path / "run")))
+
+
+def test_one_instance_per_core_is_not_advised_where_the_process_may_use_one_core(tmp_path):
+    free = _one_busy_core_of_two(tmp_path / "free")
+    assert free.recommendations[0].id == "multi_instance"
+    pinned = _one_busy_core_of_two(tmp_path / "pinned", cores_allowed=1.0, cpu_limit="affinity")
+    assert (pinned.primary["kind"], pinned.primary["subkind"]) == ("cpu", "native")
+    assert "multi_instance" not in [r.id for r in pinned.recommendations]
+    assert (pinned.run["cores_allowed"], pinned.run["cpu_limit"]) == (1.0, "affinity")
+    assert "CPU 1.00 of 1 core allowed (affinity) of 2" in Verdict.from_diagnosis(pinned).facts
+
+
+def test_a_quota_of_a_core_and_a_half_runs_one_more_instance_at_most_half_as_fast(tmp_path):
+    d = _one_busy_core_of_two(tmp_path, cores_allowed=1.5, cpu_limit="cgroup quota")
+    recs = {r.id: r for r in d.recommendations}
+    # 1.5 cores for a process using one: at most 1.5x, the co-running instances each at
+    # 0.9 of one alone (Model.instance_efficiency), not the 1.8x two free cores give
+    assert recs["multi_instance"].estimated_speedup == pytest.approx(1.35, rel=0.02)
+    assert d.run["cpu_limit"] == "cgroup quota"
+
+
+def _four_threads_runnable_half_the_time(tmp_path, **host):
+    """Four threads in one C call at one core of two: on a CPU 40% of their samples,
+    runnable 50% (the OS scheduler's: "unknown"), 10% waiting for the GIL."""
+    b = RunBuilder(duration_s=2.0)
+    scan = b.stack("main", "handler", "count_matches", leaf_call="db.execute")
+    for thread in range(1, 5):
+        for k in range(200):
+            if k % 10 < 4:
+                b.sample(thread, k * 10.0, scan)
+            else:
+                b.sample(
+                    thread, k * 10.0, scan, cpu_ms=0.0, reason="unknown" if k % 10 < 9 else "gil"
+                )
+    add_cpu(b, 2000, 1.0)
+    if host:
+        b.meta_extra["host"] = {"cpu_count": 2, **host}
+    return diagnose(load(b.write(tmp_path / "run")))
+
+
+def test_runnable_threads_beside_a_core_they_may_not_use_wait_for_their_own_core(tmp_path):
+    # With the second core idle and theirs to use, their runnable time cannot be a wait
+    # for a core: it is the GIL's (rules.runnable_beside_idle_cores). Pinned to one core
+    # (taskset), the idle core is not theirs: they wait for the one they have, and more
+    # processes would share it
+    free = _four_threads_runnable_half_the_time(tmp_path / "free")
+    assert (free.primary["kind"], free.primary["subkind"]) == ("contention", "gil")
+    pinned = _four_threads_runnable_half_the_time(
+        tmp_path / "pinned", cores_allowed=1.0, cpu_limit="affinity"
+    )
+    assert (pinned.primary["kind"], pinned.primary["subkind"]) == ("cpu", "native"), pinned.primary
+    assert not {"multiprocess", "multi_instance"} & {r.id for r in pinned.recommendations}
