@@ -511,9 +511,11 @@ def _split_cpu_gpu_pipeline(ctx: RuleContext, f: Finding, row: pd.Series) -> Pro
 
 def _free_cores(facts: RunFacts) -> float:
     """The cores this process could use: all but those other processes kept busy, and
-    no more than its affinity mask or cgroup CPU quota allows (at least one)."""
+    no more than its affinity mask or cgroup CPU quota allows; at least one core, or the
+    quota where it allows less (half a core bounds throughput at half a core's)."""
+    allowed = allowed_cores(facts)
     others = max(0.0, facts.host_cores_busy - facts.process_cores)
-    return max(1.0, min(max(1, facts.cpu_count) - others, allowed_cores(facts)))
+    return max(min(1.0, allowed), min(max(1, facts.cpu_count) - others, allowed))
 
 
 def _multi_instance(ctx: RuleContext) -> Proposal | None:

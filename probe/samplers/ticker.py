@@ -34,8 +34,8 @@ class TickPacer:
     site decoded) does not stretch the next interval; the interval is then
     ``max(interval_s, mean cost / share)``. The mean starts at nothing: the first ticks,
     which intern every stack and call site, would otherwise space out the start of a
-    run. ``figures()`` says how often the ticks were
-    spaced out, and the mean interval, for meta.json."""
+    run. ``figures()`` says how often the ticks were spaced out, and the mean interval,
+    for meta.json."""
 
     def __init__(self, interval_s: float, share: float, smoothing: float = 0.1) -> None:
         if interval_s <= 0 or not 0 < share <= 1 or not 0 < smoothing <= 1:

@@ -112,3 +112,13 @@ def test_runnable_threads_beside_a_core_they_may_not_use_wait_for_their_own_core
     )
     assert (pinned.primary["kind"], pinned.primary["subkind"]) == ("cpu", "native"), pinned.primary
     assert not {"multiprocess", "multi_instance"} & {r.id for r in pinned.recommendations}
+
+
+def test_a_quota_under_one_core_bounds_throughput_at_the_quota(tmp_path):
+    # the bottleneck law's CPU bound: cores over CPU seconds a request; half a core
+    # serves half what a whole one would (the bound is not lifted to one core)
+    whole = _one_busy_core_of_two(tmp_path / "whole", cores_allowed=1.0, cpu_limit="affinity")
+    half = _one_busy_core_of_two(tmp_path / "half", cores_allowed=0.5, cpu_limit="cgroup quota")
+    assert half.run["bottleneck"]["cores_available"] == 0.5
+    bound = half.run["bottleneck"]["max_throughput_per_s"]
+    assert bound == pytest.approx(whole.run["bottleneck"]["max_throughput_per_s"] / 2, rel=0.01)
