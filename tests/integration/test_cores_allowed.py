@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -87,10 +88,12 @@ def half_a_core():
             (group / "cpu.max").write_text("50000 100000")
         yield group
     finally:
-        try:
-            group.rmdir()  # empty once the run's processes have exited
-        except OSError:
-            pass
+        for _ in range(20):  # empty once the run's processes have exited
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
 
 
 def test_a_service_under_a_cgroup_cpu_quota_is_held_to_the_quota(tmp_path, half_a_core):

@@ -52,8 +52,12 @@ EXPECTED = {
 # 1.69-2.33 s; a 4-s pure-Python loop: 4.18-5.05 s of CPU). A prediction made from run A's
 # CPU per request and realized in run B carries the drift between them: two pairs failed
 # the 25% bound in two of the last five suite runs on the multimodal sample; four pairs
-# take the spread of the means down by a factor of 1.4.
-PAIRS = 4
+# take the spread of the means down by a factor of 1.4. Six: with four, two disturbed
+# pairs set the median -- a CI run (2026-11-27) realized the tagging sample's fix at
+# 6.97, 5.23, 10.2 and 9.93x (predicted 5.7x in each: the pairs moved with the host,
+# the shares the default runs measured did not), median 8.45, where this sample's pairs
+# have realized 6-7x in the runs before.
+PAIRS = 6
 # what each --fixed applies, when more than the top recommendation
 APPLIED = {"multimodal_pipeline.py": "concurrent_io,lazy_init"}
 
