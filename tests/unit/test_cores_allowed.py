@@ -11,7 +11,7 @@ from probe.reports.terminal import Verdict
 from probe.rundir import load
 from probe.watchdog.limits import cgroup_cpu_quota
 from tests.synthetic import RunBuilder
-from tests.unit.test_diagnosis import add_cpu, sequential_requests
+from tests.unit.test_diagnosis import add_cpu, sequential_requests, threads_in_a_native_call
 
 
 def _proc(tmp_path, line: str):
@@ -81,34 +81,19 @@ def test_a_quota_of_a_core_and_a_half_runs_one_more_instance_at_most_half_as_fas
     assert d.run["cpu_limit"] == "cgroup quota"
 
 
-def _four_threads_runnable_half_the_time(tmp_path, **host):
-    """Four threads in one C call at one core of two: on a CPU 40% of their samples,
-    runnable 50% (the OS scheduler's: "unknown"), 10% waiting for the GIL."""
-    b = RunBuilder(duration_s=2.0)
-    scan = b.stack("main", "handler", "count_matches", leaf_call="db.execute")
-    for thread in range(1, 5):
-        for k in range(200):
-            if k % 10 < 4:
-                b.sample(thread, k * 10.0, scan)
-            else:
-                b.sample(
-                    thread, k * 10.0, scan, cpu_ms=0.0, reason="unknown" if k % 10 < 9 else "gil"
-                )
-    add_cpu(b, 2000, 1.0)
-    if host:
-        b.meta_extra["host"] = {"cpu_count": 2, **host}
-    return diagnose(load(b.write(tmp_path / "run")))
-
-
 def test_runnable_threads_beside_a_core_they_may_not_use_wait_for_their_own_core(tmp_path):
     # With the second core idle and theirs to use, their runnable time cannot be a wait
     # for a core: it is the GIL's (rules.runnable_beside_idle_cores). Pinned to one core
     # (taskset), the idle core is not theirs: they wait for the one they have, and more
     # processes would share it
-    free = _four_threads_runnable_half_the_time(tmp_path / "free")
+    free = threads_in_a_native_call(tmp_path / "free", runnable_reason="unknown", cores=1.0)
     assert (free.primary["kind"], free.primary["subkind"]) == ("contention", "gil")
-    pinned = _four_threads_runnable_half_the_time(
-        tmp_path / "pinned", cores_allowed=1.0, cpu_limit="affinity"
+    pinned = threads_in_a_native_call(
+        tmp_path / "pinned",
+        runnable_reason="unknown",
+        cores=1.0,
+        cores_allowed=1.0,
+        cpu_limit="affinity",
     )
     assert (pinned.primary["kind"], pinned.primary["subkind"]) == ("cpu", "native"), pinned.primary
     assert not {"multiprocess", "multi_instance"} & {r.id for r in pinned.recommendations}

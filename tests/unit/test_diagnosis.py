@@ -451,9 +451,10 @@ def test_memory_let_go_by_the_full_collection_at_the_end_is_not_the_service_s(tm
     assert d.leak.slope_bytes_per_s == pytest.approx(1e6, rel=0.1)
 
 
-def threads_in_a_native_call(tmp_path, *, runnable_reason: str, cores: float):
+def threads_in_a_native_call(tmp_path, *, runnable_reason: str, cores: float, **host):
     """Four request threads in one C call (``db.execute``) for 2 s, each on a CPU 40% of
-    its samples, runnable 50% (waiting for ``runnable_reason``), 10% for the GIL."""
+    its samples, runnable 50% (waiting for ``runnable_reason``), 10% for the GIL.
+    ``host``: meta.json's host fields besides its 2 CPUs (``cores_allowed``...)."""
     b = RunBuilder(duration_s=2.0)
     scan = b.stack("main", "handler", "count_matches", leaf_call="db.execute")
     for thread in range(1, 5):
@@ -466,6 +467,8 @@ def threads_in_a_native_call(tmp_path, *, runnable_reason: str, cores: float):
             else:
                 b.sample(thread, ts, scan, cpu_ms=0.0, reason="gil")
     add_cpu(b, 2000, cores)
+    if host:
+        b.meta_extra["host"] = {"cpu_count": 2, **host}
     return diagnose(load(b.write(tmp_path / runnable_reason)))
 
 
