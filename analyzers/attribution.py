@@ -30,8 +30,9 @@ estimate of the share of time in it.
 A row's time on a run queue (``queued_ns``: the kernel's count of the thread's wait for a
 CPU in its interval) is not its stack's wait, whatever call the stack ends in: a worker
 that left ``queue.get`` with its job and waited for a core is not waiting on the queue
-(``split_run_queue_waits``). Nor did a row run while it waited for a CPU: a running row
-takes its thread's CPU in proportion to its wall time less that wait.
+(``split_run_queue_waits``); nor is a row caught waiting for the GIL waiting for it while
+it sits on a run queue. Nor did a row run while it waited for a CPU: a running row takes
+its thread's CPU in proportion to its wall time less that wait.
 """
 
 from __future__ import annotations
@@ -47,23 +48,28 @@ __all__ = ["attribute", "split_run_queue_waits"]
 
 
 def split_run_queue_waits(samples: pd.DataFrame) -> pd.DataFrame:
-    """The samples with each blocking row whose interval held a wait for a CPU made two:
-    that wait as a runnable row (``unknown``, the OS scheduler's; no CPU, no tick of its
-    own, at the interval's start) and the rest of the interval, blocked, as the row was.
+    """The samples with each blocking or GIL-waiting row whose interval held a wait for a
+    CPU made two: that wait as a runnable row (``unknown``, the OS scheduler's; no CPU, no
+    tick of its own, at the interval's start) and the rest of the interval as the row was.
     ``woken`` marks the rows made from a wait on another thread (``lock``): woken by it,
     waiting for a CPU (``analyzers.path`` ranks them after the threads doing work).
 
     Truth for the split: ``render_queue.py``'s worker beside three CPU-bound processes on
     2 cores, 0.92 s on a CPU, 0.97 s on a run queue and 0.06 s blocked by its schedstat,
     was caught in ``queue.get`` in 54% of its samples and read as lock contention; its
-    off-CPU time was the cores', not the queue's. Runs without the column are returned
-    as they are."""
+    off-CPU time was the cores', not the queue's. The same for the GIL: tokenize_pool's
+    four workers beside a busy loop on 2 cores, each 0.26 s on a CPU, 0.52 s on a run
+    queue and ~0.4 s asleep in a futex by /proc (2026-11-27), read 0.46-0.62 of their
+    time waiting for the GIL in 3 runs of 5, the run queue's time counted as the GIL's.
+    (Beside an idle core the split-off time goes back to the stage's waits:
+    ``rules.runnable_beside_idle_cores``.) Runs without the column are returned as they
+    are."""
     if samples.empty or "queued_ns" not in samples:
         return samples
     reason = samples["wait_reason"].fillna("").astype(str)
     wall = samples["wall_ns"].astype("int64")
     queued = samples["queued_ns"].fillna(0).astype("int64").clip(lower=0, upper=wall)
-    split = reason.isin(BLOCKING_REASONS).to_numpy() & (queued > 0).to_numpy()
+    split = reason.isin([*BLOCKING_REASONS, "gil"]).to_numpy() & (queued > 0).to_numpy()
     if not split.any():
         return samples
     rows = samples[split]

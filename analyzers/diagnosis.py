@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from probe.analyzers.batching import BatchAdvice, spans_advice
-from probe.analyzers.breakdown import Breakdown, breakdown
+from probe.analyzers.breakdown import Breakdown, breakdown, host_busy_percent
 from probe.analyzers.capacity import Capacity, Demands, capacity
 from probe.analyzers.endpoints import EndpointFigures, endpoints
 from probe.analyzers.leaks import (
@@ -38,7 +38,7 @@ from probe.analyzers.rules import (
     cold_start,
     runnable_beside_idle_cores,
 )
-from probe.analyzers.run_queue import run_queue_note, run_queue_wait
+from probe.analyzers.run_queue import others_queued_share, run_queue_note, run_queue_wait
 from probe.analyzers.vocabulary import kind_words, subkind_words
 from probe.rundir.reader import Run
 
@@ -165,19 +165,16 @@ def _user_share(resources: pd.DataFrame, lo: int | None, hi: int | None) -> floa
 
 
 def _host_cores(system: pd.DataFrame, cpu_count: int, lo: int | None, hi: int | None) -> float:
-    """Mean cores busy on the host between ``lo`` and ``hi``, less probe's helper process's
-    own (its ``probe_cpu_s``): the helper stops with the run, the other processes stay."""
-    if system.empty:
+    """Mean cores busy on the host between ``lo`` and ``hi``, less probe's helper
+    processes' own (``host_busy_percent``): they stop with the run, the others stay."""
+    s = host_busy_percent(system, cpu_count)
+    if s.empty:
         return 0.0
-    s = system.sort_values("ts_ns")
-    elapsed_s = s["ts_ns"].diff() / 1e9
-    helper_s = s["probe_cpu_s"].astype("float64")
-    helper = (helper_s.diff() / elapsed_s).where(elapsed_s > 0).fillna(0.0).clip(lower=0.0)
     if lo is not None and hi is not None:
         inside = (s["ts_ns"] >= lo) & (s["ts_ns"] <= hi)
         if inside.any():
-            s, helper = s[inside], helper[inside]
-    return max(0.0, float(s["cpu_percent"].mean()) / 100.0 * cpu_count - float(helper.mean()))
+            s = s[inside]
+    return max(0.0, float(s["cpu_percent"].mean()) / 100.0 * cpu_count)
 
 
 def _starved_share(run: Run) -> tuple[float, float]:
@@ -303,14 +300,21 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
     starved, util = _starved_share(run) if has_gpu else (0.0, float("nan"))
     first_ms, first_stages = _first_request(bd.spans)
     probe_cores = _probe_cores(meta)
+    process_cores = max(0.0, _process_cores(run.tables["resources"], lo, hi) - probe_cores)
+    host_cores_busy = _host_cores(run.tables["system"], cpu_count, lo, hi)
     return RunFacts(
         has_gpu=has_gpu,
         cpu_count=cpu_count,
         cores_allowed=float(allowed) if allowed else None,
         cpu_limit=str(host.get("cpu_limit") or ""),
-        process_cores=max(0.0, _process_cores(run.tables["resources"], lo, hi) - probe_cores),
+        process_cores=process_cores,
         user_share=_user_share(run.tables["resources"], lo, hi),
-        host_cores_busy=_host_cores(run.tables["system"], cpu_count, lo, hi),
+        host_cores_busy=host_cores_busy,
+        others_queued=others_queued_share(
+            run_queue_wait(run.tables["samples"]),
+            host_cores_busy=host_cores_busy,
+            process_cores=process_cores,
+        ),
         gpu_util_mean=util,
         starved_time_share=starved,
         first_request_ms=first_ms,
@@ -429,7 +433,11 @@ def _doubts_text(primary: Finding) -> str:
     doubts = primary.evidence.get("doubts") or []
     if not doubts:
         return ""
-    settle = "a longer run"
+    # a longer run on a host busy with other work measures the same mix again
+    alone = bool(primary.evidence.get("without_other_load"))
+    settle = "a run on cores of its own (an idle host, or a `taskset` away from the other load)"
+    if len(doubts) > alone:
+        settle = f"a longer run{', on cores of its own' if alone else ''}"
     if primary.evidence.get("runner_up"):
         settle += ", or `@probe.stage` on the two stages for their exact times"
     return f" Confidence {primary.confidence:.0%}: {'; '.join(doubts)}. To settle it: {settle}."

@@ -19,7 +19,14 @@ import pandas as pd
 
 from probe.analyzers.constants import constant
 
-__all__ = ["RUN_QUEUE", "RunQueue", "RunQueueWait", "run_queue_note", "run_queue_wait"]
+__all__ = [
+    "RUN_QUEUE",
+    "RunQueue",
+    "RunQueueWait",
+    "others_queued_share",
+    "run_queue_note",
+    "run_queue_wait",
+]
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,28 @@ def run_queue_wait(samples: pd.DataFrame) -> RunQueueWait | None:
     return RunQueueWait(queued, ran)
 
 
+def others_queued_share(
+    wait: RunQueueWait | None,
+    *,
+    host_cores_busy: float,
+    process_cores: float,
+    settings: RunQueue = RUN_QUEUE,
+) -> float:
+    """The share of the threads' ready time they waited for a CPU, where other processes
+    held the cores (``others_cores`` or more beyond the process's own) and that wait is
+    one to tell (``note_share`` of the ready time, ``min_queued_s`` at least); 0 where
+    not."""
+    others = host_cores_busy - process_cores
+    if (
+        wait is None
+        or wait.share < settings.note_share
+        or wait.queued_s < settings.min_queued_s
+        or others < settings.others_cores
+    ):
+        return 0.0
+    return wait.share
+
+
 def run_queue_note(
     wait: RunQueueWait | None,
     *,
@@ -81,18 +110,16 @@ def run_queue_note(
     settings: RunQueue = RUN_QUEUE,
 ) -> list[str]:
     """A note where other processes held the cores and the threads waited
-    ``note_share`` or more of their ready time for a CPU."""
-    others = host_cores_busy - process_cores
-    if (
-        wait is None
-        or wait.share < settings.note_share
-        or wait.queued_s < settings.min_queued_s
-        or others < settings.others_cores
-    ):
+    ``note_share`` or more of their ready time for a CPU (``others_queued_share``)."""
+    share = others_queued_share(
+        wait, host_cores_busy=host_cores_busy, process_cores=process_cores, settings=settings
+    )
+    if wait is None or share <= 0:
         return []
+    others = host_cores_busy - process_cores
     return [
         f"waited for a CPU: its threads spent {wait.queued_s:.2f} s on the kernel's run "
-        f"queue against {wait.ran_s:.2f} s on a CPU ({wait.share:.0%} of their ready "
+        f"queue against {wait.ran_s:.2f} s on a CPU ({share:.0%} of their ready "
         f"time): other processes kept {others:.1f} of the host's {cpu_count} cores busy. "
         "The wall time and the shares above include that wait: measure where cores are "
         "free, or give the service its own (taskset, a CPU quota)"

@@ -103,11 +103,15 @@ class RunBuilder:
         wall_ms: float = 10.0,
         cpu_ms: float | None = None,
         reason: str = "",
+        queued_ms: float | None = None,
     ) -> None:
+        """``queued_ms``: of the interval, the time on a run queue (None: not read, as an
+        older probe's runs)."""
         cpu = wall_ms if cpu_ms is None else cpu_ms
-        self.rows["samples"].append(
-            (T0 + int(ts_ms * MS), thread, stack, int(wall_ms * MS), int(cpu * MS), reason, 1)
-        )
+        row = (T0 + int(ts_ms * MS), thread, stack, int(wall_ms * MS), int(cpu * MS), reason, 1)
+        if queued_ms is not None:
+            row += ("", int(queued_ms * MS))
+        self.rows["samples"].append(row)
         if not any(r[0] == thread for r in self.rows["threads"]):
             self.rows["threads"].append((thread, thread, f"thread-{thread}", T0))
 

@@ -1,0 +1,106 @@
+"""Other processes on the host: their load is not the service's, and probe's own helpers
+are not other load (``breakdown.host_busy_percent``, ``attribution.split_run_queue_waits``
+on GIL rows, ``rules._decided_by_other_load``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from probe.analyzers.attribution import attribute, split_run_queue_waits
+from probe.analyzers.breakdown import host_busy_percent
+from probe.analyzers.diagnosis import diagnose
+from probe.reports.terminal import Verdict
+from probe.rundir import load
+from tests.synthetic import MS, RunBuilder, frame_table
+
+
+def test_a_gil_row_s_time_on_a_run_queue_is_split_off_as_a_wait_for_a_core():
+    # a pool thread caught waiting for the GIL after an interval it spent 2 ms on a CPU,
+    # 5 ms on a run queue (schedstat) and 3 ms asleep on the GIL's futex
+    raw = frame_table("samples", [(10 * MS, 1, 7, 10 * MS, 2 * MS, "gil", 1, "", 5 * MS)])
+    out = attribute(split_run_queue_waits(raw))
+    by = out.groupby("reason")[["cpu_ns", "wait_ns"]].sum()
+    assert by.loc["unknown", "wait_ns"] == pytest.approx(5 * MS)  # the cores'
+    assert by.loc["gil", "wait_ns"] == pytest.approx(3 * MS)  # the GIL's: what is left
+    assert out["cpu_ns"].sum() == pytest.approx(2 * MS)
+
+
+def test_probe_s_idle_priority_helpers_are_not_counted_as_the_host_s_busy_cores():
+    # 2 cores read 90% busy while probe's helpers (sidecar + finisher) used 0.7 of a core
+    b = RunBuilder(duration_s=1.0)
+    for k in range(0, 1001, 100):
+        b.system(k, 90.0, probe_cpu_s=0.7 * k / 1000.0)
+    busy = host_busy_percent(b.tables()["system"], cpu_count=2)
+    assert busy["cpu_percent"].iloc[1:].tolist() == pytest.approx([55.0] * 10)
+
+
+def gil_bound_pool(tmp_path, *, host_percent: float, helper_cores: float = 0.0, queued=True):
+    """Four threads running one Python function for 2 s at one core between them: each on
+    a CPU 30% of its samples, 40% caught waiting for the GIL (half of each such interval
+    on a run queue), 30% runnable and on a run queue all its interval. The host's CPUs
+    read ``host_percent`` busy, ``helper_cores`` of it probe's helpers'."""
+    b = RunBuilder(duration_s=2.0)
+    split = b.stack("main", "split_tokens")
+    for thread in range(1, 5):
+        for k in range(200):
+            ts, phase = k * 10.0, (k + thread) % 10
+            q = (lambda ms: ms) if queued else (lambda ms: None)
+            if phase < 3:
+                b.sample(thread, ts, split, queued_ms=q(0.0))
+            elif phase < 7:
+                b.sample(thread, ts, split, cpu_ms=0.0, reason="gil", queued_ms=q(5.0))
+            else:
+                b.sample(thread, ts, split, cpu_ms=0.0, reason="unknown", queued_ms=q(10.0))
+    for k in range(0, 2001, 100):
+        b.resources(k, 1.2 * k / 1000.0, 100 << 20)
+        b.system(k, host_percent, probe_cpu_s=helper_cores * k / 1000.0)
+    return diagnose(load(b.write(tmp_path / "run")))
+
+
+def test_a_gil_bound_pool_beside_a_core_only_probe_s_helper_used_waits_for_the_gil(tmp_path):
+    # tokenize_pool on an idle host: the finisher importing pandas at SCHED_IDLE on the
+    # core the GIL leaves idle made the host read 88-94% busy, so the pool's waits on a
+    # run queue read as waits for a core (cpu/python) instead of the GIL
+    d = gil_bound_pool(tmp_path, host_percent=95.0, helper_cores=0.75)
+    assert (d.primary["kind"], d.primary["subkind"]) == ("contention", "gil"), d.primary
+    assert "multiprocess" in {r.id for r in d.recommendations}
+    assert not any(n.startswith("waited for a CPU") for n in d.notes)
+
+
+def test_a_verdict_the_other_processes_load_decides_is_held_at_half_and_says_so(tmp_path):
+    # the same pool beside a busy loop: 0.95 of a core is the other process's, and the
+    # threads' run-queue time is the larger part of their ready time; counted as CPU
+    # demand it reads cpu/python, without it the GIL: which one the host's load decides
+    d = gil_bound_pool(tmp_path, host_percent=97.5)
+    primary = d.findings[0]
+    assert (primary.kind, primary.subkind) == ("cpu", "python"), primary
+    assert primary.confidence <= 0.5
+    assert primary.evidence["without_other_load"].endswith("/gil")  # cpu/ or contention/
+    (doubt,) = [x for x in primary.evidence["doubts"] if "other processes held" in x]
+    assert "waiting for the GIL" in doubt
+    summary = Verdict.from_diagnosis(d).summary
+    assert "To settle it: a run on cores of its own" in summary, summary
+
+
+def test_a_verdict_the_other_load_does_not_change_keeps_its_confidence(tmp_path):
+    # one Python thread beside the same load: waiting for a core or not, it computes
+    b = RunBuilder(duration_s=2.0)
+    loop = b.stack("main", "render_page")
+    for k in range(200):
+        if k % 2:
+            b.sample(1, k * 10.0, loop, queued_ms=0.0)
+        else:
+            b.sample(1, k * 10.0, loop, cpu_ms=4.0, reason="unknown", queued_ms=6.0)
+    for k in range(0, 2001, 100):
+        b.resources(k, 0.7 * k / 1000.0, 100 << 20)
+        b.system(k, 97.5)
+    d = diagnose(load(b.write(tmp_path / "run")))
+    assert (d.primary["kind"], d.primary["subkind"]) == ("cpu", "python"), d.primary
+    assert d.primary["confidence"] > 0.9
+    assert any(n.startswith("waited for a CPU") for n in d.notes)
+
+
+def test_runs_without_run_queue_readings_get_no_other_load_doubt(tmp_path):
+    # an older probe's run: how long the threads waited for a core is not known
+    d = gil_bound_pool(tmp_path, host_percent=97.5, queued=False)
+    assert "without_other_load" not in d.findings[0].evidence
