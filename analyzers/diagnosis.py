@@ -38,7 +38,13 @@ from probe.analyzers.rules import (
     cold_start,
     runnable_beside_idle_cores,
 )
-from probe.analyzers.run_queue import others_queued_share, run_queue_note, run_queue_wait
+from probe.analyzers.run_queue import (
+    others_queued_share,
+    run_queue_note,
+    run_queue_wait,
+    throttled_share,
+    throttling_note,
+)
 from probe.analyzers.vocabulary import kind_words, subkind_words
 from probe.rundir.reader import Run
 
@@ -464,6 +470,8 @@ def _run_block(
         # fewer where an affinity mask or a cgroup CPU quota limits the process
         "cores_allowed": round(allowed_cores(facts), 3),
         "cpu_limit": facts.cpu_limit,
+        # of the CPU quota's periods the process ran in, the share it was throttled in
+        "cpu_throttled_share": round(throttled_share(run.meta.get("cpu_throttling")), 4),
         "gpu": facts.has_gpu,
         "ended_by": (run.meta.get("exit") or {}).get("ended_by"),
         "exit_status": (run.meta.get("exit") or {}).get("status"),
@@ -549,6 +557,12 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
         cpu_count=facts.cpu_count,
         host_cores_busy=facts.host_cores_busy,
         process_cores=facts.process_cores,
+    )
+    notes += throttling_note(
+        run.meta.get("cpu_throttling"),
+        quota_cores=facts.cores_allowed if facts.cpu_limit == "cgroup quota" else None,
+        process_cores=facts.process_cores,
+        cpu_count=facts.cpu_count,
     )
     if cold:
         notes.append(

@@ -14,6 +14,7 @@ are the GIL and contention findings' to read.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -26,6 +27,8 @@ __all__ = [
     "others_queued_share",
     "run_queue_note",
     "run_queue_wait",
+    "throttled_share",
+    "throttling_note",
 ]
 
 
@@ -46,6 +49,13 @@ class RunQueue:
         "the process's own threads': on an idle host tokenize_pool's four GIL-bound "
         "threads read 0.44-0.45, ingest_pipeline's five 0.30-0.31 (the corpus's others "
         "0.004-0.064): the GIL and contention findings speak for those",
+    )
+    throttled_share: float = constant(
+        0.25,
+        "of the CPU quota's periods the process ran in, the share it was throttled in "
+        "from which the run says so: kubernetes-mixin's CPUThrottlingHigh alert "
+        "(throttled periods over periods, above 25%), which Grafana's resource-contention "
+        "analysis uses too",
     )
     min_queued_s: float = constant(
         0.1,
@@ -123,4 +133,38 @@ def run_queue_note(
         f"time): other processes kept {others:.1f} of the host's {cpu_count} cores busy. "
         "The wall time and the shares above include that wait: measure where cores are "
         "free, or give the service its own (taskset, a CPU quota)"
+    ]
+
+
+def throttled_share(throttling: dict[str, Any] | None) -> float:
+    """Of the quota periods the process's cgroup ran in, the share the kernel throttled
+    it in (meta.json's ``cpu_throttling``); 0 without the counters."""
+    if not throttling or not throttling.get("periods"):
+        return 0.0
+    return float(throttling["throttled_periods"]) / float(throttling["periods"])
+
+
+def throttling_note(
+    throttling: dict[str, Any] | None,
+    *,
+    quota_cores: float | None,
+    process_cores: float,
+    cpu_count: int,
+    settings: RunQueue = RUN_QUEUE,
+) -> list[str]:
+    """A note where the cgroup's CPU quota (``quota_cores``: a container's CPU limit)
+    throttled the process in ``throttled_share`` or more of its periods: the kernel stopped
+    its threads until the next period, whatever cores were idle."""
+    share = throttled_share(throttling)
+    if throttling is None or share < settings.throttled_share:
+        return []
+    quota = f"{quota_cores:g} cores" if quota_cores else "quota"
+    return [
+        f"throttled by its CPU quota: in {share:.0%} of the {int(throttling['periods'])} "
+        f"quota periods it ran in, its cgroup used up its {quota} and waited for the next "
+        f"({float(throttling['throttled_s']):.2f} s of waits over its CPUs); it used "
+        f"{process_cores:.2f} cores on average. The wall time and the shares above include "
+        f"those waits. Thread pools sized to the host's {cpu_count} cores (OMP_NUM_THREADS, "
+        "torch.set_num_threads, a server's workers) use a quota up early in each period: "
+        "size them to the quota, or raise the limit"
     ]

@@ -23,6 +23,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ from probe.samplers.memory import MemorySampler
 from probe.samplers.stacks import StackSampler
 from probe.samplers.ticker import Ticker, TickPacer
 from probe.samplers.torch_windows import TorchWindowSettings
+from probe.watchdog.limits import cgroup_cpu_throttling
 
 if TYPE_CHECKING:
     from probe.samplers.tasks import TaskSampler
@@ -113,6 +115,7 @@ class Session:
         sample_tree: bool = False,
         clock: Any = time.perf_counter_ns,
         top_dir: Path | None = None,
+        cpu_throttling: Callable[[], dict[str, float] | None] = cgroup_cpu_throttling,
     ) -> None:
         self.run_dir = run_dir
         # the run directory whose workers/ folder holds the shards: this one, or for a
@@ -160,6 +163,10 @@ class Session:
         self._stopped = False
         self._forked_child = False
         self._saved_switch_interval = sys.getswitchinterval()
+        # the CPU quota's throttling counters (a container's CPU limit), read at the start
+        # and the end: what the kernel held the run back by, for the verdict to say
+        self._cpu_throttling = cpu_throttling
+        self._throttling_at_start: dict[str, float] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -170,6 +177,7 @@ class Session:
         if self.memory is not None:
             self.memory.start()
         self._saved_switch_interval = sys.getswitchinterval()
+        self._throttling_at_start = self._cpu_throttling()
         if self.settings.switch_interval_s > 0:
             self.switch = SwitchInterval(
                 self.settings.switch_interval_s, self._saved_switch_interval
@@ -281,6 +289,9 @@ class Session:
             (self.meta["end_unix_ns"] - self.meta["start_unix_ns"]) / 1e9, 6
         )
         self.meta["exit"] = {"status": exit_status, "ended_by": ended_by}
+        throttled = _throttled_since(self._throttling_at_start, self._cpu_throttling())
+        if throttled is not None:
+            self.meta["cpu_throttling"] = throttled
         self.meta["collector"] = self._collector_figures()
         with self._write_lock:
             self.writer.close()
@@ -428,6 +439,17 @@ def _due(now_ns: int, last_ns: int, interval_s: float) -> bool:
     # Ticks jitter by a few ms around their schedule: a strict `>= interval` skips every
     # other one when the tick and the interval are equal (a 0.5 s snapshot every 1 s).
     return now_ns - last_ns >= interval_s * 0.9e9
+
+
+def _throttled_since(
+    start: dict[str, float] | None, end: dict[str, float] | None
+) -> dict[str, float] | None:
+    """The CPU quota's throttling over the run: the counters' growth from ``start`` to
+    ``end`` (``limits.cgroup_cpu_throttling``); None where either was not read."""
+    if start is None or end is None:
+        return None
+    grown = {key: max(0.0, end[key] - start.get(key, 0.0)) for key in end}
+    return {k: round(v, 6) if k == "throttled_s" else int(v) for k, v in grown.items()}
 
 
 def _iso(unix_ns: int) -> str:

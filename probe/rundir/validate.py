@@ -119,6 +119,8 @@ META: dict[str, Any] = {
     "end": _STR,
     "duration_s": _number,
     "exit": {"status": _optional(_int), "ended_by": _STR},
+    # the CPU quota's throttling over the run (where a quota binds the process)
+    "cpu_throttling": {"periods": _int, "throttled_periods": _int, "throttled_s": _number},
     "collector": {
         "collector_cpu_s": _dict_of(_number),
         "kernel_states": {"unavailable": _STR},

@@ -7,6 +7,7 @@ from pathlib import Path
 
 __all__ = [
     "cgroup_cpu_quota",
+    "cgroup_cpu_throttling",
     "cgroup_memory_limit",
     "memory_limit",
     "parse_duration",
@@ -131,6 +132,37 @@ def cgroup_cpu_quota(
     --cpus``), the tightest along the path to the root; None if there is none."""
     quotas = [q for d in _cgroup_dirs(pid, "cpu", root, proc) if (q := _cpu_quota_in(d))]
     return min(quotas) if quotas else None
+
+
+def cgroup_cpu_throttling(
+    pid: int | str = "self", root: Path = Path("/sys/fs/cgroup"), proc: Path = Path("/proc")
+) -> dict[str, float] | None:
+    """The kernel's throttling counters of the CPU quota that binds the cgroup ``pid``
+    runs in (the tightest along its path, as ``cgroup_cpu_quota``), from that folder's
+    ``cpu.stat``: ``periods`` (quota periods in which it ran), ``throttled_periods``
+    (those in which it used the quota up and waited for the next) and ``throttled_s``
+    (that wait, summed over its CPUs: v1 ``throttled_time`` in ns, v2 ``throttled_usec``).
+    None without a quota or where the counters cannot be read."""
+    quotas = [(q, d) for d in _cgroup_dirs(pid, "cpu", root, proc) if (q := _cpu_quota_in(d))]
+    if not quotas:
+        return None
+    _, folder = min(quotas, key=lambda qd: qd[0])
+    try:
+        lines = (folder / "cpu.stat").read_text().splitlines()
+        stat = {k: int(v) for k, v in (line.split() for line in lines if line.count(" ") == 1)}
+    except (OSError, ValueError):
+        return None
+    if "nr_periods" not in stat or "nr_throttled" not in stat:
+        return None
+    if "throttled_usec" in stat:
+        throttled_s = stat["throttled_usec"] / 1e6
+    else:
+        throttled_s = stat.get("throttled_time", 0) / 1e9
+    return {
+        "periods": float(stat["nr_periods"]),
+        "throttled_periods": float(stat["nr_throttled"]),
+        "throttled_s": throttled_s,
+    }
 
 
 def memory_limit(

@@ -111,3 +111,15 @@ def test_a_service_under_a_cgroup_cpu_quota_is_held_to_the_quota(tmp_path, half_
     assert (d["run"]["cores_allowed"], d["run"]["cpu_limit"]) == (0.5, "cgroup quota")
     assert not ADDS_CORES & {r["id"] for r in d["recommendations"]}, d["recommendations"]
     assert "of 0.5 cores allowed (cgroup quota) of" in done.stdout
+    # and says the quota throttled it, by the kernel's own counters: those of the run
+    # (the target's start to its end), within the group's since it was made
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    run_throttled = meta["cpu_throttling"]["throttled_periods"]
+    assert 0 < run_throttled <= int(stat["nr_throttled"]), (meta["cpu_throttling"], stat)
+    assert d["run"]["cpu_throttled_share"] >= 0.25  # a one-core service under half a core
+    assert "throttled by its CPU quota" in done.stdout
+    # and probe's helpers, in the same group, left the target its quota: the finisher's
+    # imports overlapping the run took it from the target on the other CPU (SCHED_IDLE
+    # yields a core, not a shared quota): the target at 0.25-0.27 of its 0.5 cores, now
+    # 0.44 (2026-11-27)
+    assert d["run"]["process_cores"] >= 0.7 * 0.5, d["run"]

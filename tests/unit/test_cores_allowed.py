@@ -9,7 +9,7 @@ import pytest
 from probe.analyzers.diagnosis import diagnose
 from probe.reports.terminal import Verdict
 from probe.rundir import load
-from probe.watchdog.limits import cgroup_cpu_quota
+from probe.watchdog.limits import cgroup_cpu_quota, cgroup_cpu_throttling
 from tests.synthetic import RunBuilder
 from tests.unit.test_diagnosis import add_cpu, sequential_requests, threads_in_a_native_call
 
@@ -50,6 +50,34 @@ def test_no_cgroup_file_and_a_garbled_quota_read_as_no_quota(tmp_path):
     (v2 / "svc" / "cpu.max").write_text("lots\n")
     assert cgroup_cpu_quota(1, root=v2, proc=_proc(tmp_path, "0::/svc\n")) is None
     assert cgroup_cpu_quota(1, root=v2, proc=tmp_path / "absent") is None
+
+
+def test_throttling_is_read_from_the_cpu_stat_of_the_quota_that_binds(tmp_path):
+    v1 = tmp_path / "v1"
+    (v1 / "cpu" / "pod" / "svc").mkdir(parents=True)
+    for folder, quota, throttled in (("pod/svc", "-1", 0), ("pod", "50000", 37), ("", "-1", 0)):
+        (v1 / "cpu" / folder / "cpu.cfs_quota_us").write_text(quota + "\n")
+        (v1 / "cpu" / folder / "cpu.cfs_period_us").write_text("100000\n")
+        (v1 / "cpu" / folder / "cpu.stat").write_text(
+            f"nr_periods 120\nnr_throttled {throttled}\nthrottled_time 2500000000\n"
+        )
+    proc = _proc(tmp_path, "4:cpu:/pod/svc\n")
+    assert cgroup_cpu_throttling(1, root=v1, proc=proc) == {
+        "periods": 120.0,
+        "throttled_periods": 37.0,
+        "throttled_s": pytest.approx(2.5),
+    }
+    v2 = tmp_path / "v2"
+    (v2 / "svc").mkdir(parents=True)
+    (v2 / "cgroup.controllers").write_text("cpu\n")
+    (v2 / "svc" / "cpu.max").write_text("150000 100000\n")
+    (v2 / "svc" / "cpu.stat").write_text(
+        "usage_usec 9\nnr_periods 10\nnr_throttled 4\nthrottled_usec 750000\n"
+    )
+    got = cgroup_cpu_throttling(1, root=v2, proc=_proc(tmp_path / "b", "0::/svc\n"))
+    assert got == {"periods": 10.0, "throttled_periods": 4.0, "throttled_s": 0.75}
+    (v2 / "svc" / "cpu.max").write_text("max 100000\n")  # no quota: nothing throttles
+    assert cgroup_cpu_throttling(1, root=v2, proc=_proc(tmp_path / "c", "0::/svc\n")) is None
 
 
 def _one_busy_core_of_two(tmp_path, **host):
@@ -107,3 +135,24 @@ def test_a_quota_under_one_core_bounds_throughput_at_the_quota(tmp_path):
     assert half.run["bottleneck"]["cores_available"] == 0.5
     bound = half.run["bottleneck"]["max_throughput_per_s"]
     assert bound == pytest.approx(whole.run["bottleneck"]["max_throughput_per_s"] / 2, rel=0.01)
+
+
+@pytest.mark.parametrize(("throttled", "said"), [(40, True), (20, False)])
+def test_a_run_its_quota_throttled_in_a_quarter_of_its_periods_or_more_says_so(
+    tmp_path, throttled, said
+):
+    b = RunBuilder(duration_s=1.0)
+    gemm = b.stack("main", "generate", leaf_call="operator.matmul")
+    end = sequential_requests(b, 20, [("generate", 40.0, {"stack": gemm})])
+    add_cpu(b, end, 1.0)
+    b.meta_extra["host"] = {"cpu_count": 2, "cores_allowed": 1.5, "cpu_limit": "cgroup quota"}
+    b.meta_extra["cpu_throttling"] = {
+        "periods": 100, "throttled_periods": throttled, "throttled_s": 0.6
+    }  # fmt: skip
+    d = diagnose(load(b.write(tmp_path / "run")))
+    notes = [n for n in d.notes if n.startswith("throttled by its CPU quota")]
+    assert d.run["cpu_throttled_share"] == pytest.approx(throttled / 100)
+    assert bool(notes) == said
+    if said:
+        assert f"in {throttled}% of the 100 quota periods" in notes[0]
+        assert "its 1.5 cores" in notes[0] and "size them to the quota" in notes[0]

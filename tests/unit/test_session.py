@@ -68,3 +68,35 @@ def test_the_target_s_switch_interval_comes_back_and_its_governing_is_recorded(t
     figures = final["collector"]["switch_interval"]
     assert figures["short_s"] == Settings().switch_interval_s
     assert figures["contended_s"] == min(own, 0.001)
+
+
+def test_the_cpu_quota_s_throttling_over_the_run_is_what_the_counters_grew_by(tmp_path):
+    readings = iter(
+        [
+            {"periods": 100.0, "throttled_periods": 10.0, "throttled_s": 1.0},
+            {"periods": 130.0, "throttled_periods": 22.0, "throttled_s": 1.75},
+        ]
+    )
+    run_dir = prepare_run_dir(tmp_path / "run")
+    meta = {"schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "start_unix_ns": 0}
+    session = Session(
+        run_dir,
+        Settings(),
+        meta=meta,
+        tree_sampler=FakeTree(),
+        cpu_throttling=lambda: next(readings),
+    )
+    session.start()
+    final = session.stop(exit_status=0, ended_by="completed")
+    assert final["cpu_throttling"] == {"periods": 30, "throttled_periods": 12, "throttled_s": 0.75}
+    load(run_dir)  # meta.json with it still reads
+
+
+def test_no_quota_leaves_no_throttling_in_meta(tmp_path):
+    run_dir = prepare_run_dir(tmp_path / "run")
+    meta = {"schema": SCHEMA_NAME, "schema_version": SCHEMA_VERSION, "start_unix_ns": 0}
+    session = Session(
+        run_dir, Settings(), meta=meta, tree_sampler=FakeTree(), cpu_throttling=lambda: None
+    )
+    session.start()
+    assert "cpu_throttling" not in session.stop(exit_status=0, ended_by="completed")
