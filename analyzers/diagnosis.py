@@ -523,6 +523,22 @@ def _runnable_beside_idle_cores(bd: Breakdown, facts: RunFacts) -> Breakdown:
     return replace(bd, stages=stages)
 
 
+def _cores_notes(run: Run, facts: RunFacts) -> list[str]:
+    """What the run's cores were not the service's own: other processes' load (waits
+    on a run queue) and the cgroup's CPU quota (throttling)."""
+    return run_queue_note(
+        run_queue_wait(run.tables["samples"]),
+        cpu_count=facts.cpu_count,
+        host_cores_busy=facts.host_cores_busy,
+        process_cores=facts.process_cores,
+    ) + throttling_note(
+        run.meta.get("cpu_throttling"),
+        quota_cores=facts.cores_allowed if facts.cpu_limit == "cgroup quota" else None,
+        process_cores=facts.process_cores,
+        cpu_count=facts.cpu_count,
+    )
+
+
 def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
     """Diagnose a loaded run (``probe.rundir.load``). ``sla_s``: the latency a served
     app's p99 must stay within (default: the run's ``probe run --sla``, if any)."""
@@ -552,18 +568,7 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
     primary_block = _primary_block(primary)
     primary_block["summary"] = _summary(primary, recs, bd)
     notes = list(run.notes) + list(run.meta.get("notes", [])) + list(bd.notes)
-    notes += run_queue_note(
-        run_queue_wait(run.tables["samples"]),
-        cpu_count=facts.cpu_count,
-        host_cores_busy=facts.host_cores_busy,
-        process_cores=facts.process_cores,
-    )
-    notes += throttling_note(
-        run.meta.get("cpu_throttling"),
-        quota_cores=facts.cores_allowed if facts.cpu_limit == "cgroup quota" else None,
-        process_cores=facts.process_cores,
-        cpu_count=facts.cpu_count,
-    )
+    notes += _cores_notes(run, facts)
     if cold:
         notes.append(
             f"slow first request: {cold['first_request_ms']:.0f} ms, {cold['ratio']:.0f}x the "
