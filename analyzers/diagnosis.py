@@ -163,6 +163,18 @@ def _process_cores(
     return used / span_s
 
 
+def _sampled_cores(samples: pd.DataFrame) -> float:
+    """Mean cores the sampled threads used (their CPU clocks, exact) over the samples'
+    span: the process's own, where the sidecar did not read it twice. Niced, it may not
+    run at all beside a target keeping its one CPU busy (tokenize_pool under ``taskset
+    -c 0``: one reading, at the end, and "CPU 0.00 of 1 core")."""
+    if samples.empty:
+        return 0.0
+    start = int((samples["ts_ns"] - samples["wall_ns"]).min())
+    span_s = (int(samples["ts_ns"].max()) - start) / 1e9
+    return float(samples["cpu_ns"].sum()) / 1e9 / span_s if span_s > 0 else 0.0
+
+
 def _user_share(resources: pd.DataFrame, lo: int | None, hi: int | None) -> float:
     """The share of the process tree's CPU in user mode over the window (1.0 unknown)."""
     total = _process_cores(resources, lo, hi)
@@ -307,6 +319,8 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
     first_ms, first_stages = _first_request(bd.spans)
     probe_cores = _probe_cores(meta)
     process_cores = max(0.0, _process_cores(run.tables["resources"], lo, hi) - probe_cores)
+    if run.tables["resources"]["ts_ns"].nunique() < 2:
+        process_cores = _sampled_cores(run.tables["samples"])
     host_cores_busy = _host_cores(run.tables["system"], cpu_count, lo, hi)
     return RunFacts(
         has_gpu=has_gpu,

@@ -156,3 +156,18 @@ def test_a_run_its_quota_throttled_in_a_quarter_of_its_periods_or_more_says_so(
     if said:
         assert f"in {throttled}% of the 100 quota periods" in notes[0]
         assert "its 1.5 cores" in notes[0] and "size them to the quota" in notes[0]
+
+
+def test_a_run_the_sidecar_read_once_takes_its_cores_from_the_threads_cpu_clocks(tmp_path):
+    # tokenize_pool under `taskset -c 0`: the niced sidecar got no CPU beside four busy
+    # threads until the end, one reading, and the verdict said "CPU 0.00 of 1 core"
+    b = RunBuilder(duration_s=1.0)
+    loop = b.stack("main", "split_tokens")
+    for thread in (1, 2):
+        for k in range(100):
+            b.sample(thread, 10.0 * (k + 1), loop, cpu_ms=4.5 if k % 2 else 5.0)
+    b.resources(1000, 1.2, 100 << 20)  # the one reading: the process's CPU since its start
+    b.meta_extra["host"] = {"cpu_count": 2, "cores_allowed": 1.0, "cpu_limit": "affinity"}
+    d = diagnose(load(b.write(tmp_path / "run")))
+    assert d.run["process_cores"] == pytest.approx(0.95, abs=0.01)
+    assert "CPU 0.95 of 1 core allowed (affinity) of 2" in Verdict.from_diagnosis(d).facts
