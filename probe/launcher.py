@@ -34,7 +34,7 @@ from probe.redact import redact_argv
 from probe.rundir.schema import SCHEMA_NAME, SCHEMA_VERSION
 from probe.session import Session, Settings
 from probe.sigterm import unwatch_sigterm, watch_sigterm
-from probe.watchdog.limits import cgroup_cpu_quota, cgroup_memory_limit
+from probe.watchdog.limits import cgroup_memory_limit, cores_allowed
 
 __all__ = ["Outcome", "Target", "default_run_dir", "resolve_target", "run"]
 
@@ -151,7 +151,7 @@ def build_meta(target: Target, settings: Settings, argv: list[str]) -> dict[str,
             "memory_limit_bytes": cgroup_memory_limit(),
             # the cores the target may run on: estimates that add cores (instances,
             # processes, threads in flight) have no more than these
-            **_cores_allowed(),
+            **cores_allowed(),
         },
         # the target's own limits (its soft ones: what it fails at), for the time to
         # reach them of what piles up
@@ -160,24 +160,6 @@ def build_meta(target: Target, settings: Settings, argv: list[str]) -> dict[str,
         "start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now_unix / 1e9)),
         "clock": {"perf_ns": now_perf, "unix_ns": now_unix, "source": "time.perf_counter_ns"},
     }
-
-
-def _cores_allowed() -> dict[str, Any]:
-    """``cores_allowed``: the CPUs of the process's affinity mask (``taskset``, a
-    cpuset), capped by its cgroup's CPU quota (a container's CPU limit); ``cpu_limit``
-    says which limits it ("" when neither does: all the host's CPUs)."""
-    count = os.cpu_count() or 1
-    try:
-        affinity = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        affinity = count
-    quota = cgroup_cpu_quota()
-    cores, limit = float(count), ""
-    if affinity < cores:
-        cores, limit = float(affinity), "affinity"
-    if quota is not None and quota < cores:
-        cores, limit = quota, "cgroup quota"
-    return {"cores_allowed": round(cores, 3), "cpu_limit": limit}
 
 
 def _open_files_limit() -> int | None:

@@ -67,14 +67,9 @@ def _quota_binds() -> bool:
     ``tagging_cpu_bound.py`` (one busy thread) under a 0.5-core quota on 2 CPUs: plain
     1.8-2.0 s, under ``probe run`` 4.1-5.3 s with the imports overlapping the run (the
     target itself at 0.27 cores of its 0.5), 2.1-2.3 s with ``--no-report``."""
-    from probe.watchdog.limits import cgroup_cpu_quota
+    from probe.watchdog.limits import cores_allowed
 
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    quota = cgroup_cpu_quota()
-    return quota is not None and quota < cpus
+    return cores_allowed()["cpu_limit"] == "cgroup quota"
 
 
 def _warm(run_dir: Path, ended: threading.Event, wait_for_end: bool = False) -> None:

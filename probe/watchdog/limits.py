@@ -1,12 +1,15 @@
-"""What the watchdog's options mean: sizes, durations, and the cgroup's memory limit."""
+"""What the watchdog's options mean: sizes, durations, and the cgroup's memory limit;
+and the cores a process may use (affinity, the cgroup's CPU quota and its throttling)."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 __all__ = [
     "cgroup_cpu_quota",
+    "cores_allowed",
     "cgroup_cpu_throttling",
     "cgroup_memory_limit",
     "memory_limit",
@@ -130,8 +133,32 @@ def cgroup_cpu_quota(
     """The cores the CPU quota of the cgroup ``pid`` runs in allows (v2 ``cpu.max``, v1
     ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``: a Kubernetes CPU limit, ``docker
     --cpus``), the tightest along the path to the root; None if there is none."""
-    quotas = [q for d in _cgroup_dirs(pid, "cpu", root, proc) if (q := _cpu_quota_in(d))]
-    return min(quotas) if quotas else None
+    binding = _binding_quota(pid, root, proc)
+    return binding[0] if binding else None
+
+
+def _binding_quota(pid: int | str, root: Path, proc: Path) -> tuple[float, Path] | None:
+    """The tightest CPU quota along the cgroup path of ``pid`` (cores) and its folder."""
+    quotas = [(q, d) for d in _cgroup_dirs(pid, "cpu", root, proc) if (q := _cpu_quota_in(d))]
+    return min(quotas, key=lambda qd: qd[0]) if quotas else None
+
+
+def cores_allowed() -> dict[str, float | str]:
+    """``cores_allowed``: the CPUs of this process's affinity mask (``taskset``, a
+    cpuset), capped by its cgroup's CPU quota (a container's CPU limit); ``cpu_limit``
+    says which limits it ("" when neither does: all the host's CPUs)."""
+    count = os.cpu_count() or 1
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        affinity = count
+    quota = cgroup_cpu_quota()
+    cores, limit = float(count), ""
+    if affinity < cores:
+        cores, limit = float(affinity), "affinity"
+    if quota is not None and quota < cores:
+        cores, limit = quota, "cgroup quota"
+    return {"cores_allowed": round(cores, 3), "cpu_limit": limit}
 
 
 def cgroup_cpu_throttling(
@@ -143,10 +170,10 @@ def cgroup_cpu_throttling(
     (those in which it used the quota up and waited for the next) and ``throttled_s``
     (that wait, summed over its CPUs: v1 ``throttled_time`` in ns, v2 ``throttled_usec``).
     None without a quota or where the counters cannot be read."""
-    quotas = [(q, d) for d in _cgroup_dirs(pid, "cpu", root, proc) if (q := _cpu_quota_in(d))]
-    if not quotas:
+    binding = _binding_quota(pid, root, proc)
+    if binding is None:
         return None
-    _, folder = min(quotas, key=lambda qd: qd[0])
+    folder = binding[1]
     try:
         lines = (folder / "cpu.stat").read_text().splitlines()
         stat = {k: int(v) for k, v in (line.split() for line in lines if line.count(" ") == 1)}
