@@ -13,8 +13,16 @@ transposes done by kernels), ``index`` (gather, scatter, embedding), ``collectiv
 (NCCL/RCCL), ``pooling``, ``sort``; and ``fused`` when a compiler generated it (Triton,
 from ``torch.compile``). Precision: ``fp64``, ``fp32``, ``tf32``, ``bf16``, ``fp16``,
 ``fp8``, ``fp4``, ``int8``, or ``unknown`` -- the narrowest type the name carries (a
-GEMM of FP8 activations and FP4 weights is ``fp4``). cuBLAS's Hopper/Blackwell ``nvjet_*``
-kernels encode their types in letters this module does not claim to read: unknown.
+GEMM of FP8 activations and FP4 weights is ``fp4``).
+
+Names do not always say it. cuBLAS's Hopper/Blackwell ``nvjet_*`` kernels encode their
+types in letters this module does not claim to read, and cuDNN's fused attention is named
+``..._wgmma_f16_...`` for BF16 inputs too (a BF16 encoder on an H200, torch 2.11:
+``tests/gpu_corpus``, where every GEMM read ``unknown`` and the attention ``fp16``). Given
+the trace's ops, a kernel's precision is then read from the op that launched it (Kineto
+gives the kernel that op's ``External id``): a 16- or 8-bit float input is unambiguous
+and wins over the name; an FP32 input is not (cuBLAS runs it in FP32 or TF32, by
+``torch.backends.cuda.matmul.allow_tf32``), so there the name's reading stands.
 """
 
 from __future__ import annotations
@@ -98,6 +106,8 @@ PRECISION_RULES: tuple[NameRule, ...] = (
     _rule(r"tf32", "tf32", f"{_CUBLAS}; {_CUDNN}"),
     _rule(r"fp16|f16f16|c10::Half|__half|\bhalf\b|h884|h1688|h16816|hgemm|_f16_|fp16_s",
           "fp16", f"{_CUBLAS} (h884/h1688: HMMA tensor-core shapes); {_ATEN} (c10::Half)"),
+    _rule(r"tensorop_s(1688|16816)", "tf32",
+          f"{_CUTLASS}: s1688/s16816 are FP32 operands on TF32 tensor-core shapes"),
     _rule(r"dgemm|double", "fp64", f"{_CUBLAS}; {_ATEN}"),
     _rule(r"sgemm|scudnn|<float\b|\bfloat\b|_float\b|f32f32_f32|_f32_", "fp32",
           f"{_CUBLAS} (s: single, SIMT); {_CUDNN}; {_ATEN}"),
@@ -114,16 +124,49 @@ def _first(rules: tuple[NameRule, ...], name: str, default: str) -> str:
     return default
 
 
-def classify_kernels(kernels: pd.DataFrame) -> pd.DataFrame:
+# an op's input types (Kineto's "Input type") that fix the kernel's precision
+_NARROW_FLOATS = {
+    "c10::BFloat16": "bf16", "c10::Half": "fp16", "c10::Float8_e4m3fn": "fp8",
+    "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8", "c10::Float8_e5m2fnuz": "fp8",
+    "c10::Float4_e2m1fn_x2": "fp4",
+}  # fmt: skip
+_TYPE_NAMES = re.compile(r'"([^"]*)"')
+
+
+def _launching_precision(kernels: pd.DataFrame, ops: pd.DataFrame) -> pd.Series:
+    """By kernel row, the narrow float type its launching op takes (``_NARROW_FLOATS``;
+    the narrowest when several: an FP8 GEMM's scale inputs are FP32), or NaN."""
+    if ops.empty or "external_id" not in kernels or "input_types" not in ops:
+        return pd.Series(np.nan, index=kernels.index, dtype="object")
+    launched = ops.dropna(subset=["external_id"]).drop_duplicates("external_id")
+    order = list(PRECISIONS)
+
+    def narrowest(types: object) -> object:
+        found = [_NARROW_FLOATS[t] for t in _TYPE_NAMES.findall(str(types)) if t in _NARROW_FLOATS]
+        return max(found, key=order.index) if found else np.nan
+
+    by_id = pd.Series(
+        [narrowest(t) for t in launched["input_types"]], index=launched["external_id"].to_numpy()
+    ).dropna()
+    return kernels["external_id"].map(by_id).astype("object")
+
+
+def classify_kernels(kernels: pd.DataFrame, ops: pd.DataFrame | None = None) -> pd.DataFrame:
     """``kernels`` (a ``name`` column) with its ``family`` and ``precision``; each distinct
-    name is read once (a trace repeats a few hundred names thousands of times)."""
+    name is read once (a trace repeats a few hundred names thousands of times). With the
+    trace's ``ops``, a kernel launched by an op of BF16/FP16/FP8 inputs takes that
+    precision (the module doc)."""
     names = pd.Series(kernels["name"].astype(str).unique())
     family = {n: _first(FAMILY_RULES, n, "other") for n in names}
     precision = {n: _first(PRECISION_RULES, n, "unknown") for n in names}
     out = kernels.copy()
     as_text = kernels["name"].astype(str)
     out["family"] = pd.Categorical(as_text.map(family), categories=FAMILIES)
-    out["precision"] = pd.Categorical(as_text.map(precision), categories=PRECISIONS)
+    by_name = as_text.map(precision)
+    if ops is not None:
+        by_op = _launching_precision(kernels, ops)
+        by_name = by_op.where(by_op.notna(), by_name)
+    out["precision"] = pd.Categorical(by_name, categories=PRECISIONS)
     return out
 
 

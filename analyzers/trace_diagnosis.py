@@ -102,7 +102,7 @@ def diagnose_trace(trace: KinetoTrace, *, op_cost_ns: float = 0.0) -> TraceDiagn
     """``op_cost_ns``: the profiler's own cost per op when known (probe run's windows
     measure it; a trace recorded elsewhere leaves it 0): see ``analyzers.ops``."""
     t = trace.tables
-    kernels = classify_kernels(t["kernels"])
+    kernels = classify_kernels(t["kernels"], t["ops"])
     copies = read_copies(t["copies"], t["runtime"])
     timeline = gpu_timeline(t["kernels"], t["copies"], t["runtime"], t["ops"], t["annotations"])
     findings = trace_findings(timeline, copies)
@@ -115,7 +115,15 @@ def diagnose_trace(trace: KinetoTrace, *, op_cost_ns: float = 0.0) -> TraceDiagn
     span_ops = ops_in_ranges(host_ranges, ops.top_level)
     profiler_ns = {int(r["tid"]): float(r["ops"]) * op_cost_ns for _, r in ops.threads.iterrows()}
     evidence = TraceEvidence(
-        findings, kernels, copies, timeline.by_cause, window, prefix, span_ops, profiler_ns
+        findings,
+        kernels,
+        copies,
+        timeline.by_cause,
+        window,
+        prefix,
+        span_ops,
+        profiler_ns,
+        capability=compute_capability(trace.meta),
     )
     notes = list(trace.notes)
     if len(t["kernels"]) and t["kernels"]["correlation"].isna().all():
@@ -143,6 +151,16 @@ def diagnose_trace(trace: KinetoTrace, *, op_cost_ns: float = 0.0) -> TraceDiagn
         ops=ops,
         prefix=prefix,
     )
+
+
+def compute_capability(meta: dict[str, Any]) -> tuple[int, int] | None:
+    """The first GPU's (computeMajor, computeMinor) in the trace's deviceProperties."""
+    for props in meta.get("deviceProperties") or []:
+        try:
+            return int(props["computeMajor"]), int(props["computeMinor"])
+        except (KeyError, TypeError, ValueError):
+            continue
+    return None
 
 
 def _unranged_glue_note(ops: OpBreakdown, span_ops: pd.DataFrame, *, has_gpu: bool) -> list[str]:

@@ -61,6 +61,11 @@ DECLARED = {
         "bf16",
     ),
     "some_vendor_kernel_v2": ("other", "unknown"),
+    # FP32 operands on TF32 tensor-core shapes (an FP32 bmm with TF32 allowed, H200)
+    "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4>(...)": (
+        "gemm",
+        "tf32",
+    ),
 }
 
 
@@ -91,3 +96,41 @@ def test_the_breakdown_gives_each_family_and_precision_its_share_of_gpu_time():
     assert small["family"] == "elementwise" and small["short_share"] == 1.0
     assert b["share"].sum() == pytest.approx(1.0)
     assert kernel_breakdown(k.iloc[:0]).empty
+
+
+# names of a BF16 encoder's kernels on an H200 (torch 2.11, tests/gpu_corpus): cuBLASLt's
+# nvjet GEMMs say no type, cuDNN's fused attention says f16 for BF16 inputs
+NVJET = "nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_bias_TNT"
+CUDNN_SDPA = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64"
+TF32_XMMA = "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1"
+
+
+def launched(*rows: tuple[str, int]) -> pd.DataFrame:
+    """Kernels by (name, external id of the op that launched each)."""
+    k = kernels_of([(n, 1000) for n, _ in rows])
+    return k.assign(external_id=[e for _, e in rows])
+
+
+OPS = pd.DataFrame(
+    {
+        "external_id": [1, 2, 3, 4],
+        "name": ["aten::addmm", "aten::_cudnn_attention_forward", "aten::addmm", "aten::mm"],
+        "input_types": [
+            '["c10::BFloat16","c10::BFloat16","c10::BFloat16","Scalar","Scalar"]',
+            '["c10::BFloat16","c10::BFloat16","c10::BFloat16","","Scalar"]',
+            '["float","float","float","Scalar","Scalar"]',
+            '["c10::Float8_e4m3fn","c10::Float8_e4m3fn","float","float"]',
+        ],
+    }
+)
+
+
+def test_a_kernel_whose_name_says_no_type_takes_its_launching_op_s_narrow_float():
+    k = classify_kernels(launched((NVJET, 1), (CUDNN_SDPA, 2), (NVJET, 4)), OPS)
+    assert list(k["precision"]) == ["bf16", "bf16", "fp8"]  # FP8 scales are FP32: narrowest
+    assert list(classify_kernels(launched((NVJET, 1)))["precision"]) == ["unknown"]  # no ops
+
+
+def test_an_fp32_op_leaves_the_name_s_reading_fp32_and_tf32_alike_to_cublas():
+    k = classify_kernels(launched((NVJET, 3), (TF32_XMMA, 3), (NVJET, 99)), OPS)
+    assert list(k["precision"]) == ["unknown", "tf32", "unknown"]
