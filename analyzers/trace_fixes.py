@@ -72,7 +72,15 @@ class TraceModel:
         2.0,
         "Pinned host memory roughly doubles host-device bandwidth against pageable "
         "(NVIDIA, 'How to Optimize Data Transfers in CUDA C/C++'), and lets copies overlap "
-        "compute; applied to the synchronous pageable copies' time.",
+        "compute; applied to the pageable copies' time where the trace gives no pinned "
+        "bandwidth to compare (the least speedup: see _pinned).",
+    )
+    link_share: float = constant(
+        0.8,
+        "What a pinned copy reaches of the PCIe link's raw rate: the 128b/130b encoding "
+        "and the packets' headers take the rest (PCI-SIG: Gen3 8 GT/s, Gen4 16, Gen5 32 a "
+        "lane; x16 15.75/31.5/63 GB/s raw). A pinned 38.5 MB copy on an H200 (Gen5) ran "
+        "at 55 GB/s, 0.87 of raw (tests/gpu_corpus, copy_pinned).",
     )
     min_speedup: float = constant(
         MODEL.min_speedup,
@@ -82,6 +90,29 @@ class TraceModel:
 
 
 TRACE_MODEL = TraceModel()
+
+# Dense peak TFLOPS by compute capability (NVIDIA's datasheets), FP32 (SIMT), TF32 and
+# BF16/FP16 tensor cores: what FP32 matrix work gains in TF32 or BF16 is bounded by these
+# ratios. One product of each capability, the one with the lowest ratios where several
+# share it. A GPU not listed takes the lowest ratios of all (2x, 4x): a guess on the safe
+# side, said in the model.
+PEAK_TFLOPS: dict[tuple[int, int], tuple[str, float, float | None, float]] = {
+    (7, 0): ("V100 SXM2: FP32 15.7, FP16 tensor 125", 15.7, None, 125.0),
+    (7, 5): ("T4: FP32 8.1, FP16 tensor 65", 8.1, None, 65.0),
+    (8, 0): ("A100 SXM: FP32 19.5, TF32 156, BF16 312", 19.5, 156.0, 312.0),
+    (8, 6): ("A10: FP32 31.2, TF32 62.5, BF16 125", 31.2, 62.5, 125.0),
+    (8, 9): ("L4: FP32 30.3, TF32 60, BF16 121", 30.3, 60.0, 121.0),
+    (9, 0): ("H100 SXM: FP32 67, TF32 494.7, BF16 989.4 (the H200: the same chip)",
+             67.0, 494.7, 989.4),
+}  # fmt: skip
+_UNLISTED = ("a GPU not in the table: the lowest ratios of those listed", 1.0, 2.0, 4.0)
+
+
+def peak_ratios(capability: tuple[int, int] | None) -> tuple[float | None, float, str]:
+    """(TF32 over FP32 -- None where the GPU has no TF32 --, BF16/FP16 over FP32, the
+    datasheet figures they come from) for a GPU of this compute capability."""
+    source, fp32, tf32, half = PEAK_TFLOPS.get(capability or (0, 0), _UNLISTED)
+    return (tf32 / fp32 if tf32 else None), half / fp32, source
 
 
 @dataclass(frozen=True)
@@ -102,6 +133,8 @@ class TraceEvidence:
     # by thread: the profiler's own cost in the window, its ops times the cost per op
     # (probe run's windows measure it; 0 for a trace from elsewhere)
     profiler_ns: dict[int, float] = field(default_factory=dict)
+    # the GPU's (computeMajor, computeMinor), from the trace's deviceProperties
+    capability: tuple[int, int] | None = None
 
     @property
     def gpu_bound(self) -> bool:
@@ -154,19 +187,49 @@ class TraceFix:
         )
 
 
+def _matrix_ns(ev: TraceEvidence, precision: str) -> float:
+    k = ev.kernels
+    return float(k.loc[k["family"].isin(["gemm", "conv"]) & (k["precision"] == precision),
+                       "dur_ns"].sum())  # fmt: skip
+
+
 def _low_precision(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
+    """TF32 matrix work at ``low_precision`` (2x); FP32 (SIMT) matrix work at the GPU's
+    datasheet ratio of BF16 to FP32 peaks: on an H200, FP32 GEMMs took 11.4 ms a step
+    and the same in BF16 1.1 ms (tests/gpu_corpus), where 2x read the step's 5.9x as
+    1.75x."""
     if not ev.gpu_bound or ev.kernels.empty:
         return None
-    matrix = ev.kernels[ev.kernels["family"].isin(["gemm", "conv"])]
-    wide = matrix[matrix["precision"].isin(["fp32", "tf32"])]
-    if wide.empty:
+    tf32_ns, fp32_ns = _matrix_ns(ev, "tf32"), _matrix_ns(ev, "fp32")
+    if tf32_ns + fp32_ns <= 0:
         return None
-    p = ev.share(float(wide["dur_ns"].sum()))
+    _, half_over_fp32, source = peak_ratios(ev.capability)
+    after = tf32_ns / m.low_precision + fp32_ns / half_over_fp32
+    p = ev.share(tf32_ns + fp32_ns)
     return Proposed(
-        p, m.low_precision,
-        {"fp32_tf32_matrix_share": round(p, 4),
-         "precisions": wide["precision"].astype(str).value_counts().to_dict()},
-        f"Amdahl on the FP32/TF32 GEMM and convolution time, s = {m.low_precision:g}",
+        p, (tf32_ns + fp32_ns) / after,
+        {"fp32_tf32_matrix_share": round(p, 4), "tf32_share": round(ev.share(tf32_ns), 4),
+         "fp32_share": round(ev.share(fp32_ns), 4)},
+        f"Amdahl on the FP32/TF32 GEMM and convolution time: TF32 at s = "
+        f"{m.low_precision:g}, FP32 at s = {half_over_fp32:.1f} (BF16 over FP32 peak, "
+        f"{source})",
+    )  # fmt: skip
+
+
+def _tf32(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
+    """FP32 matrix work on a GPU with TF32 tensor cores: one line lets cuBLAS/cuDNN use
+    them (FP32 to TF32 on an H200: 3.8x a step, tests/gpu_corpus)."""
+    if not ev.gpu_bound or ev.kernels.empty:
+        return None
+    tf32_over_fp32, _, source = peak_ratios(ev.capability)
+    fp32_ns = _matrix_ns(ev, "fp32")
+    if tf32_over_fp32 is None or fp32_ns <= 0:
+        return None
+    p = ev.share(fp32_ns)
+    return Proposed(
+        p, tf32_over_fp32, {"fp32_matrix_share": round(p, 4)},
+        f"Amdahl on the FP32 GEMM and convolution time, s = {tf32_over_fp32:.1f} (TF32 "
+        f"over FP32 peak, {source})",
     )  # fmt: skip
 
 
@@ -236,16 +299,48 @@ def _cuda_graphs(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
     )  # fmt: skip
 
 
+# the host link by compute capability's generation: PCIe Gen3 (Volta, Turing), Gen4
+# (Ampere, Ada), Gen5 (Hopper and later), x16, raw GB/s (PCI-SIG)
+_LINK_GBPS = ((9, 63.0), (8, 31.5), (0, 15.75))
+
+
+def _pinned_gbps(ev: TraceEvidence, m: TraceModel, direction: str) -> tuple[float, str] | None:
+    """What a pinned copy of this direction reaches: the trace's own fastest pinned copy
+    of a megabyte or more, else the link's rate for the GPU's generation."""
+    c = ev.copies
+    pinned = c[(c["host_memory"] == "pinned") & (c["direction"] == direction)
+               & (c["bytes"] >= 1 << 20) & (c["dur_ns"] > 0)]  # fmt: skip
+    if len(pinned):
+        return float((pinned["bytes"] / pinned["dur_ns"]).max()), "the trace's pinned copies"
+    if ev.capability is None:
+        return None
+    raw = next(gbps for major, gbps in _LINK_GBPS if ev.capability[0] >= major)
+    return m.link_share * raw, f"{m.link_share:g} of a {raw:g} GB/s x16 link"
+
+
 def _pinned(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
+    """Pageable copies at the bandwidth a pinned copy reaches; ``pinned_copies`` (2x)
+    where that is unknown or less. On an H200 a pageable 38.5 MB upload ran at 6 GB/s
+    and the pinned one at 55 (tests/gpu_corpus): 2x read the step's 4.3x as 1.75x."""
     if ev.copies.empty:
         return None
-    staged = ev.copies[ev.copies["host_memory"] == "pageable"]
+    staged = ev.copies[(ev.copies["host_memory"] == "pageable") & (ev.copies["bytes"] > 0)]
     if staged.empty:
         return None
-    p = ev.share(float(staged["dur_ns"].sum()))
+    ns = float(staged["dur_ns"].sum())
+    after, basis = 0.0, []
+    for direction, group in staged.groupby("direction", observed=True):
+        g_ns = float(group["dur_ns"].sum())
+        reach = _pinned_gbps(ev, m, str(direction))
+        pinned_ns = float(group["bytes"].sum()) / reach[0] if reach else g_ns / m.pinned_copies
+        after += min(g_ns / m.pinned_copies, pinned_ns)
+        basis.append(f"{direction} at {reach[0]:.0f} GB/s ({reach[1]})" if reach else
+                     f"{direction} at s = {m.pinned_copies:g}")  # fmt: skip
+    p = ev.share(ns)
     return Proposed(
-        p, m.pinned_copies, {"pageable_copy_share": round(p, 4), "copies": len(staged)},
-        f"Amdahl on the pageable copies' GPU time, s = {m.pinned_copies:g}",
+        p, ns / after, {"pageable_copy_share": round(p, 4), "copies": len(staged)},
+        "Amdahl on the pageable copies' GPU time, each direction's bytes at a pinned "
+        f"copy's bandwidth, at least {m.pinned_copies:g}x: " + "; ".join(basis),
     )  # fmt: skip
 
 
@@ -301,6 +396,14 @@ def _kv_cache(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
 
 
 TRACE_FIXES: tuple[TraceFix, ...] = (
+    TraceFix(
+        "tf32", "Let the FP32 matrix work run on TF32 tensor cores",
+        "One line before the model runs (FP32 storage and accumulation; inputs rounded to\n"
+        "TF32's 10-bit mantissa: check the outputs against FP32 first):\n"
+        "    torch.set_float32_matmul_precision('high')  # matmuls\n"
+        "    torch.backends.cudnn.allow_tf32 = True        # convolutions (the default)",
+        _tf32,
+    ),
     TraceFix(
         "fp16", "Run the FP32 matrix work in BF16/FP16",
         "Autocast the forward (BF16 needs no loss scaling; keep FP32 where accuracy asks):\n"

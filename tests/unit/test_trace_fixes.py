@@ -58,9 +58,57 @@ def ids(recs) -> dict[str, float]:
 def test_fp32_matrix_work_on_a_busy_gpu_is_worth_bf16_and_half_precision_is_not():
     fp32 = kernels(("gemm", "fp32", 600_000_000, 7))
     got = ids(trace_recommendations(evidence("gpu_compute", fp32)))
-    assert got["fp16"] == pytest.approx(1 / (0.4 + 0.6 / 2))
+    # a GPU not in the datasheet table: the lowest ratio listed, BF16 4x FP32's peak
+    assert got["fp16"] == pytest.approx(1 / (0.4 + 0.6 / 4))
     bf16 = kernels(("gemm", "bf16", 600_000_000, 7))
     assert "fp16" not in ids(trace_recommendations(evidence("gpu_compute", bf16)))
+
+
+def test_fp32_and_tf32_matrix_work_gain_their_own_ratios_of_the_gpu_s_peaks():
+    # an H100-class GPU (9.0): BF16 989.4 / FP32 67 = 14.8x; TF32 494.7 / 67 = 7.4x;
+    # TF32 work to BF16: 2x
+    k = kernels(("gemm", "fp32", 400_000_000, 7), ("gemm", "tf32", 200_000_000, 7))
+    got = {r.id: r for r in trace_recommendations(evidence("gpu_compute", k, capability=(9, 0)))}
+    after = 0.4 / (989.4 / 67) + 0.2 / 2
+    assert got["fp16"].estimated_speedup == pytest.approx(1 / (0.4 + after))
+    assert got["tf32"].s == pytest.approx(494.7 / 67)
+    assert got["tf32"].p == pytest.approx(0.4)  # the FP32 work only: TF32's is TF32 already
+
+
+def test_tf32_is_never_proposed_on_a_gpu_without_it_or_on_matrix_work_already_in_it():
+    fp32 = kernels(("gemm", "fp32", 600_000_000, 7))
+    volta = ids(trace_recommendations(evidence("gpu_compute", fp32, capability=(7, 0))))
+    assert "tf32" not in volta and volta["fp16"] == pytest.approx(1 / (0.4 + 0.6 / (125 / 15.7)))
+    tf32 = kernels(("gemm", "tf32", 600_000_000, 7))
+    hopper = evidence("gpu_compute", tf32, capability=(9, 0))
+    assert "tf32" not in ids(trace_recommendations(hopper))
+
+
+def copies(*rows: tuple[str, str, int, int]) -> pd.DataFrame:
+    """(host memory, direction, bytes, duration ns) each."""
+    return pd.DataFrame(rows, columns=["host_memory", "direction", "bytes", "dur_ns"])
+
+
+def test_pageable_copies_gain_the_bandwidth_the_trace_s_pinned_copies_reach():
+    # 600 ms of uploads at 5 GB/s; a pinned upload in the same trace ran at 50 GB/s
+    c = copies(("pageable", "HtoD", 3_000_000_000, 600_000_000),
+               ("pinned", "HtoD", 50_000_000, 1_000_000))  # fmt: skip
+    [rec] = [r for r in trace_recommendations(evidence("none", kernels(), copies=c))
+             if r.id == "pinned_copies"]  # fmt: skip
+    assert rec.p == pytest.approx(0.6) and rec.s == pytest.approx(10.0)
+
+
+def test_without_pinned_copies_the_link_of_the_gpu_s_generation_sets_the_gain():
+    c = copies(("pageable", "HtoD", 3_000_000_000, 600_000_000))  # 5 GB/s
+    hopper = {r.id: r for r in trace_recommendations(evidence("none", kernels(), copies=c,
+                                                              capability=(9, 0)))}  # fmt: skip
+    assert hopper["pinned_copies"].s == pytest.approx(0.8 * 63.0 / 5.0)  # PCIe Gen5 x16
+    unknown = {r.id: r for r in trace_recommendations(evidence("none", kernels(), copies=c))}
+    assert unknown["pinned_copies"].s == pytest.approx(2.0)  # the least: NVIDIA's 2x
+    fast = copies(("pageable", "HtoD", 3_000_000_000, 100_000_000))  # 30 GB/s on Gen4
+    ampere = {r.id: r for r in trace_recommendations(evidence("none", kernels(), copies=fast,
+                                                              capability=(8, 0)))}  # fmt: skip
+    assert "pinned_copies" not in ampere or ampere["pinned_copies"].s == pytest.approx(2.0)
 
 
 def test_gpu_side_fixes_wait_until_the_gpu_is_the_limit():
