@@ -45,18 +45,27 @@ takes windows:
   on its main thread or a pool's. A torch without the option records nothing, and says
   why.
 * **CUDA** is recorded only if the target has initialised it: probe never creates a
-  CUDA context of its own.
+  CUDA context of its own. And CUPTI is torn down after each window
+  (``TEARDOWN_CUPTI=1``, on CUDA 12.6 or later, unless the environment already says):
+  left attached, as Kineto leaves it by default, its callbacks kept every kernel launch
+  slower for the rest of the run -- a launch-bound BF16 encoder on an H200 (torch 2.11,
+  CUDA 13.0: ``tests/gpu_corpus/gpu_service.py``) ran its ``infer`` stage at a median
+  0.97 ms before its one window and 1.10-1.36 ms after it, where the stage of plain
+  Python beside it did not move (pytorch/pytorch#144455: "slowed down training by
+  roughly 10-20% even after completion"). Teardown crashed CUDA-graph programs before
+  CUDA 12.6 (pytorch/pytorch#150957), hence the version gate.
 
 Nothing here is imported, and no thread is started, unless the target imports torch.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -73,6 +82,7 @@ __all__ = [
     "TorchWindows",
     "a_forward_pass_is_running",
     "python_threads_cpu_ns",
+    "tear_cupti_down_after_windows",
 ]
 
 _MODULE_CALL_FILE = "torch/nn/modules/module.py"
@@ -135,6 +145,7 @@ class _KinetoWindow:
         activities = {ProfilerActivity.CPU}
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             activities.add(ProfilerActivity.CUDA)
+            tear_cupti_down_after_windows(torch.version.cuda)
         # state, report_input_shapes, profile_memory, with_stack, with_flops,
         # with_modules, experimental_config
         config = ProfilerConfig(
@@ -281,6 +292,25 @@ def _call_ns(chunks: Any, calls: int = _CALIBRATION_CALLS) -> float:
         chunks.split(1)
         best = min(best, time.thread_time_ns() - t0)
     return float(best)
+
+
+def tear_cupti_down_after_windows(
+    cuda_version: str | None, env: MutableMapping[str, str] = os.environ
+) -> bool:
+    """Ask Kineto to detach CUPTI when a window stops (the module doc, **CUDA**): sets
+    ``TEARDOWN_CUPTI=1`` where the CUDA runtime is 12.6 or later and nobody has set the
+    variable (a user's choice, or torch.compile's CUDA graphs setting it to 0, stands).
+    Whether it was set by this call."""
+    if "TEARDOWN_CUPTI" in env or not cuda_version:
+        return False
+    try:
+        major, minor = (int(part) for part in cuda_version.split(".")[:2])
+    except ValueError:
+        return False
+    if (major, minor) < (12, 6):
+        return False
+    env["TEARDOWN_CUPTI"] = "1"
+    return True
 
 
 def start_kineto_window() -> Window:

@@ -12,6 +12,7 @@ from probe.samplers.torch_windows import (
     TorchWindowSettings,
     a_forward_pass_is_running,
     python_threads_cpu_ns,
+    tear_cupti_down_after_windows,
 )
 
 
@@ -326,3 +327,16 @@ def test_the_target_s_cpu_is_its_python_threads_but_the_caller_s_and_probe_s():
     assert threading.get_native_id() not in after  # the caller: probe's windows thread
     # two spinning threads share the GIL: the busy one gets a good part of 0.2 s
     assert 0.02 < (after[busy.native_id] - before[busy.native_id]) / 1e9 < 0.25
+
+
+def test_cupti_is_torn_down_after_windows_on_cuda_12_6_and_later_unless_already_said():
+    # Kineto leaves CUPTI attached by default: launches stayed ~20% slower after a window
+    # on an H200 (tests/gpu_corpus/README.md); before CUDA 12.6 teardown crashed CUDA
+    # graphs, and a user's or torch.compile's own setting stands
+    env: dict[str, str] = {}
+    assert tear_cupti_down_after_windows("13.0", env) and env == {"TEARDOWN_CUPTI": "1"}
+    for version in ("12.4", None, "", "rocm"):
+        env = {}
+        assert not tear_cupti_down_after_windows(version, env) and env == {}
+    env = {"TEARDOWN_CUPTI": "0"}
+    assert not tear_cupti_down_after_windows("12.8", env) and env == {"TEARDOWN_CUPTI": "0"}
