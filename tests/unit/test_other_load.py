@@ -104,3 +104,29 @@ def test_runs_without_run_queue_readings_get_no_other_load_doubt(tmp_path):
     # an older probe's run: how long the threads waited for a core is not known
     d = gil_bound_pool(tmp_path, host_percent=97.5, queued=False)
     assert "without_other_load" not in d.findings[0].evidence
+
+
+def test_a_cpu_verdict_on_threads_left_fewer_than_two_cores_is_held_at_half(tmp_path):
+    # the pool beside one busy loop, caught mostly on a run queue and hardly ever waiting
+    # for the GIL (a clean-clone CI run of tokenize_pool: 73% of ready time queued, 1.7%
+    # GIL): without those waits it still reads cpu/python, but with one core left, four
+    # threads held there by the GIL or by the cores look the same
+    b = RunBuilder(duration_s=2.0)
+    split = b.stack("main", "split_tokens")
+    for thread in range(1, 5):
+        for k in range(200):
+            ts = k * 10.0
+            if (k + thread) % 4 == 0:
+                b.sample(thread, ts, split, queued_ms=0.0)
+            else:
+                b.sample(thread, ts, split, cpu_ms=0.0, reason="unknown", queued_ms=10.0)
+    for k in range(0, 2001, 100):
+        b.resources(k, 0.95 * k / 1000.0, 100 << 20)
+        b.system(k, 97.5)
+    d = diagnose(load(b.write(tmp_path / "run")))
+    primary = d.findings[0]
+    assert (primary.kind, primary.subkind) == ("cpu", "python"), primary
+    assert primary.confidence <= 0.5
+    (doubt,) = [x for x in primary.evidence["doubts"] if "other processes held" in x]
+    assert "waiting for the GIL" in doubt and "fewer than two" in doubt
+    assert "To settle it: a run on cores of its own" in Verdict.from_diagnosis(d).summary
