@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-__all__ = ["OpBreakdown", "op_breakdown", "ops_in_ranges", "recorded_ranges"]
+__all__ = ["OpBreakdown", "op_breakdown", "op_parents", "ops_in_ranges", "recorded_ranges"]
 
 # Kineto's names of tensors' element types (c10's C++ names) -> torch's
 _DTYPES = {
@@ -94,7 +94,7 @@ def op_breakdown(ops: pd.DataFrame, *, op_cost_ns: float = 0.0) -> OpBreakdown:
     # a thread's ops by start, the enclosing one first where two start together
     frame = frame.sort_values(["tid", "ts_ns", "dur_ns"], ascending=[True, True, False])
     frame = frame.reset_index(drop=True)
-    parent = _parents(frame)
+    parent = op_parents(frame)
     frame["parent"] = parent
     frame["self_ns"] = _self_times(frame["dur_ns"].to_numpy("int64"), parent, op_cost_ns)
     frame["outermost"] = _outermost_of_name(frame["name"].to_numpy(), parent)
@@ -178,7 +178,7 @@ def _without_the_stop(frame: pd.DataFrame) -> np.ndarray:
     return np.where(cut, np.maximum(last - starts, 0), ends - starts)
 
 
-def _parents(frame: pd.DataFrame) -> np.ndarray:
+def op_parents(frame: pd.DataFrame) -> np.ndarray:
     """Each op's enclosing op on its thread (its row), or -1 at the top level. An op
     ends its enclosing ones' turn only once it starts after they ended: Kineto's ops
     nest on a thread, and an op whose end overruns its parent's by clock rounding is
@@ -261,7 +261,7 @@ def _by_thread(top: pd.DataFrame, ops_per_thread: pd.Series) -> pd.DataFrame:
         starts = calls["ts_ns"].to_numpy("int64")
         ends = starts + calls["dur_ns"].to_numpy("int64")  # the stop taken out already
         span = int(ends.max() - starts.min())
-        # top-level ops do not overlap (one starts once the last has ended: _parents)
+        # top-level ops do not overlap (one starts once the last has ended: op_parents)
         inside = int((ends - starts).sum())
         rows.append(
             {

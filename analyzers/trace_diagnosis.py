@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from probe.analyzers.attention import unfused_attention
 from probe.analyzers.copies import copy_breakdown, read_copies
 from probe.analyzers.device_time import device_time, device_time_by_name
 from probe.analyzers.diagnosis import SCHEMA
@@ -124,6 +125,7 @@ def diagnose_trace(trace: KinetoTrace, *, op_cost_ns: float = 0.0) -> TraceDiagn
         span_ops,
         profiler_ns,
         capability=compute_capability(trace.meta),
+        attention=unfused_attention(t["ops"], t["kernels"]),
     )
     notes = list(trace.notes)
     if len(t["kernels"]) and t["kernels"]["correlation"].isna().all():

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from probe.analyzers.amdahl import amdahl, ceiling
+from probe.analyzers.attention import UnfusedAttention
 from probe.analyzers.constants import constant
 from probe.analyzers.ops import PrefixFinding
 from probe.analyzers.recommendations import MODEL, Recommendation
@@ -61,6 +62,14 @@ class TraceModel:
         "(Dao et al., 'FlashAttention', NeurIPS 2022, section 4); the low end, applied to "
         "the softmax kernels' time only (the matrix products it also replaces are not "
         "told apart from the others').",
+    )
+    fused_attention_efficiency: float = constant(
+        0.5,
+        "What share of the GPU's matrix peak a fused attention kernel reaches: "
+        "FlashAttention-2 reaches 50-73% of an A100's (Dao, 'FlashAttention-2', 2023, "
+        "abstract), FlashAttention-3 75% of an H100's in BF16 (Shah et al., 2024): the low "
+        "end. Short sequences reach less (SDPA's cuDNN kernel on 256 tokens, an H200: 28%, "
+        "tests/gpu_corpus), which makes the estimate high there",
     )
     graph_gap_ns: float = constant(
         500.0,
@@ -135,6 +144,8 @@ class TraceEvidence:
     profiler_ns: dict[int, float] = field(default_factory=dict)
     # the GPU's (computeMajor, computeMinor), from the trace's deviceProperties
     capability: tuple[int, int] | None = None
+    # attention computed op by op, found by its shapes (analyzers.attention)
+    attention: UnfusedAttention | None = None
 
     @property
     def gpu_bound(self) -> bool:
@@ -256,10 +267,28 @@ def _fusion(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
 
 
 def _fused_attention(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
+    """The unfused attention's kernels (``analyzers.attention``: products, scaling,
+    softmax, copies) replaced by one kernel doing the products' FLOPs at
+    ``fused_attention_efficiency`` of the GPU's peak for their type; without the shapes or
+    the GPU's peak, the softmax kernels at ``fused_attention``. Softmax alone read a BF16
+    encoder's 1.53x (tests/gpu_corpus) as 1.05x."""
     if not ev.gpu_bound or ev.kernels.empty:
         return None
     if (ev.kernels["family"] == "attention").any():
         return None  # already fused somewhere: the model uses SDPA/flash
+    a = ev.attention
+    tflops = _peak_tflops(ev.capability, a.dtype) if a is not None else None
+    if a is not None and tflops is not None:
+        fused_ns = a.flops / (tflops * 1e3 * m.fused_attention_efficiency)  # TFLOP/s: 1e3/ns
+        p = ev.share(a.kernel_ns)
+        return Proposed(
+            p, max(1.0, a.kernel_ns / fused_ns),
+            {"attention_share": round(p, 4), "kernels": a.kernels,
+             "gflops": round(a.flops / 1e9, 2)},
+            f"Amdahl on the unfused attention's kernels ({a.kernels}), replaced by one doing "
+            f"its products' {a.flops / 1e9:,.1f} GFLOP at {m.fused_attention_efficiency:g} "
+            f"of a {tflops:g}-TFLOPS peak",
+        )  # fmt: skip
     softmax = ev.kernels[ev.kernels["family"] == "softmax"]
     if softmax.empty:
         return None
@@ -268,6 +297,15 @@ def _fused_attention(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
         p, m.fused_attention, {"softmax_share": round(p, 4)},
         f"Amdahl on the softmax kernels' time, s = {m.fused_attention:g}",
     )  # fmt: skip
+
+
+def _peak_tflops(capability: tuple[int, int] | None, dtype: str) -> float | None:
+    """The listed GPU's dense peak for matrix work in this Kineto input type (BF16/FP16
+    tensor cores, else FP32), None for a GPU not listed."""
+    if capability not in PEAK_TFLOPS:
+        return None
+    _, fp32, _, half = PEAK_TFLOPS[capability]
+    return half if dtype in ("c10::BFloat16", "c10::Half") else fp32
 
 
 def _removes_idle(cause: str, what: str) -> Callable[[TraceEvidence, TraceModel], Proposed | None]:
@@ -423,7 +461,8 @@ TRACE_FIXES: tuple[TraceFix, ...] = (
         "fused_attention", "Use fused attention (SDPA / FlashAttention)",
         "Replace the explicit softmax(q @ k.transpose(-2, -1) / scale) @ v with:\n"
         "    from torch.nn.functional import scaled_dot_product_attention\n"
-        "    y = scaled_dot_product_attention(q, k, v, is_causal=True)\n"
+        "    y = scaled_dot_product_attention(q, k, v, attn_mask=mask)"
+        "  # is_causal=True: a decoder\n"
         "(Hugging Face: attn_implementation='sdpa' or 'flash_attention_2')",
         _fused_attention,
     ),
