@@ -259,6 +259,9 @@ def cases(device: str, quick: bool) -> dict[str, Callable[[], Step]]:
         "enc_b32_fp32": lambda: encoder_step(device, *big, torch.float32, False),
         "enc_b32_bf16": lambda: encoder_step(device, *big, torch.bfloat16, False),
         "enc_b32_bf16_sdpa": lambda: encoder_step(device, *big, torch.bfloat16, True),
+        # longer sequences, where attention holds more of the time (4 x 1024 tokens)
+        "enc_b4_t1024_bf16": lambda: encoder_step(device, 4, 1024, torch.bfloat16, False),
+        "enc_b4_t1024_bf16_sdpa": lambda: encoder_step(device, 4, 1024, torch.bfloat16, True),
         "loader_w0": lambda: loader_step(device, 0),
         "loader_w4": lambda: loader_step(device, 4),
         "decoder_nokv": lambda: decoder_step(device, False),
@@ -294,6 +297,7 @@ PAIRS = {
     "low_precision_from_fp32": ("enc_b32_fp32", "enc_b32_bf16"),
     "low_precision_from_tf32": ("enc_b32_tf32", "enc_b32_bf16"),
     "fused_attention": ("enc_b32_bf16", "enc_b32_bf16_sdpa"),
+    "fused_attention_long": ("enc_b4_t1024_bf16", "enc_b4_t1024_bf16_sdpa"),
     "fusion_compile": ("enc_b32_bf16_sdpa", "enc_b32_bf16_compiled"),
     "pinned_copies": ("copy_pageable", "copy_pinned"),
     "dataloader_workers": ("loader_w0", "loader_w4"),
