@@ -45,6 +45,7 @@ from probe.analyzers.roles import (
     in_serving_loop,
     waits_to_be_notified,
 )
+from probe.rundir.schema import MODULE_CALL_FILE, MODULE_CALLS
 
 __all__ = ["is_library_file", "label_stacks"]
 
@@ -115,17 +116,12 @@ _COLUMNS = {
 }
 
 
-# nn.Module.__call__ (torch 2.x: _wrapped_call_impl, then _call_impl)
-_MODULE_CALL_FILE = "torch/nn/modules/module.py"
-_MODULE_CALLS = frozenset({"_call_impl", "_wrapped_call_impl", "__call__"})
-
-
 def _outermost_module_call(ids: list[int], by_id: dict[int, tuple[str, str]]) -> int:
     """The index in ``ids`` (root first) of the outermost ``nn.Module`` call, or len."""
     for i, f in enumerate(ids):
         function, filename = by_id.get(f, ("", ""))
         called = function.rpartition(".")[2]  # the sampler writes qualified names
-        if called in _MODULE_CALLS and filename.replace(os.sep, "/").endswith(_MODULE_CALL_FILE):
+        if called in MODULE_CALLS and filename.replace(os.sep, "/").endswith(MODULE_CALL_FILE):
             return i
     return len(ids)
 

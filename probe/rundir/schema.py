@@ -39,6 +39,16 @@ SCHEMA_VERSION = 1
 # run's reader moves the events so named to the window's ranges, the prefix taken off.
 SPAN_RANGE_PREFIX = "probe: "
 
+# The frames of an ``nn.Module`` call, in ``frames.filename`` and the function's bare name
+# (``frames.function`` holds it qualified: "Module._call_impl"): torch 2.x's __call__ runs
+# _wrapped_call_impl, then _call_impl. The torch windows open once a thread is seen inside
+# one (``probe.samplers.torch_windows``), and a model counts as one stage from the
+# outermost one down (``analyzers.stacks``). Not any frame of that file: the module's own
+# import runs its top level, and a window opened during the import of torch caught a
+# script that never called a module (0.2 MB of import ops).
+MODULE_CALL_FILE = "torch/nn/modules/module.py"
+MODULE_CALLS = frozenset({"_call_impl", "_wrapped_call_impl", "__call__"})
+
 # The values of ``samples.wait_reason`` besides "" (the thread ran the whole interval).
 # Blocking: the thread was blocked in a call of that kind at the sample's instant (the
 # stack sampler reads it from the leaf frame, ``probe.samplers.waits``). Runnable: it

@@ -71,7 +71,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from probe import spans
-from probe.rundir.schema import SPAN_RANGE_PREFIX
+from probe.rundir.schema import MODULE_CALL_FILE, MODULE_CALLS, SPAN_RANGE_PREFIX
 from probe.samplers.collection import collector_held_off
 from probe.samplers.stacks import thread_cpu_ns
 from probe.samplers.ticker import keep_interrupts_off_this_thread
@@ -84,12 +84,6 @@ __all__ = [
     "python_threads_cpu_ns",
     "tear_cupti_down_after_windows",
 ]
-
-_MODULE_CALL_FILE = "torch/nn/modules/module.py"
-# nn.Module.__call__ (torch 2.x: _wrapped_call_impl, then _call_impl). Not any frame of
-# that file: the module's own import runs its top level, and a window opened during the
-# import of torch caught a script that never called a module (0.2 MB of import ops).
-_MODULE_CALLS = frozenset({"_call_impl", "_wrapped_call_impl", "__call__"})
 
 
 @dataclass(frozen=True)
@@ -335,9 +329,7 @@ def a_forward_pass_is_running(exclude: set[int]) -> bool:
                 f = frame
                 while f is not None:
                     code = f.f_code
-                    if code.co_name in _MODULE_CALLS and code.co_filename.endswith(
-                        _MODULE_CALL_FILE
-                    ):
+                    if code.co_name in MODULE_CALLS and code.co_filename.endswith(MODULE_CALL_FILE):
                         return True
                     f = f.f_back
             return False
