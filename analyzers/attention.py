@@ -20,14 +20,13 @@ trace has no shapes or no such pattern beside a softmax.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from math import prod
 
 import numpy as np
 import pandas as pd
 
-from probe.analyzers.op_breakdown import op_parents
+from probe.analyzers.op_breakdown import input_shapes, op_parents
 
 __all__ = ["UnfusedAttention", "unfused_attention"]
 
@@ -43,26 +42,12 @@ class UnfusedAttention:
     dtype: str  # the products' first input type, as Kineto writes it ("c10::BFloat16")
 
 
-def _dims(text: object) -> list[list[int]]:
-    """The op's inputs' shapes; a list input (``cat``'s) or a scalar ends them."""
-    try:
-        dims = json.loads(str(text))
-    except (TypeError, ValueError):
-        return []
-    shapes = []
-    for d in dims if isinstance(dims, list) else []:
-        if not isinstance(d, list) or not all(isinstance(x, int) for x in d):
-            break
-        shapes.append(d)
-    return shapes
-
-
-def _scores_in(dims: list[list[int]]) -> bool:
+def _scores_in(dims: list[tuple[int, ...]]) -> bool:
     """The first input ends in a square block: [..., T, T]."""
     return bool(dims) and len(dims[0]) >= 3 and dims[0][-1] == dims[0][-2] > 1
 
 
-def _score_product(dims: list[list[int]]) -> bool:
+def _score_product(dims: list[tuple[int, ...]]) -> bool:
     """[..., T, d] @ [..., d, T]: the product that makes the scores."""
     if len(dims) < 2 or len(dims[0]) < 3 or len(dims[1]) < 3:
         return False
@@ -70,7 +55,7 @@ def _score_product(dims: list[list[int]]) -> bool:
     return a[-1] == b[-2] and a[-2] == b[-1] > 1 and a[-2] != a[-1]
 
 
-def _product_flops(dims: list[list[int]]) -> float:
+def _product_flops(dims: list[tuple[int, ...]]) -> float:
     """2 * (batch) * m * k * n of [..., m, k] @ [..., k, n]."""
     a, b = dims[0], dims[1]
     return 2.0 * prod(a[:-2]) * a[-2] * a[-1] * b[-1]
@@ -83,7 +68,12 @@ def unfused_attention(ops: pd.DataFrame, kernels: pd.DataFrame) -> UnfusedAttent
     frame = ops.sort_values(["tid", "ts_ns", "dur_ns"], ascending=[True, True, False])
     frame = frame.reset_index(drop=True)
     names = frame["name"].astype(str)
-    dims = [_dims(d) for d in frame["input_dims"]]
+    if not names.isin(_SOFTMAX).any():
+        return None  # no softmax at all: no shapes to read
+    # a model repeats a few hundred shapes thousands of times: each text parsed once
+    text = frame["input_dims"].astype(str)
+    parsed = {t: input_shapes(t) for t in text.unique()}
+    dims = [parsed[t] for t in text]
     product = names.isin(_PRODUCTS).to_numpy()
     score_product = product & np.array([_score_product(d) for d in dims])
     # the sequence lengths the score products make: an op on a square block of another

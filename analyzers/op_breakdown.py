@@ -33,12 +33,16 @@ as their own cost. A trace recorded elsewhere leaves it 0.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["OpBreakdown", "op_breakdown", "op_parents", "ops_in_ranges", "recorded_ranges"]
+__all__ = [
+    "OpBreakdown", "input_shapes", "op_breakdown", "op_parents", "ops_in_ranges",
+    "recorded_ranges",
+]  # fmt: skip
 
 # Kineto's names of tensors' element types (c10's C++ names) -> torch's
 _DTYPES = {
@@ -176,6 +180,22 @@ def _without_the_stop(frame: pd.DataFrame) -> np.ndarray:
     kept = pd.Series(np.where(cut, starts, ends), index=frame.index)
     last = kept.groupby(frame["tid"]).transform("max").to_numpy("int64")
     return np.where(cut, np.maximum(last - starts, 0), ends - starts)
+
+
+def input_shapes(dims: object) -> list[tuple[int, ...]]:
+    """An op's input shapes from Kineto's "Input Dims" (JSON: ``[[32,256,768],[]]``): the
+    leading ones, up to the first input that is not a shape (a list input such as
+    ``cat``'s, or a scalar); none where the text is not such a list."""
+    try:
+        parsed = json.loads(str(dims))
+    except (TypeError, ValueError):
+        return []
+    shapes = []
+    for d in parsed if isinstance(parsed, list) else []:
+        if not isinstance(d, list) or not all(isinstance(x, int) for x in d):
+            break
+        shapes.append(tuple(d))
+    return shapes
 
 
 def op_parents(frame: pd.DataFrame) -> np.ndarray:

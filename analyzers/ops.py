@@ -22,11 +22,12 @@ count times ``op_cost_ns`` before the fit.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
+
+from probe.analyzers.op_breakdown import input_shapes
 
 __all__ = ["PrefixFinding", "growing_prefix"]
 
@@ -90,12 +91,8 @@ def _on_one_thread(
 
 
 def _first_shape(dims: str) -> tuple[int, ...] | None:
-    try:
-        first = json.loads(dims)[0]
-    except (ValueError, TypeError, IndexError):
-        return None
-    ok = isinstance(first, list) and first and all(isinstance(v, int) for v in first)
-    return tuple(first) if ok else None
+    shapes = input_shapes(dims)
+    return shapes[0] if shapes and shapes[0] else None
 
 
 @dataclass
