@@ -115,7 +115,8 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
 @click.option(
     "--fail-on-leak",
     is_flag=True,
-    help=f"Exit {EXIT_LEAK} as soon as a leak is found (a launched command is stopped).",
+    help=f"Exit {EXIT_LEAK} as soon as a leak is found: memory that grows, or threads or "
+    "open descriptors that pile up (a launched command is stopped).",
 )
 @click.option(
     "--out",

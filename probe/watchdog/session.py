@@ -7,7 +7,9 @@ rewritten with it, status lines, when to stop (the command ended, ``--duration``
 stops), the verdict at the end, and the exit status:
 
 * the launched command's own (128+N when signal N ended it), or 0 for a ``--pid``;
-* 3 with ``--fail-on-leak`` once a leak is found (a launched command is stopped);
+* 3 with ``--fail-on-leak`` once a leak is found (a launched command is stopped): memory
+  that grows, or threads or open descriptors that pile up (each ends the process as
+  surely: the descriptors at its open-files limit);
 * 128+N when signal N stopped the watch of a ``--pid``.
 """
 
@@ -66,7 +68,7 @@ class _Watching:
         for pile in monitor.piled[self.piles_said :]:  # threads or descriptors: once each
             self.say(f"PILING UP: {monitor.pile_text(pile)}")
         self.piles_said = len(monitor.piled)
-        if self.announced and self.config.fail_on_leak:
+        if (self.announced or monitor.piled) and self.config.fail_on_leak:
             return True
         if self.target.exited():
             return True
@@ -130,11 +132,11 @@ def run_watch(
         for s, handler in previous.items():
             signal.signal(s, handler)
     target.stop()
-    detected = _final_word(config, target, monitor, say)
+    leaked = _final_word(config, target, monitor, say)
     error = target.agent_error()
     if error:
         say(f"no attribution from the command: {error}")
-    if detected and config.fail_on_leak:
+    if leaked and config.fail_on_leak:
         return EXIT_LEAK
     status_code = target.exit_status()
     if status_code is not None:
@@ -144,7 +146,8 @@ def run_watch(
 
 def _final_word(config: WatchConfig, target: WatchedProcess, monitor: Monitor, say: Say) -> bool:
     """The verdict on the whole watch, printed (and sent, when a short life is found
-    leaking only now) and written; whether it is a leak."""
+    leaking only now) and written; whether anything leaked: memory, or threads or
+    descriptors that piled up (alerted live, or found by the last word)."""
     final = monitor.verdict(final=True)
     verdict = final.to_dict()
     if final.detected and monitor.alerted is None:
@@ -159,4 +162,4 @@ def _final_word(config: WatchConfig, target: WatchedProcess, monitor: Monitor, s
     paths = write_report(config.out, monitor, verdict, say)
     if paths:
         say(f"report {paths[1]}")
-    return final.detected
+    return final.detected or bool(monitor.piled or final.piling_up)

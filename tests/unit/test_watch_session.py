@@ -162,6 +162,42 @@ def test_fail_on_leak_stops_the_command_at_the_alert_and_exits_3():
     assert sum(s.startswith("LEAK: memory grows") for s in said) == 1  # printed once
 
 
+def watch_descriptors(config: WatchConfig, ends_at: float, per_s: float):
+    """A command whose memory is flat while it opens ``per_s`` descriptors a second and
+    closes none (tests/memory_corpus/services/fd_leak.py's truth: ~97 a second)."""
+    clock = FakeClock()
+    command = FakeCommand(clock, ends_at=ends_at)
+    said: list[str] = []
+    monitor = monitor_over(
+        lambda t: 100e6, clock, process={"pid": command.pid},
+        read_counts=lambda: {"threads": 3.0, "file descriptors": 40.0 + per_s * clock.t},
+    )  # fmt: skip
+    code = run_watch(config, command, monitor, said.append, said.append, TimedStop(clock))
+    return code, said, monitor, command
+
+
+def test_fail_on_leak_stops_the_command_when_descriptors_pile_up_and_exits_3():
+    config = WatchConfig(detector=FAST, fail_on_leak=True, status_every_s=None)
+    code, said, monitor, command = watch_descriptors(config, ends_at=60.0, per_s=100.0)
+    assert code == EXIT_LEAK and command.stopped and monitor.elapsed_s < 60.0
+    assert monitor.alerted is None  # the memory did not leak: the descriptors did
+    assert sum(s.startswith("PILING UP: file descriptors") for s in said) == 1
+
+
+def test_without_fail_on_leak_a_pile_is_said_and_the_command_s_status_comes_back():
+    config = WatchConfig(detector=FAST, status_every_s=None)
+    code, said, monitor, command = watch_descriptors(config, ends_at=25.0, per_s=100.0)
+    assert code == 0 and not command.stopped and monitor.elapsed_s >= 25.0
+    assert any(s.startswith("PILING UP: file descriptors") for s in said)
+
+
+def test_flat_descriptors_and_memory_with_fail_on_leak_give_the_command_s_own_status():
+    config = WatchConfig(detector=FAST, fail_on_leak=True, status_every_s=None)
+    code, said, _, command = watch_descriptors(config, ends_at=25.0, per_s=0.0)
+    assert code == 0 and not command.stopped
+    assert not any("PILING UP" in s for s in said)
+
+
 def test_a_command_that_ends_gives_its_own_exit_status_and_the_verdict():
     clock = FakeClock()
     config = WatchConfig(detector=FAST, status_every_s=None)
