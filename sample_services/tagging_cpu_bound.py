@@ -9,8 +9,9 @@ request while the model stage sits idle; a diagnosis should name ``postprocess``
 ``--fixed`` applies exactly that fix (``vectorize_python``): the same k-means, vectorised
 with numpy. Measured on this machine class under ``probe run`` (300 requests): ~130
 images/s default, ~890 fixed (6.8x), 2026-11-23; ~177 and ~1,025 (5.8x), 2026-11-25, the
-host's numpy slower against its interpreter. The diagnosis of the default run predicts
-~6.1x (README, "Checked on every sample").
+host's numpy slower against its interpreter; ~104 and ~660 (6.4x), 2026-11-28. The
+diagnosis of the default run predicts ~5.6x, a conservative figure with its range
+(4.3-22.6x: README, "Checked on every sample").
 
     python sample_services/tagging_cpu_bound.py [--requests N] [--fixed]
 

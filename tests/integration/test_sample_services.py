@@ -56,9 +56,8 @@ EXPECTED = {
 # pairs set the median -- a CI run (2026-11-27) realized the tagging sample's fix at
 # 6.97, 5.23, 10.2 and 9.93x (predicted 5.7x in each: the pairs moved with the host,
 # the shares the default runs measured did not), median 8.45, where this sample's pairs
-# have realized 6-7x in the runs before. The realized side is now the best run of each
-# side (see the test's docstring): six runs a side leave each side's best undisturbed
-# unless five of its six were.
+# have realized 6-7x in the runs before. The realized side is now each side's median run
+# (see the test's docstring).
 PAIRS = 6
 # what each --fixed applies, when more than the top recommendation
 APPLIED = {"multimodal_pipeline.py": "concurrent_io,lazy_init"}
@@ -102,18 +101,21 @@ def test_sample_runs_under_probe_and_leaves_a_complete_run_dir(sample, run_probe
 def test_diagnosis_names_the_documented_bottleneck_and_predicts_its_fix(
     sample, run_probe, tmp_path
 ):
-    """Default and fixed runs, alternated PAIRS times. The realized speedup is the best
-    fixed run's throughput over the best default run's, each side's least disturbed run
-    (timeit's rule: higher times "are typically not caused by variability in Python's
-    speed, but by other processes interfering with your timing accuracy", Python docs,
-    timeit.Timer.repeat); the predictions, read from each default run's shares, move
-    little with the host and are taken by their median. Medians of per-pair ratios failed
-    in CI: the tagging sample's pairs realized 8.34, 6.24, 11.08, 9.46, 5.22 and 8.30
-    (2026-11-27, predicted 5.7 in each) where six pairs on a quiet host realized 5.87-8.29
-    with their best runs at 138 and 922 images/s, 6.68x (2026-11-28)."""
+    """Default and fixed runs, alternated PAIRS times. The realized speedup is the median
+    fixed run's throughput over the median default run's: each side's typical run, two
+    disturbed ones of six either way moving neither. The medians of per-pair ratios let a
+    pair with one side disturbed count whole: CI's tagging pairs realized 8.34, 6.24,
+    11.08, 9.46, 5.22 and 8.30 in one run (2026-11-27). Each side's best run (timeit's
+    rule) lets one lucky run decide: a run with a busy core beside it had default runs at
+    87-92 images/s and fixed ones at 624-650, and one at 911 (2026-11-28).
+
+    The estimate is held to what its fix's model claims: within 25% of the realization,
+    except where the model states a conservative figure with a range (vectorize_python:
+    a loop's gain from numpy is not in its profile, benchmarks/vectorize_gain.py), where
+    the realization must come within 25% of the figure from above and stay in the range."""
     kind, subkind, stage, top, requests, fixed_requests = EXPECTED[sample]
     applied = APPLIED.get(sample, top)
-    predicted, default_rates, fixed_rates = [], [], []
+    predicted, default_rates, fixed_rates, ranges = [], [], [], []
     for k in range(PAIRS):
         before = run_probe(
             SAMPLES / sample, "--requests", str(requests), out=tmp_path / f"a{k}", timeout=240
@@ -132,6 +134,7 @@ def test_diagnosis_names_the_documented_bottleneck_and_predicts_its_fix(
         primary = diagnosis["primary"]
         assert (primary["kind"], primary["subkind"], primary["stage"]) == (kind, subkind, stage)
         assert diagnosis["recommendations"][0]["id"] == top
+        ranges.append(diagnosis["recommendations"][0]["evidence"].get("speedup_range"))
         assert top in before.stdout  # the verdict printed at the end of the run
         diff = subprocess.run(
             probe_cmd("diff", before.run_dir, after.run_dir, "--applied", applied, "--json"),
@@ -144,11 +147,20 @@ def test_diagnosis_names_the_documented_bottleneck_and_predicts_its_fix(
         predicted.append(result["predicted_speedup"])
         default_rates.append(result["throughput"]["a"])
         fixed_rates.append(result["throughput"]["b"])
-    p, r = statistics.median(predicted), max(fixed_rates) / max(default_rates)
-    assert abs(p - r) / r <= 0.25, (
+    p = statistics.median(predicted)
+    r = statistics.median(fixed_rates) / statistics.median(default_rates)
+    said = (
         f"{sample}: predicted {predicted}, realized {r:.2f} "
-        f"(default runs {default_rates}, fixed runs {fixed_rates})"
+        f"(default runs {default_rates}, fixed runs {fixed_rates}, ranges {ranges})"
     )
+    if ranges[0] is None:
+        assert abs(p - r) / r <= 0.25, said
+    else:  # a conservative figure, and the range it comes with
+        least, most = (
+            statistics.median(lo for lo, _ in ranges),
+            statistics.median(hi for _, hi in ranges),
+        )
+        assert (p - r) / r <= 0.25 and least <= r <= most, said
 
 
 def test_leaky_cache_fix_stops_the_memory_growth():
