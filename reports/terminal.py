@@ -364,6 +364,7 @@ def recommendation_rows(recs: list[Recommendation], n: int = 3) -> list[dict[str
             "p": r.p,
             "s": r.s,
             "ceiling": r.ceiling,
+            "range": r.evidence.get("speedup_range"),  # a conservative figure's
         }
         for r in recs[:n]
     ]
@@ -407,9 +408,11 @@ def advice_lines(
 def recommendation_line(i: int, r: dict[str, Any]) -> str:
     if r["scope"] == "memory":
         return f"  {i}. [{r['id']}] {r['title']}"
+    stated = r.get("range")
+    spread = f"range {stated[0]:.1f}–{stated[1]:.1f}×, " if stated else ""
     return (
         f"  {i}. [{r['id']}] {r['title']}: {_x(r['estimated_speedup'])}"
-        f" (p={r['p']:.2f}, s={_x(r['s'])}, ceiling {_x(r['ceiling'])})"
+        f" ({spread}p={r['p']:.2f}, s={_x(r['s'])}, ceiling {_x(r['ceiling'])})"
     )
 
 

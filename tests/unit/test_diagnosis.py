@@ -146,6 +146,24 @@ def test_cpu_python_stage_gets_vectorisation_estimated_by_amdahl(tmp_path):
     assert "postprocess" in top.how and "np." in top.how
 
 
+def test_vectorisation_is_said_to_be_a_conservative_figure_with_the_range_it_comes_with(
+    tmp_path,
+):
+    # a loop's gain from numpy is not in its profile (4.9-103x over eight loops,
+    # benchmarks/vectorize_gain.py): the verdict, its lines and the JSON carry the range
+    d = diagnose(load(cpu_python_run(tmp_path)))
+    top = d.recommendations[0]
+    least, most = top.evidence["speedup_range"]
+    p = top.p
+    assert least < top.estimated_speedup < most < top.ceiling
+    assert least == pytest.approx(1 / ((1 - p) + p / MODEL.vectorize_least), rel=0.05)
+    text = Verdict.from_diagnosis(d).render()
+    assert f"a conservative figure ({least:.1f}–{most:.1f}× as such fixes go" in text
+    assert f"(range {least:.1f}–{most:.1f}×, p=" in text
+    data = json.loads(DiagnosisJson.from_diagnosis(d).render())
+    assert data["recommendations"][0]["evidence"]["speedup_range"] == [least, most]
+
+
 def test_native_model_stage_is_cpu_native(tmp_path):
     b = RunBuilder(duration_s=1.0)
     gemm = b.stack("main", "generate", leaf_call="operator.matmul")
