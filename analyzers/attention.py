@@ -14,8 +14,10 @@ such an op (its copies included) counts. Kineto gives each kernel the ``External
 the innermost op that launched it.
 
 ``unfused_attention(ops, kernels)`` -> the kernels' time, how many, the multiply-adds of
-the two products (2*B*T*T*d FLOPs each), the products' input type, or None where the
-trace has no shapes or no such pattern beside a softmax.
+the two products (2*B*T*T*d FLOPs each), the products' input type, and the host's side:
+the pattern's outermost ops (their count and CPU time) and how many attentions they make
+(one a score product), or None where the trace has no shapes or no such pattern beside a
+softmax.
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ class UnfusedAttention:
     kernels: int
     flops: float  # of the two products, in the traced window
     dtype: str  # the products' first input type, as Kineto writes it ("c10::BFloat16")
+    # the host's side: the pattern's outermost ops (each a dispatch and its launches),
+    # their CPU time, and the attentions they compute (one a score product)
+    host_ops: int = 0
+    host_ns: float = 0.0
+    instances: int = 0
 
 
 def _scores_in(dims: list[tuple[int, ...]]) -> bool:
@@ -95,11 +102,15 @@ def unfused_attention(ops: pd.DataFrame, kernels: pd.DataFrame) -> UnfusedAttent
         return None
     types = frame.loc[outer_product, "input_types"].astype(str)
     first = types.str.extract(r'^\["([^"]*)"', expand=False).dropna()
+    outermost = attention & ~inside
     return UnfusedAttention(
         kernel_ns=float(mine["dur_ns"].sum()),
         kernels=len(mine),
         flops=flops,
         dtype=str(first.mode().iat[0]) if len(first) else "",
+        host_ops=int(outermost.sum()),
+        host_ns=float(frame.loc[outermost, "dur_ns"].sum()),
+        instances=int((score_product & ~inside).sum()),
     )
 
 

@@ -37,7 +37,12 @@ from probe.analyzers.op_breakdown import (
 from probe.analyzers.ops import PrefixFinding, growing_prefix
 from probe.analyzers.recommendations import Recommendation
 from probe.analyzers.rules import Finding
-from probe.analyzers.trace_fixes import TRACE_MODEL, TraceEvidence, trace_recommendations
+from probe.analyzers.trace_fixes import (
+    TRACE_MODEL,
+    TraceEvidence,
+    TraceModel,
+    trace_recommendations,
+)
 from probe.analyzers.trace_limits import trace_findings
 from probe.analyzers.vocabulary import subkind_words
 from probe.rundir.kineto import KinetoTrace
@@ -99,9 +104,12 @@ class TraceDiagnosis:
         }
 
 
-def diagnose_trace(trace: KinetoTrace, *, op_cost_ns: float = 0.0) -> TraceDiagnosis:
+def diagnose_trace(
+    trace: KinetoTrace, *, op_cost_ns: float = 0.0, model: TraceModel = TRACE_MODEL
+) -> TraceDiagnosis:
     """``op_cost_ns``: the profiler's own cost per op when known (probe run's windows
-    measure it; a trace recorded elsewhere leaves it 0): see ``analyzers.ops``."""
+    measure it; a trace recorded elsewhere leaves it 0): see ``analyzers.ops``. ``model``:
+    the fixes' constants."""
     t = trace.tables
     kernels = classify_kernels(t["kernels"], t["ops"])
     copies = read_copies(t["copies"], t["runtime"])
@@ -144,7 +152,7 @@ def diagnose_trace(trace: KinetoTrace, *, op_cost_ns: float = 0.0) -> TraceDiagn
         run=_run_facts(trace, window, timeline.devices, kernels),
         primary=_primary(findings),
         findings=findings,
-        recommendations=trace_recommendations(evidence),
+        recommendations=trace_recommendations(evidence, model),
         kernels=kernel_breakdown(kernels),
         idle=timeline.by_cause[timeline.by_cause["idle_ns"] > 0].reset_index(drop=True),
         copies=copy_breakdown(t["copies"], t["runtime"]),

@@ -7,7 +7,8 @@ time, and the model takes them as taking turns (no overlap):
 
 * GPU-side fixes (lower precision, fusion, fused attention) shorten busy time; they are
   proposed only when the GPU is the limit (``gpu_compute``): while the host paces the
-  work, a faster kernel only makes the GPU wait longer.
+  work, a faster kernel only makes the GPU wait longer. Fused attention is also fewer
+  ops to dispatch: where the launches are the limit, its gain is the host's.
 * Host-side fixes (CUDA graphs, data-loader workers, pinned copies) remove idle time of
   their cause; ``s`` is infinite there (the gap goes), so the estimate is the ceiling --
   an upper bound, said in the model.
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from probe.analyzers.amdahl import amdahl, ceiling
+from probe.analyzers.amdahl import amdahl, ceiling, local_speedup_for
 from probe.analyzers.attention import UnfusedAttention
 from probe.analyzers.constants import constant
 from probe.analyzers.ops import PrefixFinding
@@ -271,11 +272,12 @@ def _fused_attention(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
     softmax, copies) replaced by one kernel doing the products' FLOPs at
     ``fused_attention_efficiency`` of the GPU's peak for their type; without the shapes or
     the GPU's peak, the softmax kernels at ``fused_attention``. Softmax alone read a BF16
-    encoder's 1.53x (tests/gpu_corpus) as 1.05x."""
-    if not ev.gpu_bound or ev.kernels.empty:
-        return None
-    if (ev.kernels["family"] == "attention").any():
-        return None  # already fused somewhere: the model uses SDPA/flash
+    encoder's 1.53x (tests/gpu_corpus) as 1.05x. Where the host paces the GPU, the gain
+    is the host's instead (``_fused_attention_on_host``)."""
+    if ev.kernels.empty or (ev.kernels["family"] == "attention").any():
+        return None  # nothing ran, or already fused somewhere: the model uses SDPA/flash
+    if not ev.gpu_bound:
+        return _fused_attention_on_host(ev)
     a = ev.attention
     tflops = _peak_tflops(ev.capability, a.dtype) if a is not None else None
     if a is not None and tflops is not None:
@@ -296,6 +298,30 @@ def _fused_attention(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
     return Proposed(
         p, m.fused_attention, {"softmax_share": round(p, 4)},
         f"Amdahl on the softmax kernels' time, s = {m.fused_attention:g}",
+    )  # fmt: skip
+
+
+def _fused_attention_on_host(ev: TraceEvidence) -> Proposed | None:
+    """Launch-bound: the window is the host dispatching ops, and each attention written
+    out is several ops (the products, scaling, masking, softmax) where a fused one is one
+    call. Their CPU time shrinks to one op's each, at the pattern's mean per op; the GPU's
+    busy time bounds the window from below (the host can only get ahead of it)."""
+    a = ev.attention
+    launch_bound = bool(ev.findings) and ev.findings[0].subkind == "launch_bound"
+    if a is None or not launch_bound or a.instances == 0 or a.host_ops <= a.instances:
+        return None
+    p = ev.share(a.host_ns)
+    s = a.host_ops / a.instances
+    busy = ev.window_ns - float(ev.idle_by_cause["idle_ns"].sum())
+    bound = ev.window_ns / busy if busy > 0 else math.inf
+    if amdahl(p, s) > bound:
+        s = local_speedup_for(p, bound)
+    return Proposed(
+        p, s,
+        {"attention_host_share": round(p, 4), "ops": a.host_ops, "attentions": a.instances},
+        f"Amdahl on the host's time in the unfused attention's ops ({a.host_ops} for "
+        f"{a.instances} attentions), each attention one call at their mean cost per op; at "
+        f"most the GPU's busy time bound ({bound:.2f}x)",
     )  # fmt: skip
 
 

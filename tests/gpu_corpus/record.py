@@ -262,6 +262,15 @@ def cases(device: str, quick: bool) -> dict[str, Callable[[], Step]]:
         # longer sequences, where attention holds more of the time (4 x 1024 tokens)
         "enc_b4_t1024_bf16": lambda: encoder_step(device, 4, 1024, torch.bfloat16, False),
         "enc_b4_t1024_bf16_sdpa": lambda: encoder_step(device, 4, 1024, torch.bfloat16, True),
+        # written after the host-side fused-attention estimate, to check it on cases it
+        # was not made on: from launch-bound (1 x 512) to the GPU's limit (16 x 512)
+        **{
+            f"enc_b{b}_t{t}_bf16{sdpa}": (
+                lambda b=b, t=t, fused=bool(sdpa): encoder_step(device, b, t, torch.bfloat16, fused)
+            )
+            for b, t in ((1, 512), (2, 2048), (16, 512))
+            for sdpa in ("", "_sdpa")
+        },
         "loader_w0": lambda: loader_step(device, 0),
         "loader_w4": lambda: loader_step(device, 4),
         "decoder_nokv": lambda: decoder_step(device, False),
@@ -298,6 +307,9 @@ PAIRS = {
     "low_precision_from_tf32": ("enc_b32_tf32", "enc_b32_bf16"),
     "fused_attention": ("enc_b32_bf16", "enc_b32_bf16_sdpa"),
     "fused_attention_long": ("enc_b4_t1024_bf16", "enc_b4_t1024_bf16_sdpa"),
+    "fused_attention_b1_t512": ("enc_b1_t512_bf16", "enc_b1_t512_bf16_sdpa"),
+    "fused_attention_b2_t2048": ("enc_b2_t2048_bf16", "enc_b2_t2048_bf16_sdpa"),
+    "fused_attention_b16_t512": ("enc_b16_t512_bf16", "enc_b16_t512_bf16_sdpa"),
     "fusion_compile": ("enc_b32_bf16_sdpa", "enc_b32_bf16_compiled"),
     "pinned_copies": ("copy_pageable", "copy_pinned"),
     "dataloader_workers": ("loader_w0", "loader_w4"),

@@ -9,6 +9,7 @@ import math
 import pandas as pd
 import pytest
 
+from probe.analyzers.attention import UnfusedAttention
 from probe.analyzers.gpu_timeline import GAP_CAUSES
 from probe.analyzers.ops import PrefixFinding
 from probe.analyzers.rules import Finding
@@ -132,6 +133,34 @@ def test_unfused_attention_is_proposed_only_where_no_fused_attention_runs():
     assert "fused_attention" in ids(trace_recommendations(evidence("gpu_compute", k)))
     fused = kernels(("softmax", "bf16", 500_000_000, 7), ("attention", "bf16", 1, 7))
     assert "fused_attention" not in ids(trace_recommendations(evidence("gpu_compute", fused)))
+
+
+def fused_attention_for(limit: str, idle_shares: dict[str, float], ops: int, host: float):
+    """The fused-attention recommendation (None where not proposed) on a trace whose
+    unfused attention is 10 attentions of ``ops`` ops holding ``host`` of the window on
+    the host, the GPU idle ``idle_shares`` of it."""
+    a = UnfusedAttention(1e6, 40, 1e12, "c10::BFloat16", ops, host * WINDOW, 10)
+    ev = evidence(limit, kernels(("gemm", "bf16", 1, 7)), idle=idle(**idle_shares), attention=a)
+    return next((r for r in trace_recommendations(ev) if r.id == "fused_attention"), None)
+
+
+def test_where_launches_are_the_limit_fused_attention_buys_the_host_s_time_in_its_ops():
+    # 4 ops an attention, 40% of the window on the host: each attention becomes one call
+    # at the ops' mean cost, the GPU busy 30% of the window
+    rec = fused_attention_for("launch_bound", {"launch": 0.7}, ops=40, host=0.4)
+    assert rec.p == pytest.approx(0.4) and rec.s == pytest.approx(4.0)
+    assert rec.estimated_speedup == pytest.approx(1 / (0.6 + 0.1))
+
+
+def test_the_host_s_gain_from_fused_attention_stops_at_the_gpu_s_busy_time():
+    # the host's attention is 90% of the window, the GPU busy 80% of it: the window can
+    # shrink to the GPU's busy time, not below (1.25x), whatever the host saves
+    rec = fused_attention_for("launch_bound", {"launch": 0.2}, ops=40, host=0.9)
+    assert rec.estimated_speedup == pytest.approx(1.25)
+
+
+def test_fused_attention_is_not_proposed_for_the_host_where_the_host_is_not_the_limit():
+    assert fused_attention_for("gpu_starved", {"input": 0.7}, ops=40, host=0.4) is None
 
 
 def test_host_side_fixes_remove_their_idle_time_as_an_upper_bound():
