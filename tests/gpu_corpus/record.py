@@ -334,8 +334,20 @@ def trace(step: Step, device: str, path: Path) -> None:
     raw.unlink()
 
 
-def timed_block(step: Step, device: str) -> float:
-    """Seconds a step, the median of one block's steps (device synchronised each)."""
+# steps run untimed at the start of each block of a pair, where a side keeps a queue that
+# fills while the other side runs: the 4 loader workers prefetch 4 x 4 = 16 batches
+# (prefetch_factor 4), which the block's first steps would take from the queue instead of
+# at the pace the workers sustain (recorded 2026-11-27 without it: 20.8x, its blocks
+# 18.7-44.6x)
+SETTLE = {"dataloader_workers": 24}
+
+
+def timed_block(step: Step, device: str, settle: int = 0) -> float:
+    """Seconds a step, the median of one block's steps (device synchronised each), after
+    ``settle`` steps untimed."""
+    for _ in range(settle):
+        step()
+    sync(device)
     times = []
     for _ in range(BLOCK_STEPS):
         t0 = time.perf_counter()
@@ -345,12 +357,12 @@ def timed_block(step: Step, device: str) -> float:
     return statistics.median(times)
 
 
-def realised(before: Step, after: Step, device: str) -> dict[str, Any]:
+def realised(before: Step, after: Step, device: str, settle: int = 0) -> dict[str, Any]:
     b_s, a_s, ratios = [], [], []
     for n in range(BLOCKS):
         order = [(before, b_s), (after, a_s)]
         for step, into in order if n % 2 == 0 else order[::-1]:
-            into.append(timed_block(step, device))
+            into.append(timed_block(step, device, settle))
         ratios.append(b_s[-1] / a_s[-1])
     return {
         "before_ms": round(statistics.median(b_s) * 1e3, 4),
@@ -398,8 +410,9 @@ def main() -> None:
         print(f"{name}: warm {warm_s:.2f} s, traced", flush=True)
     for pair, (before, after) in PAIRS.items():
         if before in steps and after in steps:
-            truth["pairs"][pair] = {"before": before, "after": after} | realised(
-                steps[before], steps[after], args.device
+            settle = SETTLE.get(pair, 0)
+            truth["pairs"][pair] = {"before": before, "after": after, "settle": settle} | (
+                realised(steps[before], steps[after], args.device, settle)
             )
             print(pair, truth["pairs"][pair], flush=True)
         # after each pair: a run cut short keeps what it measured

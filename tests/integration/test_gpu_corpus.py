@@ -121,9 +121,12 @@ def test_cuda_graphs_estimate_is_the_upper_bound_it_says_it_is():
     assert got is not None and got >= realised("cuda_graphs")
 
 
-def test_the_data_loader_with_no_workers_gets_workers_first():
+def test_the_data_loader_with_no_workers_gets_workers_first_and_no_bound_it_is_not():
+    # 15.2x against 21.0x realised in the workers' steady state: the main process loaded
+    # slower than the workers do, so removing the idle time is no upper bound here
     recs = diagnosis("loader_w0").recommendations
     assert recs and recs[0].id == "dataloader_workers"
+    assert "upper bound" not in recs[0].model and "no bound" not in recs[0].model
 
 
 @pytest.mark.parametrize(
