@@ -153,6 +153,10 @@ class TraceEvidence:
     def gpu_bound(self) -> bool:
         return bool(self.findings) and self.findings[0].subkind == "gpu_compute"
 
+    @property
+    def launch_bound(self) -> bool:
+        return bool(self.findings) and self.findings[0].subkind == "launch_bound"
+
     def share(self, ns: float) -> float:
         return ns / self.window_ns if self.window_ns > 0 else 0.0
 
@@ -308,8 +312,7 @@ def _fused_attention_on_host(ev: TraceEvidence) -> Proposed | None:
     call. Their CPU time shrinks to one op's each, at the pattern's mean per op; the GPU's
     busy time bounds the window from below (the host can only get ahead of it)."""
     a = ev.attention
-    launch_bound = bool(ev.findings) and ev.findings[0].subkind == "launch_bound"
-    if a is None or not launch_bound or a.instances == 0 or a.host_ops <= a.instances:
+    if a is None or not ev.launch_bound or a.instances == 0 or a.host_ops <= a.instances:
         return None
     p = ev.share(a.host_ns)
     s = a.host_ops / a.instances
