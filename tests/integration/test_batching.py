@@ -49,9 +49,9 @@ def plain_wall(batch: int) -> float:
 
 
 def best_run(out: Path, *args: str) -> Path:
-    """The faster (by its job's wall time) of two ``probe run``s of the sample."""
+    """The fastest (by its job's wall time) of three ``probe run``s of the sample."""
     walls = {}
-    for i in (1, 2):
+    for i in (1, 2, 3):
         run_dir = out.with_name(f"{out.name}-{i}")
         run = probe("run", "-o", run_dir, "--no-report", "batch_scorer.py", "--requests",
                     REQUESTS, *args)  # fmt: skip
@@ -90,45 +90,48 @@ def swept_pair(out: Path) -> tuple[int, float, float, dict[int, float]]:
 
 
 def plain_ratio(size: int) -> tuple[float, dict[int, list[float]]]:
-    """Batch 1 over ``size``, without probe: two alternated pairs, each side's best."""
+    """Batch 1 over ``size``, without probe: three alternated pairs, each side's best."""
     walls: dict[int, list[float]] = {1: [], size: []}
-    for _ in range(2):
+    for _ in range(3):
         for batch in (1, size):
             walls[batch].append(plain_wall(batch))
     return min(walls[1]) / min(walls[size]), walls
 
 
 def test_the_advised_batch_size_serves_what_the_sweep_predicted(tmp_path):
-    # Each side under probe is the faster of two runs, as the plain pairs take each
-    # side's best: one run of a 3-s job moves 10-15% on this machine kind (a clean-clone
-    # CI run failed at 2.10x realized against 1.61x predicted with one run a side). Two
-    # rounds, their geometric means compared, as the sample services' pairs are: on a
-    # faster host of this kind one round in CI predicted 5.5-5.7x against 4.2-4.4x
-    # realized (2 clean-clone runs of 5, 2026-11-25), while rounds alone there read 5.1x
-    # against 4.5-4.9x, and 4.8-4.9x plainly
+    # A run of this 2-5-s job moves by up to a third on this machine kind, in its CPU
+    # time as much as its wall (steal nil): the same plain job at batch 128 read 1.97 to
+    # 3.35 s within minutes, batch 1 3.91 to 5.22 s (2026-11-28, 15 and 13 runs; one
+    # pair's ratio 1.58-2.65x), and the host's memory speed drifts, which the batch-1 job
+    # (memory-bound: a one-row product reads 5 MB of weights) feels most -- 4.80 and
+    # 5.48 s back to back in a clean-clone CI run (2026-11-25), at up to twice
+    # batching.truth.md's 2.45-2.77 s. Slowdowns only add time, so each side is its
+    # fastest of three runs; a prediction is made from its round's host, so it is held
+    # to its round's realisation, under probe and then plainly; and of three rounds the
+    # median one must meet the bar. Drawing from those 28 plain walls with a prediction
+    # 6% under their fastest-run ratio (as this host's sweeps read), the earlier scheme
+    # -- the fastest of two a side, the mean of two rounds -- misses the bar in 2.7% of
+    # draws, this one in 0.8%; a clean-clone CI run (2026-11-27) failed it at 1.70x
+    # predicted against 2.61x and 2.02x realized
     rounds, plains = [], []
-    for k in (1, 2):
+    for k in (1, 2, 3):
         rounds.append(swept_pair(tmp_path / f"round{k}"))
-        # and without probe, right after the round, at the first round's size: the
-        # batch-1 job is memory-bound (a one-row product reads 5 MB of weights), and the
-        # host's memory speed drifts within minutes -- the same plain job read 4.80 and
-        # 5.48 s back to back in a clean-clone CI run (2026-11-25), at twice
-        # batching.truth.md's 2.45-2.77 s, and measured only after both rounds the plain
-        # pair missed the rounds' prediction by 28% there (5.95x against 4.65x, while
-        # the first round's own realisation under probe read 5.23x)
+        # without probe, right after the round, at the first round's size
         plains.append(plain_ratio(rounds[0][0]))
-    predicted = statistics.geometric_mean(p for _, p, _, _ in rounds)
-    realized = statistics.geometric_mean(r for _, _, r, _ in rounds)
-    assert abs(predicted - realized) / realized <= WITHIN, rounds
+    errors = [abs(p - r) / r for _, p, r, _ in rounds]
+    assert statistics.median(errors) <= WITHIN, rounds
     # Two sizes within the sweep's noise of each other may trade places between rounds
-    # (a clean-clone CI run advised 128 then 256, 2026-11-25): each round's prediction
-    # is then read at the first round's size from its sweep's curve, as the first
-    # round's own is -- comparing the first round alone failed there (3.86x predicted at
-    # 128 against 5.01x plainly, while the second round's curve read 4.90x at 128)
+    # (a clean-clone CI run advised 128 then 256, 2026-11-25; 128, 32 and 64 in three
+    # rounds here): each round's prediction is then read at the first round's size from
+    # its sweep's curve, as the first round's own is -- comparing the first round alone
+    # failed there (3.86x predicted at 128 against 5.01x plainly, while the second
+    # round's curve read 4.90x at 128)
     size = rounds[0][0]
-    predicted = statistics.geometric_mean(curve[size] for _, _, _, curve in rounds)
-    plain = statistics.geometric_mean(ratio for ratio, _ in plains)
-    assert abs(predicted - plain) / plain <= WITHIN, (rounds, plains)
+    errors = [
+        abs(curve[size] - ratio) / ratio
+        for (_, _, _, curve), (ratio, _) in zip(rounds, plains, strict=True)
+    ]
+    assert statistics.median(errors) <= WITHIN, (rounds, plains)
 
 
 def test_spans_that_carry_a_batch_size_get_the_advice_in_the_diagnosis(tmp_path, run_probe):
