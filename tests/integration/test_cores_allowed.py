@@ -10,6 +10,7 @@ import os
 import subprocess
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -94,29 +95,36 @@ def _cpu_cgroup_base() -> tuple[Path, str] | None:
     return (v2, "v2") if delegated and os.access(v2, os.W_OK) else None
 
 
+@contextmanager
+def cpu_quota_group(base: Path, version: str, quota_us: int, period_us: int = 100_000):
+    """A fresh cgroup under ``base`` allowed ``quota_us`` of CPU each ``period_us``;
+    removed on leaving, once the processes put in it have exited."""
+    group = base / f"probe-test-{uuid.uuid4().hex[:8]}"
+    group.mkdir()
+    try:
+        if version == "v1":
+            (group / "cpu.cfs_period_us").write_text(str(period_us))
+            (group / "cpu.cfs_quota_us").write_text(str(quota_us))
+        else:
+            (group / "cpu.max").write_text(f"{quota_us} {period_us}")
+        yield group
+    finally:
+        for _ in range(50):
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
 @pytest.fixture
 def half_a_core():
     """A fresh cgroup with a CPU quota of half a core; removed after the test."""
     found = _cpu_cgroup_base()
     if found is None:
         pytest.skip("needs root and a cgroup CPU controller this test may write")
-    base, version = found
-    group = base / f"probe-test-{uuid.uuid4().hex[:8]}"
-    group.mkdir()
-    try:
-        if version == "v1":
-            (group / "cpu.cfs_period_us").write_text("100000")
-            (group / "cpu.cfs_quota_us").write_text("50000")
-        else:
-            (group / "cpu.max").write_text("50000 100000")
+    with cpu_quota_group(*found, quota_us=50_000) as group:
         yield group
-    finally:
-        for _ in range(20):  # empty once the run's processes have exited
-            try:
-                group.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
 
 
 def test_a_service_under_a_cgroup_cpu_quota_is_held_to_the_quota(tmp_path, half_a_core):
