@@ -31,6 +31,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from benchmarks.overhead import _warn_if_compiled_at_every_import  # noqa: E402
 from tests.integration.test_cores_allowed import (  # noqa: E402  the test's own group
     _cpu_cgroup_base,
     cpu_quota_group,
@@ -79,6 +80,7 @@ def main() -> int:
     if found is None:
         print("quota_cost: needs root and a cgroup CPU controller it may write", file=sys.stderr)
         return 2
+    _warn_if_compiled_at_every_import()  # the finisher's imports are what this measures
     walls: dict[str, list[float]] = {arm: [] for arm in ARMS}
     cores: dict[str, list[float]] = {arm: [] for arm in ARMS}
     quota = cpu_quota_group(*found, QUOTA_US, PERIOD_US)
