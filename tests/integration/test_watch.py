@@ -194,11 +194,22 @@ def test_probe_run_and_probe_watch_agree_that_garbage_awaiting_a_full_pass_is_no
     assert re.search(r"probe watch: (no leak|leak undetermined) in pid", watched.stderr)
 
 
+# The healthy sample's heap settles for longer than QUICK's 5 s on a slow host: its RSS
+# floor, read from /proc every 50 ms on a host of this kind where it served ~440
+# requests/s (2026-11-28), rose 72.2 -> 79.0 MB until 19 s and then held at 76-78 MB
+# (a second run: 71.8 -> 74.7 MB by 8 s, then flat), under a 40-MB saw-tooth; judged
+# from 5 s, one run in five (and a clean-clone CI run) read that settling as a leak.
+# 20 s of warm-up, and requests enough that a host twice as fast still serves past it
+# by more than the window. What the detector should say about such a rise with a
+# shorter warm-up (undetermined, not leak) is issue 13's, still open.
+HEALTHY = ["--interval", "0.05", "--warmup", "20s", "--window", "8s", "-q"]
+
+
 def test_the_healthy_sample_stays_quiet(receiver):
     url, posted = receiver
-    result = watch(*QUICK, "--alert-webhook", url, "--fail-on-leak", "--",
+    result = watch(*HEALTHY, "--alert-webhook", url, "--fail-on-leak", "--",
                    sys.executable, str(REPO / "sample_services" / "healthy_service.py"),
-                   "--requests", "20000")  # fmt: skip
+                   "--requests", "40000")  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "no leak" in result.stderr and "LEAK" not in result.stderr
     assert posted == []
