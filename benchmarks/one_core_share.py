@@ -1,4 +1,4 @@
-"""What probe's helper processes take from a busy target on one core: a 1.5-s busy loop
+"""What probe's helper processes take from a busy target on one core: a 3-s busy loop
 taskset to one CPU, plain and under ``probe run``, in alternating rounds; each prints the
 share of its wall time it was on the CPU (its own process's CPU clock), and this prints
 the medians and their ratio. The same figure as

@@ -75,6 +75,22 @@ def _idle() -> None:
         pass
 
 
+# The sidecar's nice value, from its first instruction: at nice 0 its interpreter's
+# start-up took a third of a busy target's only core for its first quarter second
+# (taskset to one CPU, 2026-11-28: the target's share 0.63-0.71 there, then 0.91 while
+# it imported at nice 10, 0.97-0.98 once sampling). Nice 10 weighs ~1/10 of nice 0
+# under CFS: enough for sampling at --resource-hz on a saturated core.
+SIDECAR_NICE = 10
+
+
+def _niced() -> None:
+    """In the child, before exec: the sidecar at ``SIDECAR_NICE``."""
+    try:
+        os.nice(SIDECAR_NICE)
+    except OSError:
+        pass
+
+
 def _spawn(
     module: str, args: list[str], env: dict[str, str] | None = None, *, idle: bool = False
 ) -> subprocess.Popen[bytes]:
@@ -88,7 +104,7 @@ def _spawn(
         # in the first ~0.1 s killed the sidecar.
         process_group=0,
         env=env,
-        preexec_fn=_idle if idle else None,
+        preexec_fn=_idle if idle else _niced,
     )
 
 
@@ -308,10 +324,6 @@ def _live(run_dir: Path, pid: int, options: list[str], own_cpu: Callable[[], flo
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the target, not for us
-    try:
-        os.nice(10)
-    except OSError:
-        pass
     run_dir, pid, hz = Path(argv[0]), int(argv[1]), float(argv[2])
     gpu, finisher_pid = argv[3] == "1", int(argv[4])
     from probe.printable import printable  # what it says names paths: escaped
