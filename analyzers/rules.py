@@ -45,10 +45,9 @@ class Thresholds:
         0.05,
         "A stage is a finding when it holds this share of the request path. The "
         "TensorFlow profiler's input-pipeline analysis calls a step 'moderately' "
-        "input-bound above 5% of its time and 'highly' above 20%; we use the same two "
-        "bands for any stage.",
+        "input-bound above 5% of its time and 'highly' above 20%; we take the lower band "
+        "for any stage.",
     )
-    major_share: float = constant(0.20, "The TF profiler's 'highly' band (see finding_share).")
     bottleneck_share: float = constant(
         0.50,
         "Below this share the dominant stage is 'modest': the service has no bottleneck "
