@@ -7,8 +7,10 @@ carry a ``batch`` attribute. ``advise(curve, ...)`` -> ``BatchAdvice``.
 The model (what a dynamic batcher does: Triton's ``max_batch_size`` and
 ``max_queue_delay``, TorchServe's ``batch_size`` and ``max_batch_delay``):
 
-* **A batch's service time** ``L(b)``: the measured median of calls at batch ``b``, ``L99(b)``
-  their 99th percentile. Only measured sizes are recommended; between them nothing is
+* **A batch's service time** ``L(b)``: the measured median of calls at batch ``b`` --
+  where a sweep timed them in passes, the least of its passes' medians (a slow spell of
+  the host slows a pass, and slowdowns only add time) --, ``L99(b)`` their 99th
+  percentile. Only measured sizes are recommended; between them nothing is
   interpolated, beyond them nothing extrapolated. The straight line
   ``L(b) = fixed + b x per_item`` (least squares on the medians) is reported as the
   reason batching pays or not: ``fixed`` is what a call costs whatever its size
@@ -172,16 +174,23 @@ def _curve_records(curve: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def batch_curve(calls: pd.DataFrame, settings: BatchSettings = BATCHING) -> pd.DataFrame:
-    """By batch size (ascending): ``calls``, ``p50_s``, ``p99_s`` (the 99th percentile of the
-    calls; their maximum where fewer than 100 were made). Sizes measured fewer
-    than ``min_calls`` times are left out; non-positive sizes and latencies are not calls."""
+    """By batch size (ascending): ``calls``, ``p50_s`` (with a ``pass`` column, the least
+    of the passes' medians), ``p99_s`` (the 99th percentile of the calls; their maximum
+    where fewer than 100 were made). Sizes measured fewer than ``min_calls`` times are
+    left out; non-positive sizes and latencies are not calls."""
     valid = calls[(calls["batch"] > 0) & (calls["latency_s"] > 0)]
     valid = valid[np.isfinite(valid["latency_s"].to_numpy(dtype=float))]
-    grouped = valid.groupby(valid["batch"].astype(int))["latency_s"]
+    sizes = valid["batch"].astype(int)
+    grouped = valid.groupby(sizes)["latency_s"]
+    if "pass" in valid.columns:
+        passes = valid.groupby([sizes, valid["pass"]])["latency_s"].median()
+        p50 = passes.groupby(level=0).min()
+    else:
+        p50 = grouped.median()
     curve = pd.DataFrame(
         {
             "calls": grouped.size(),
-            "p50_s": grouped.median(),
+            "p50_s": p50,
             "p99_s": grouped.quantile(0.99, interpolation="higher"),
         }
     )

@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,14 @@ class _Sizes(click.ParamType):
 )  # fmt: skip
 @click.option(
     "--time", "min_time_s", type=FiniteFloat(0, 3600), default=0.5, show_default=True,
-    metavar="SECONDS", help="How long each size is timed (at least 5 calls, at most 2000).",
+    metavar="SECONDS",
+    help="How long each size is timed, its passes together (at least 5 calls a pass, at "
+    "most 2000 in all).",
+)  # fmt: skip
+@click.option(
+    "--passes", type=click.IntRange(1, 100), default=3, show_default=True, metavar="N",
+    help="Times each size is visited, in turn with the others: a size's latency is its "
+    "best pass's median, so a slow spell of the host slows one pass, not the size.",
 )  # fmt: skip
 @click.option(
     "--sla", "sla_s", type=Latency(), metavar="LATENCY",
@@ -83,6 +91,7 @@ def batch_sweep_command(
     source: str,
     sizes: tuple[int, ...],
     min_time_s: float,
+    passes: int,
     sla_s: float | None,
     rate: float | None,
     run_dir: Path | None,
@@ -116,8 +125,8 @@ def batch_sweep_command(
         raise ProbeError(f"{target} is not a function")
     against = _against(run_dir, stage or target.rpartition(":")[2].split(".")[-1], run_batch)
     make = batch_maker(source)
-    settings = SweepSettings(sizes=sizes, min_time_s=min_time_s)
-    calls, notes = sweep(function, make, settings, progress=_progress)
+    settings = SweepSettings(sizes=sizes, min_time_s=min_time_s, passes=passes)
+    calls, notes = sweep(function, make, settings, progress=_progress(passes))
     document = _document(target, source, settings, calls, notes, against, sla_s, rate)
     out = out_dir or Path(time.strftime("probe-sweep-%Y%m%d-%H%M%S"))
     path = write_sweep(out, calls, document)
@@ -128,14 +137,17 @@ def batch_sweep_command(
         click.echo(printable(f"\nSweep: {path}"))
 
 
-def _progress(size: int, latencies: list[float]) -> None:
-    ordered = sorted(latencies)
-    p50 = ordered[len(ordered) // 2]
-    click.echo(
-        f"  batch {size:>5}: {len(latencies):>4} calls, p50 {p50 * 1e3:9.3f} ms, "
-        f"{size / p50:10.1f} items/s",
-        err=True,
-    )
+def _progress(passes: int) -> Callable[[int, int, list[float]], None]:
+    def say(k: int, size: int, latencies: list[float]) -> None:
+        ordered = sorted(latencies)
+        p50 = ordered[len(ordered) // 2]
+        click.echo(
+            f"  pass {k + 1}/{passes}  batch {size:>5}: {len(latencies):>4} calls, "
+            f"p50 {p50 * 1e3:9.3f} ms, {size / p50:10.1f} items/s",
+            err=True,
+        )
+
+    return say
 
 
 def _against(run_dir: Path | None, stage: str, run_batch: int) -> dict[str, Any] | None:
@@ -192,6 +204,7 @@ def _document(
         "input": source,
         "sizes": list(settings.sizes),
         "time_per_size_s": settings.min_time_s,
+        "passes": settings.passes,
         "host": {
             "python": platform.python_version(),
             "cpus": os.cpu_count(),

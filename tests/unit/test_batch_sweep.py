@@ -28,13 +28,36 @@ class Clock:
 
 def test_each_size_is_warmed_up_then_timed_for_its_budget():
     clock = Clock()
-    settings = SweepSettings(sizes=(1, 4), min_time_s=0.01, min_calls=3, warmup_calls=2)
+    settings = SweepSettings(sizes=(1, 4), min_time_s=0.01, min_calls=3, warmup_calls=2, passes=1)
     calls, notes = sweep(clock.model, lambda b: [0] * b, settings, clock=clock)
     assert notes == []
     by_size = calls.groupby("batch")["latency_s"]
     # 1.5 ms a call at batch 1: the 10-ms budget is passed on the 7th call
     assert by_size.size().to_dict() == {1: 7, 4: 4}
     assert by_size.median().to_dict() == pytest.approx({1: 1.5e-3, 4: 3e-3})
+
+
+def test_the_sizes_are_timed_in_turn_each_pass_with_its_share_of_the_budget():
+    clock, seen = Clock(), []
+
+    def model(batch: list[int]) -> None:
+        seen.append(len(batch))
+        clock.model(batch)
+
+    settings = SweepSettings(sizes=(1, 4), min_time_s=0.03, min_calls=3, warmup_calls=1)
+    calls, _ = sweep(model, lambda b: [0] * b, settings, clock=clock)
+    # each pass: a warm-up call, then 10 ms of calls (7 at 1.5 ms, 4 at 3 ms), size by size
+    one_pass = [1] * 8 + [4] * 5
+    assert seen == one_pass * 3
+    assert calls.groupby(["pass", "batch"]).size().to_dict() == {
+        (k, b): n for k in range(3) for b, n in ((1, 7), (4, 4))
+    }
+
+
+def test_a_pass_stops_at_its_share_of_the_most_calls():
+    settings = SweepSettings(sizes=(1,), min_time_s=10.0, min_calls=1, max_calls=10, warmup_calls=0)
+    calls, _ = sweep(lambda b: None, lambda b: [0] * b, settings)
+    assert calls.groupby("pass").size().to_list() == [3, 3, 3]  # 10 // 3 a pass
 
 
 def test_a_size_that_runs_out_of_memory_ends_the_sweep_and_says_so():
@@ -89,7 +112,20 @@ def test_a_sweep_file_reads_back_and_a_damaged_one_is_named(tmp_path):
     path = write_sweep(tmp_path / "s", calls, {"target": "m:f"})
     document, back = read_sweep(tmp_path / "s")
     assert document["target"] == "m:f" and len(back) == len(calls)
+    # each call back in its pass
+    assert (
+        back.sort_values(["batch", "pass"])
+        .reset_index(drop=True)
+        .equals(calls.sort_values(["batch", "pass"]).reset_index(drop=True))
+    )
     body = json.loads(path.read_text())
+    body["calls_per_pass"]["1"] = [1, 1]
+    path.write_text(json.dumps(body))
+    with pytest.raises(ProbeError, match=r"calls_per_pass\['1'\] does not count"):
+        read_sweep(path)
+    del body["calls_per_pass"]  # a sweep written before passes: its calls, pooled
+    path.write_text(json.dumps(body))
+    assert list(read_sweep(path)[1].columns) == ["batch", "latency_s"]
     body["calls_s"]["2"] = [0.001, "fast"]
     path.write_text(json.dumps(body))
     with pytest.raises(ProbeError, match="holds 'fast', not a latency"):
@@ -107,6 +143,20 @@ def test_an_interrupted_sweep_keeps_the_sizes_it_measured():
     calls, notes = sweep(model, lambda b: [0] * b, settings)
     assert sorted(calls["batch"].unique()) == [1, 2]
     assert notes == ["interrupted at batch 4: the sweep ends at the sizes before it"]
+
+
+def test_interrupted_in_a_later_pass_every_size_keeps_the_passes_it_finished():
+    calls_made = []
+
+    def model(batch: list[int]) -> None:
+        calls_made.append(len(batch))
+        if len(calls_made) == 6:  # pass 2's batch 4 (one call a size and pass)
+            raise KeyboardInterrupt
+
+    settings = SweepSettings(sizes=(1, 2, 4), min_time_s=0, min_calls=1, warmup_calls=0)
+    calls, notes = sweep(model, lambda b: [0] * b, settings)
+    assert calls.groupby("batch")["pass"].apply(list).to_dict() == {1: [0, 1], 2: [0, 1], 4: [0]}
+    assert notes == ["interrupted at batch 4 in pass 2 of 3: each size keeps its passes"]
 
 
 def test_an_unwritable_output_is_one_error(tmp_path):

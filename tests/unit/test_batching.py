@@ -116,6 +116,22 @@ def test_sizes_measured_too_few_times_and_broken_calls_are_not_judged():
     assert advise(batch_curve(rows.iloc[:0])) is None
 
 
+def test_a_slow_spell_slows_one_pass_of_a_size_not_its_latency():
+    # three passes of 20 calls a size; the host slowed to 3x for batch 2's second pass
+    rows = []
+    for k in range(3):
+        for b, ms in {1: 1.0, 2: 1.2}.items():
+            slow = 3.0 if (k, b) == (1, 2) else 1.0
+            rows += [(b, ms * slow * (1 + 0.01 * i) / 1e3, k) for i in range(20)]
+    curve = batch_curve(pd.DataFrame(rows, columns=["batch", "latency_s", "pass"]))
+    # the best pass's median (each pass's median is 1.095x the pass's first call)
+    assert curve["p50_s"].to_dict() == pytest.approx({1: 1.095e-3, 2: 1.314e-3}, rel=1e-3)
+    assert curve["calls"].to_dict() == {1: 60, 2: 60}
+    # pooled, the slow third moves the median to the fast calls' 75th percentile
+    pooled = batch_curve(pd.DataFrame(rows, columns=["batch", "latency_s", "pass"]).iloc[:, :2])
+    assert pooled.loc[2, "p50_s"] == pytest.approx(1.2e-3 * 1.145, rel=1e-3)
+
+
 def test_spans_with_a_batch_attribute_give_the_stage_its_curve():
     spans = pd.DataFrame(
         {
