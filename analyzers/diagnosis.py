@@ -441,9 +441,9 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
     best = next((r for r in recs if r.id != "fix_leak"), None)
     if best is not None:
         ceiling = f"ceiling {best.ceiling:.1f}×" if math.isfinite(best.ceiling) else "no ceiling"
-        stated = best.evidence.get("speedup_range")  # a conservative figure's range
+        stated = best.evidence.get("speedup_range")  # what such fixes realised
         about = (
-            f"about {best.estimated_speedup:.1f}× faster, a conservative figure ("
+            f"about {best.estimated_speedup:.1f}× faster ("
             f"{stated[0]:.1f}–{stated[1]:.1f}× as such fixes go; {ceiling})"
             if stated
             else f"about {best.estimated_speedup:.1f}× faster ({ceiling})"

@@ -88,6 +88,13 @@ def _limit(d: TraceDiagnosis) -> str:
     return str(d.primary.get("summary", ""))
 
 
+def _over_the_run(speedup: float, steady: float) -> float:
+    """A window's speedup as the run's: the share of time it removes, scaled by the
+    run's steady share, as the estimate's own p is."""
+    removed = 1.0 - 1.0 / speedup if speedup > 0 else 0.0
+    return round(1.0 / (1.0 - removed * steady), 2)
+
+
 def _for_the_run(r: Recommendation, steady: float, window: str) -> Recommendation:
     p = r.p * steady
     evidence = {
@@ -97,6 +104,8 @@ def _for_the_run(r: Recommendation, steady: float, window: str) -> Recommendatio
         "window_p": round(r.p, 4),
         "steady_share": round(steady, 4),
     }
+    if r.evidence.get("speedup_range"):
+        evidence["speedup_range"] = [_over_the_run(x, steady) for x in r.evidence["speedup_range"]]
     return replace(
         r,
         stage=r.stage or "torch ops",

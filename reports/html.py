@@ -792,16 +792,14 @@ def recommendations_html(recommendations: list[dict[str, Any]]) -> Markup:
             for k, v in r.get("evidence", {}).items()
             if not isinstance(v, dict | list)
         )
-        stated = r.get("evidence", {}).get("speedup_range")  # a conservative figure's
+        stated = r.get("evidence", {}).get("speedup_range")  # what such fixes realised
         speed = (
             Markup("memory")
             if r["scope"] == "memory"
             else html(
                 "{}× <span class='muted'>({}ceiling {}×, p={}, s={})</span>",
                 num(r.get("estimated_speedup"), ".2f"),
-                f"a conservative figure, range {stated[0]:.1f}–{stated[1]:.1f}×; "
-                if stated
-                else "",
+                f"{stated[0]:.1f}–{stated[1]:.1f}× as such fixes go; " if stated else "",
                 num(r.get("ceiling"), ".2f", "∞"),
                 num(r.get("p"), ".2f"),
                 num(r.get("s"), ".2f", "∞"),

@@ -364,7 +364,7 @@ def recommendation_rows(recs: list[Recommendation], n: int = 3) -> list[dict[str
             "p": r.p,
             "s": r.s,
             "ceiling": r.ceiling,
-            "range": r.evidence.get("speedup_range"),  # a conservative figure's
+            "range": r.evidence.get("speedup_range"),  # what such fixes realised
         }
         for r in recs[:n]
     ]

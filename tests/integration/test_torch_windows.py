@@ -5,6 +5,7 @@ Skipped where torch is not installed (the README's test command installs it)."""
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 
@@ -288,8 +289,18 @@ def test_a_compiled_graph_s_estimate_meets_its_realisation_where_python_between_
     # 2.21-2.89x within an hour on one idle host (eager 831-1,098 us, graph 376-508 us)
     # and put a 1.63-1.69x estimate out of the bar in 3 of 14 tries; paired, 1.77-1.96x
     # in 4 of 4 (staged_mlp.truth.md)
-    realised = _paired_speedup(*small)
-    assert abs(window["estimated_speedup"] - realised) <= 0.25 * realised, (window, realised)
+    # the median of three such measures: one read 3.01x between 2.36x and 2.51x on a
+    # host at half speed (2026-11-28)
+    realised = statistics.median(_paired_speedup(*small) for _ in range(3))
+    # The estimate counts the Python between the ops only: a graph also runs small ops
+    # faster, by a part that grows on a slower host (here 1.77-1.96x realised against
+    # 1.62-1.72x, 2026-11-27; on a host of this kind at half speed 2.36-2.46x against
+    # 1.58-1.64x, 2026-11-28, and a clean-clone CI run failed on it), so the figure
+    # states the range six other models realised of theirs (TraceModel.graph_realised_*):
+    # held as a conservative figure is, within 25% from above and the realisation in it
+    least, most = window["evidence"]["speedup_range"]
+    said = window["estimated_speedup"]
+    assert (said - realised) / realised <= 0.25 and least <= realised <= most, (window, realised)
     assert any(x["id"] == "inference_runtime" for x in d["recommendations"])  # the run's
 
 

@@ -158,7 +158,7 @@ def test_vectorisation_is_said_to_be_a_conservative_figure_with_the_range_it_com
     assert least < top.estimated_speedup < most < top.ceiling
     assert least == pytest.approx(1 / ((1 - p) + p / MODEL.vectorize_least), rel=0.05)
     text = Verdict.from_diagnosis(d).render()
-    assert f"a conservative figure ({least:.1f}–{most:.1f}× as such fixes go" in text
+    assert f"faster ({least:.1f}–{most:.1f}× as such fixes go" in text
     assert f"(range {least:.1f}–{most:.1f}×, p=" in text
     data = json.loads(DiagnosisJson.from_diagnosis(d).render())
     assert data["recommendations"][0]["evidence"]["speedup_range"] == [least, most]
