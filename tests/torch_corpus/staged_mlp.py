@@ -2,8 +2,8 @@
 batch), infer (an MLP of residual blocks: by default six 256-wide, batch 16), postprocess
 (softmax, argmax, to Python). Each loop is one ``probe.request``.
 
-    python tests/torch_corpus/staged_mlp.py [--seconds 3] [--timings] [--graph | --paired]
-        [--blocks 6] [--width 256] [--batch 16]
+    python tests/torch_corpus/staged_mlp.py [--seconds 3 | --requests N] [--timings]
+        [--graph | --paired] [--blocks 6] [--width 256] [--batch 16]
 
 ``--timings`` times each stage with its own ``time.perf_counter_ns()`` and prints the
 medians (the truth in staged_mlp.truth.md; under ``probe run`` the spans journal measures
@@ -16,6 +16,9 @@ frozen graph, in one process, alternating blocks of ``BLOCK_S`` of requests, and
 each one's median time a request over its blocks and the median of the pairs' ratios:
 the before/after in one run, where two processes timed one after the other differ by
 the host's drift between them as much as by the change (see staged_mlp.truth.md).
+``--requests N`` serves N requests instead of ``--seconds``: a loop whose length scales
+with the host's speed as torch's import and the model's build do, so that its share of
+the run is the same on a slow host as on a fast one.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ torch.set_num_threads(1)
 torch.manual_seed(0)
 ARGS = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ARGS.add_argument("--seconds", type=float, default=3.0)
+ARGS.add_argument("--requests", type=int, default=0, help="serve N requests, not --seconds")
 ARGS.add_argument("--timings", action="store_true", help="print each stage's median")
 ARGS.add_argument("--graph", action="store_true", help="the model as a frozen graph")
 ARGS.add_argument("--paired", action="store_true", help="eager and graph, alternated")
@@ -129,15 +133,17 @@ def main() -> None:
         took[name].append(time.perf_counter_ns() - t0)
         return out
 
-    deadline = time.monotonic() + args.seconds
+    start = time.monotonic()
+    deadline = start + args.seconds
     requests = 0
-    while time.monotonic() < deadline:
+    while requests < args.requests if args.requests else time.monotonic() < deadline:
         with probe.request():
             x = timed("preprocess", preprocess, args.batch)
             y = timed("infer", infer, x)
             timed("postprocess", postprocess, y)
         requests += 1
-    print(f"requests {requests}, {args.seconds / requests * 1e6:.1f} us a request")
+    took_s = time.monotonic() - start
+    print(f"requests {requests}, {took_s / requests * 1e6:.1f} us a request")
     if args.timings:
         for name, values in took.items():
             print(f"{name} median {statistics.median(values) / 1e3:.1f} us")
