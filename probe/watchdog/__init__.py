@@ -185,7 +185,8 @@ def stop(timeout: float = 5.0) -> dict[str, Any] | None:
     """Stop the watchdog started by ``start``; returns its last verdict (None if none ran).
 
     It makes a full collection (``gc.collect()``, as CPython's shutdown does): a process
-    watched for less than warm-up plus a window is judged here on its whole series, with
+    watched for less than warm-up plus a window and a half is judged here on its whole
+    series, with
     what that collection frees as the witness of garbage in reference cycles. So call it
     while the service still holds its state (a shutdown hook, the end of ``main``): what
     it dropped before the call reads as garbage."""

@@ -38,7 +38,8 @@ __all__ = ["Attribution", "Monitor", "Sink", "attribution_interval"]
 
 log = logging.getLogger("probe.watch")
 
-# A process watched for less than its warm-up plus a window is judged at exit on its
+# A process watched for less than its warm-up plus a window and a half (the slow test's
+# first judgement: ``DetectorSettings.first_judged_s``) is judged at exit on its
 # whole series by the recorded-run test; these many readings are kept for that.
 _SHORT_LIFE_READINGS = 4096
 # Readings ten times a second for this long at first, whatever the interval: a process

@@ -109,7 +109,8 @@ def test_the_leaky_sample_is_flagged_with_its_cache_named(tmp_path, receiver):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     # served for a time, not a count: the live verdict comes after warm-up plus a window
-    # (13 s here), and 6,000 requests took 17 s on one host of this kind, 9 s on another
+    # and the half before it (14 s here: 12 bins of 0.5 s), and 6,000 requests took 17 s
+    # on one host of this kind, 9 s on another
     leak_flagged = r"^probe_watch_leak\{pid=\"\d+\"\} 1\.0$"
     pages, _, stderr = scrape_until_exit(proc, port, until=leak_flagged)
     scraped = pages[-1] if pages and re.search(leak_flagged, pages[-1], re.M) else ""

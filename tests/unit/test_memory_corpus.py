@@ -112,6 +112,31 @@ def test_a_leak_is_called_a_leak_and_a_healthy_service_never_is(judge, path):
             assert v.reason and v.settle
 
 
+# probe watch's quick settings in tests/integration/test_watch.py: a 5-s warm-up, then an
+# 8-s window, 20 readings a second
+WATCH_QUICK = DetectorSettings(interval_s=0.05, warmup_s=5.0, window_s=8.0)
+
+
+def _flagged_live(d: dict[str, Any], settings: DetectorSettings) -> LeakVerdict | None:
+    t, y = np.array(d["rss"]["t_s"]), np.array(d["rss"]["bytes"])
+    detector = LiveLeakDetector(settings)
+    for a, b in zip(t - t[0], y, strict=True):
+        detector.add(float(a), float(b))
+    return detector.leak
+
+
+def test_the_first_window_is_judged_against_the_one_before_it_not_against_nothing():
+    # a memo filling under a Zipf load: its floor climbs ever slower. With a window judged
+    # as soon as warm-up ended, nothing before it to compare with, the live test read its
+    # climb as a leak; half a window served first shows the pace falling
+    memo = series(SERIES / "zipf_memo-x3-1.json")
+    assert _flagged_live(memo, WATCH_QUICK) is None
+    # the wait costs a leak half a window, not the alert: the same settings still flag
+    # the leaky sample's cache as it runs
+    leaky = _flagged_live(series(SERIES / "leaky_cache-x3-1.json"), WATCH_QUICK)
+    assert leaky is not None and leaky.at_s >= WATCH_QUICK.first_judged_s
+
+
 def test_leaks_are_judged_per_request_where_requests_are_known():
     judged = [recorded(series(f)) for f in FILES if series(f)["requests"]]
     leaks = [v for v in judged if v.state == LEAK]

@@ -18,7 +18,8 @@ from probe.watchdog.limits import cgroup_memory_limit, parse_duration, parse_siz
 from probe.watchdog.monitor import Monitor
 
 FAST = DetectorSettings(interval_s=0.1, window_s=12.0, fast_window_s=6.0, warmup_s=2.0)
-# a process that lives less than warm-up plus a window: judged at its exit, on its series
+# a process that lives less than warm-up plus a window and a half: judged at its exit, on
+# its series
 SHORT_LIFE = DetectorSettings(interval_s=0.1, window_s=12.0, fast_window_s=6.0, warmup_s=20.0)
 
 
