@@ -6,14 +6,16 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from probe.cli.options import FiniteFloat, Latency
 from probe.errors import ProbeError
+
+if TYPE_CHECKING:  # the sweep's module loads lazily, as the verb runs
+    from probe.batching.sweep import Progress
 
 __all__ = ["batch_sweep_command"]
 
@@ -137,7 +139,7 @@ def batch_sweep_command(
         click.echo(printable(f"\nSweep: {path}"))
 
 
-def _progress(passes: int) -> Callable[[int, int, list[float]], None]:
+def _progress(passes: int) -> Progress:
     def say(k: int, size: int, latencies: list[float]) -> None:
         ordered = sorted(latencies)
         p50 = ordered[len(ordered) // 2]
