@@ -119,6 +119,11 @@ class DetectorSettings:
                 f"the window ({self.window_s:g} s) must hold {self.floors_per_window} bins "
                 f"of {self.bin_s:g} s (ten readings at the interval)"
             )
+        if self.recall_s < self.window_s / 2:
+            raise ValueError(
+                "recall_s must reach half a window back: the first window is judged against "
+                "the half before it"
+            )
         if self.fast_window_s < 8 * self.interval_s:
             raise ValueError("the fast window must hold at least 8 readings")
 

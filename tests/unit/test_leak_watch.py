@@ -101,6 +101,8 @@ def test_settings_say_what_is_wrong():
         DetectorSettings(interval_s=1.0, window_s=60)  # 12 bins of 10 s do not fit
     with pytest.raises(ValueError, match="interval_s"):
         DetectorSettings(interval_s=0)
+    with pytest.raises(ValueError, match="recall_s"):  # the first window would never be judged
+        DetectorSettings(window_s=1800, recall_s=600)
 
 
 def test_trend_bounds_the_slope_and_ignores_a_few_outliers():
