@@ -66,7 +66,8 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
     show_default=True,
     callback=_duration,
     metavar="DURATION",
-    help="The slow test's window: a leak of 10 KB/s shows within it.",
+    help="The slow test's window: a leak of 10 KB/s shows within it. The first one is "
+    "judged after warm-up plus a window and a half (against the half before it).",
 )
 @click.option(
     "--warmup",

@@ -144,7 +144,7 @@ def test_probe_report_verb_writes_each_format(tmp_path, run_probe):
 LEAKER = """
 import time
 kept = []
-end = time.monotonic() + 12
+end = time.monotonic() + 15
 while time.monotonic() < end:
     kept.append(bytearray(100_000))  # ~3 MB/s, never freed
     time.sleep(0.03)
@@ -155,8 +155,9 @@ def test_the_leak_report_of_probe_watch_draws_its_trend_and_sites(tmp_path, brow
     script = write_script(tmp_path, LEAKER, name="leak_<img src=x onerror=alert(1)>.py")
     out = tmp_path / "watch"
     result = subprocess.run(
-        # judged live (warm-up, a 6-s window and its confirmation by ~8 s of its 12): traced
-        # from the start, its growth judged only at exit would be undetermined by design
+        # judged live (warm-up, the half window before the first 6-s window, that window
+        # and its confirmation: by ~11 s of its 15): traced from the start, its growth
+        # judged only at exit would be undetermined by design
         probe_cmd("watch", "--interval", "0.05", "--warmup", "1s", "--window", "6s",
                   "--attribution", "always", "-q", "--out", out, "--", "python", script),
         capture_output=True, text=True, timeout=120,
