@@ -19,11 +19,16 @@ ratio has py-spy's beside it from the same rounds: A B C A B C ...
 The fixed cost is the same pairing on an empty script, in seconds over plain Python, split
 at the script's one line (it prints its wall clock): from the command to the target's
 first line, and from its last line to the end of `probe run` (verdict and report written).
+Each workload's probe runs are split the same way by their run directory's clock (the
+target's start and end in meta.json): before the target, the target, after it -- where
+a workload's excess lies (W2's: after the target, where the verdict's imports found no
+idle core during it).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -93,25 +98,47 @@ def commands(
     return plain, others
 
 
+def split(cmd: list[str], wall: float) -> tuple[float, float, float] | None:
+    """A probe run that just ended: its seconds before its target, of the target, and
+    after it (the verdict and report), from its run directory's meta.json (the target's
+    start and end, wall clock); None for another tool's run."""
+    ended_ns = time.time_ns()  # called as the command returns: microseconds after its end
+    if "--out" not in cmd:
+        return None
+    meta = json.loads((Path(cmd[cmd.index("--out") + 1]) / "meta.json").read_text())
+    after = (ended_ns - meta["end_unix_ns"]) / 1e9
+    target = (meta["end_unix_ns"] - meta["start_unix_ns"]) / 1e9
+    return wall - target - after, target, after
+
+
+Times = list[tuple[float, float | None]]
+
+
 def paired(
     plain: list[str], others: Commands, env: dict[str, str], pairs: int
-) -> tuple[list[tuple[float, float | None]], dict[str, list[tuple[float, float | None]]]]:
+) -> tuple[Times, dict[str, Times], list[tuple[float, float, float]]]:
+    """The plain runs' times, each other tool's, and the probe runs' splits (``split``)."""
     timed(plain, env)
     for cmd in others.values():
         timed(cmd(), env)  # warm-up
-    a_times: list[tuple[float, float | None]] = []
-    times: dict[str, list[tuple[float, float | None]]] = {name: [] for name in others}
+    a_times: Times = []
+    times: dict[str, Times] = {name: [] for name in others}
+    splits: list[tuple[float, float, float]] = []
     for _ in range(pairs):
         a_times.append(timed(plain, env))
-        for name, cmd in others.items():
-            times[name].append(timed(cmd(), env))
-    return a_times, times
+        for name, make in others.items():
+            cmd = make()
+            times[name].append(timed(cmd, env))
+            parts = split(cmd, times[name][-1][0])
+            if parts is not None:
+                splits.append(parts)
+    return a_times, times, splits
 
 
 def workload(name: str, pairs: int, probe_args: list[str], py_spy: str | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         plain, others = commands(WORKLOADS / NAMES[name], Path(tmp), probe_args, py_spy)
-        a_times, times = paired(plain, others, workload_env(name), pairs)
+        a_times, times, splits = paired(plain, others, workload_env(name), pairs)
     a_walls = [a for a, _ in a_times]
     for tool, b_times in times.items():
         b_walls = [b for b, _ in b_times]
@@ -122,6 +149,14 @@ def workload(name: str, pairs: int, probe_args: list[str], py_spy: str | None) -
             f" s, {tool} {statistics.median(b_walls):.2f} s)",
             flush=True,
         )
+    if splits:
+        before, target, after = (statistics.median(x) for x in zip(*splits, strict=True))
+        print(
+            f"    probe's runs: {before:.2f} s before the target, the target {target:.2f} s "
+            f"(plain's whole process {statistics.median(a_walls):.2f} s), {after:.2f} s "
+            "after it",
+            flush=True,
+        )
 
 
 def fixed_cost(pairs: int, probe_args: list[str]) -> None:
@@ -129,7 +164,7 @@ def fixed_cost(pairs: int, probe_args: list[str]) -> None:
         script = Path(tmp) / "empty.py"
         script.write_text(EMPTY)
         plain, others = commands(script, Path(tmp), probe_args, None)
-        a_times, times = paired(plain, others, workload_env("w3"), pairs)
+        a_times, times, _ = paired(plain, others, workload_env("w3"), pairs)
     extra, before, after = [], [], []
     for (a, a_line), (b, b_line) in zip(a_times, times["probe"], strict=True):
         extra.append(b - a)
