@@ -68,14 +68,24 @@ def recorded(d: dict[str, Any]) -> LeakVerdict:
     )
 
 
-def live(d: dict[str, Any]) -> LeakVerdict:
-    """The verdict ``probe watch`` gives the series: its agent reads the same witnesses
-    (live blocks, malloc's bytes, a full collection as the process exits)."""
+def fed(
+    d: dict[str, Any], settings: DetectorSettings
+) -> tuple[LiveLeakDetector, list[tuple[float, float]]]:
+    """A live detector fed the series reading by reading, and the readings (t_s from the
+    series' first, bytes)."""
     t, y = np.array(d["rss"]["t_s"]), np.array(d["rss"]["bytes"])
-    detector = LiveLeakDetector(QUICK)
+    detector = LiveLeakDetector(settings)
     readings = [(float(a), float(b)) for a, b in zip(t - t[0], y, strict=True)]
     for a, b in readings:
         detector.add(a, b)
+    return detector, readings
+
+
+def live(d: dict[str, Any]) -> LeakVerdict:
+    """The verdict ``probe watch`` gives the series: its agent reads the same witnesses
+    (live blocks, malloc's bytes, a full collection as the process exits)."""
+    t = np.array(d["rss"]["t_s"])
+    detector, readings = fed(d, QUICK)
     ht, blocks = heap_of(d)
     heap = [(float(a), float(b)) for a, b in zip(ht - t[0], blocks, strict=True)]
     in_use = malloc_in_use_of(d)
@@ -117,23 +127,15 @@ def test_a_leak_is_called_a_leak_and_a_healthy_service_never_is(judge, path):
 WATCH_QUICK = DetectorSettings(interval_s=0.05, warmup_s=5.0, window_s=8.0)
 
 
-def _flagged_live(d: dict[str, Any], settings: DetectorSettings) -> LeakVerdict | None:
-    t, y = np.array(d["rss"]["t_s"]), np.array(d["rss"]["bytes"])
-    detector = LiveLeakDetector(settings)
-    for a, b in zip(t - t[0], y, strict=True):
-        detector.add(float(a), float(b))
-    return detector.leak
-
-
 def test_the_first_window_is_judged_against_the_one_before_it_not_against_nothing():
     # a memo filling under a Zipf load: its floor climbs ever slower. With a window judged
     # as soon as warm-up ended, nothing before it to compare with, the live test read its
     # climb as a leak; half a window served first shows the pace falling
     memo = series(SERIES / "zipf_memo-x3-1.json")
-    assert _flagged_live(memo, WATCH_QUICK) is None
+    assert fed(memo, WATCH_QUICK)[0].leak is None
     # the wait costs a leak half a window, not the alert: the same settings still flag
     # the leaky sample's cache as it runs
-    leaky = _flagged_live(series(SERIES / "leaky_cache-x3-1.json"), WATCH_QUICK)
+    leaky = fed(series(SERIES / "leaky_cache-x3-1.json"), WATCH_QUICK)[0].leak
     assert leaky is not None and leaky.at_s >= WATCH_QUICK.first_judged_s
 
 
