@@ -26,7 +26,10 @@ the time (every stack tick with a few tasks; ~8 a second with a thousand). A tas
 waiting on the future it waited on at the last tick has not moved: its stack and reason
 are kept, not walked again. A tick walks at most ``max_tasks`` chains
 of tasks that moved: with hundreds pending (a semaphore queueing the rest) walking them
-all would cost a millisecond a tick. Each row counts the tasks it stands for (``tasks``,
+all would cost a millisecond a tick. Where more moved, the walk starts at a random one of
+them: from the registry's first, a server's own tasks that move at every tick (hypercorn
+lists dozens before the requests' handlers) would take the whole walk at every tick and
+the handlers would never be seen. Each row counts the tasks it stands for (``tasks``,
 scaled up by pending over known when some could not be walked). A task with no future
 to wait on, or whose future is done, is ``ready``: runnable, waiting for its loop -- while
 the loop runs something else, that wait is loop lag.
@@ -46,6 +49,7 @@ thread_id, ready, running). A loop that takes no weak reference is not read.
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 import weakref
 from collections import Counter
@@ -155,21 +159,26 @@ class TaskSampler:
         clock: Callable[[], int] = time.perf_counter_ns,
         pending: Callable[[], list[Any]] = _pending_tasks,
         max_tasks: int = 16,
-        timer: Callable[[], float] = time.perf_counter,
+        timer: Callable[[], float] = time.thread_time,
         budget_share: float = 0.01,
+        start_at: Callable[[int], int] = random.randrange,
     ) -> None:
         self._stack_of = stack_of  # interns a chain (outermost first) as a stack id
         self._thread_of = thread_of  # Python ident -> thread id, when sampled
         self._clock = clock
         self._pending = pending
         self._max_tasks = max_tasks
+        self._start_at = start_at  # n -> where a tick's walk starts among n tasks
         # task -> (the future it waited on, stack, reason) when last walked: a task still
         # waiting on the same future has not moved, and is not walked again
         self._known: dict[Any, tuple[Any, int, str]] = {}
         self._last_ns: int | None = None
         # ticks are spaced to keep their cost under ``budget_share`` of the time: a tick
         # copies the registry and looks at every pending task (measured by
-        # benchmarks/task_sampler_cost.py: ~60 us with 10 tasks, ~1.4 ms with 1,000)
+        # benchmarks/task_sampler_cost.py: ~60 us with 10 tasks, ~1.4 ms with 1,000). Its
+        # cost is the sampler thread's CPU, not its wall time: waiting for the GIL, it
+        # takes nothing from the target. Timed by the wall, ticks in hypercorn's worker
+        # under test_http_spans's load came 10-15 in its 3.1-3.4 s, by CPU 16-21
         self._budget = CostBudget(budget_share, timer)
         self._rows: list[tuple[int, int, int, str, float, int]] = []
         # the loops the ticks have met -> their thread's id (weak: a closed loop goes)
@@ -224,6 +233,11 @@ class TaskSampler:
                 waiting.append((task, tid))
         if not waiting:
             return
+        if len(waiting) > self._max_tasks:
+            # the walk may run out before the list does: start it anywhere, so that
+            # every task is as likely to be walked whatever its place in the registry
+            first = self._start_at(len(waiting))
+            waiting = waiting[first:] + waiting[:first]
         groups: Counter[tuple[int, int, str]] = Counter()
         known, self._known = self._known, {}
         budget, unwalked = self._max_tasks, 0

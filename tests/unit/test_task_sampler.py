@@ -128,6 +128,66 @@ def test_a_tick_walks_at_most_max_tasks_chains_and_scales_the_counts():
         assert totals[1:] == [6.0, 6.0, 6.0]  # 2 walked of 6, each row counts 3
 
 
+def test_a_tick_that_cannot_walk_every_moved_task_starts_anywhere_not_at_the_first():
+    # six of a server's own tasks, listed first, and two request handlers, all of them
+    # waking between ticks (hypercorn's timers before its handlers): a walk of two from
+    # the registry's first saw no handler at all, and the async route got no time
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    wakes = [0] * 8
+
+    async def tick_along(i: int) -> None:
+        while True:
+            wakes[i] += 1
+            await asyncio.sleep(0.001)
+
+    async def poll(i: int) -> None:
+        await tick_along(i)
+
+    async def handle(i: int) -> None:
+        await tick_along(i)
+
+    async def start() -> list[asyncio.Task]:
+        return [asyncio.ensure_future((poll if i < 6 else handle)(i)) for i in range(8)]
+
+    tasks: list[asyncio.Task] = []
+    try:
+        tasks += asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=10)
+        stacks = StackSampler()
+        stacks.sample()  # registers the loop's thread
+        offsets = iter(range(9))
+        sampler = TaskSampler(
+            stack_of=lambda chain: 1 if any(f.f_code.co_name == "handle" for f in chain) else 2,
+            thread_of=stacks.thread_id_of,
+            pending=lambda: list(tasks),  # the registry's order: the server's own first
+            max_tasks=2,
+            timer=lambda: 0.0,
+            start_at=lambda n: next(offsets) % n,
+        )
+        counts = {1: 0.0, 2: 0.0}
+        for _ in range(9):
+            seen = list(wakes)
+            deadline = time.monotonic() + 10
+            while (
+                any(w <= s for w, s in zip(wakes, seen, strict=True))
+                and time.monotonic() < deadline
+            ):
+                time.sleep(0.001)  # every task has moved since the last tick
+            sampler.sample()
+            for _, _, sid, _, n, _ in sampler.drain()["task_samples"]:
+                counts[sid] += n
+    finally:
+        for task in tasks:
+            loop.call_soon_threadsafe(task.cancel)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()
+    # the first tick only starts the interval; the eight after it start at offsets 0-7
+    # of 8, so each task is walked twice and the handlers are 2 of 8 tasks
+    assert counts[1] / (counts[1] + counts[2]) == pytest.approx(2 / 8)
+
+
 def test_every_call_reads_the_callbacks_queued_behind_a_coroutine_holding_its_loop():
     with loop_with_tasks() as (loop, _):
         stacks = StackSampler()
