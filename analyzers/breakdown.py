@@ -304,7 +304,9 @@ def _reading_at(table: pd.DataFrame, column: str, ts_ns: np.ndarray) -> np.ndarr
     return np.where(idx >= 0, values[np.maximum(idx, 0)], np.nan)
 
 
-def host_busy_percent(system: pd.DataFrame, cpu_count: int) -> pd.DataFrame:
+def host_busy_percent(
+    system: pd.DataFrame, cpu_count: int, start_ns: int | None = None
+) -> pd.DataFrame:
     """The host's readings (``ts_ns``, ``cpu_percent``) with probe's helper processes'
     own CPU (``probe_cpu_s``: the sidecar's and the finisher's, per interval) taken out:
     the busy share the service met from other processes and itself. The finisher imports
@@ -312,15 +314,23 @@ def host_busy_percent(system: pd.DataFrame, cpu_count: int) -> pd.DataFrame:
     idle (tokenize_pool, GIL-bound at one core of two: the finisher 0.68-0.72 of a core
     for 1.3 s, the host read 88-94% busy against ~50% without probe), and yields that
     core to any thread that wants it: counted as busy, the rules took a GIL-bound pool
-    beside an idle core for threads waiting for a core."""
+    beside an idle core for threads waiting for a core.
+
+    ``interval_s``: the time each reading covers, the first one's from ``start_ns`` (the
+    run's start, where the sidecar's first interval begins: ``probe run`` reads the
+    host's counters as it starts it), its helpers' CPU all theirs so far."""
     if system.empty or "probe_cpu_s" not in system:
         return system
     s = system.sort_values("ts_ns")
-    elapsed_s = s["ts_ns"].diff() / 1e9
+    ts = s["ts_ns"].astype("int64")
     helper_s = s["probe_cpu_s"].astype("float64")
-    helper = (helper_s.diff() / elapsed_s).where(elapsed_s > 0).fillna(0.0).clip(lower=0.0)
+    elapsed_s, spent_s = ts.diff() / 1e9, helper_s.diff()
+    if start_ns is not None and ts.iloc[0] > start_ns:
+        elapsed_s.iloc[0] = (ts.iloc[0] - start_ns) / 1e9
+        spent_s.iloc[0] = helper_s.iloc[0]
+    helper = (spent_s / elapsed_s).where(elapsed_s > 0).fillna(0.0).clip(lower=0.0)
     busy = s["cpu_percent"].astype("float64") - 100.0 * helper / max(1, cpu_count)
-    return s.assign(cpu_percent=busy.clip(lower=0.0))
+    return s.assign(cpu_percent=busy.clip(lower=0.0), interval_s=elapsed_s)
 
 
 def _with_resources(run: Run, samples: pd.DataFrame, key: str, split: pd.DataFrame) -> None:
@@ -328,7 +338,8 @@ def _with_resources(run: Run, samples: pd.DataFrame, key: str, split: pd.DataFra
     host's busy share without probe's helpers: ``host_busy_percent``)."""
     ts = samples["ts_ns"].to_numpy()
     cpu_count = int((run.meta.get("host") or {}).get("cpu_count") or 1)
-    host = host_busy_percent(run.tables["system"], cpu_count)
+    start_ns = (run.meta.get("clock") or {}).get("perf_ns")
+    host = host_busy_percent(run.tables["system"], cpu_count, int(start_ns or 0) or None)
     for column, table, reading in (
         ("gpu_util", run.tables["gpu"], "util_percent"),
         ("host_cpu_percent", host, "cpu_percent"),

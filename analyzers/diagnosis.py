@@ -182,17 +182,31 @@ def _user_share(resources: pd.DataFrame, lo: int | None, hi: int | None) -> floa
     return min(1.0, user / total) if total > 0 else 1.0
 
 
-def _host_cores(system: pd.DataFrame, cpu_count: int, lo: int | None, hi: int | None) -> float:
+def _host_cores(
+    system: pd.DataFrame,
+    cpu_count: int,
+    lo: int | None,
+    hi: int | None,
+    start_ns: int | None = None,
+) -> float:
     """Mean cores busy on the host between ``lo`` and ``hi``, less probe's helper
-    processes' own (``host_busy_percent``): they stop with the run, the others stay."""
-    s = host_busy_percent(system, cpu_count)
+    processes' own (``host_busy_percent``): they stop with the run, the others stay.
+    Each reading weighs the time it covers: a sidecar a busy host held back reads its
+    first, long interval late, then every tenth of a second."""
+    s = host_busy_percent(system, cpu_count, start_ns)
     if s.empty:
         return 0.0
+    s = s.dropna(subset=["cpu_percent"])
     if lo is not None and hi is not None:
         inside = (s["ts_ns"] >= lo) & (s["ts_ns"] <= hi)
         if inside.any():
             s = s[inside]
-    return max(0.0, float(s["cpu_percent"].mean()) / 100.0 * cpu_count)
+    if s.empty:
+        return 0.0
+    busy = s["cpu_percent"].astype("float64")
+    weight = s.get("interval_s", pd.Series(0.0, index=s.index)).fillna(0.0).clip(lower=0.0)
+    mean = float((busy * weight).sum() / weight.sum()) if weight.sum() > 0 else busy.mean()
+    return max(0.0, mean / 100.0 * cpu_count)
 
 
 def _starved_share(run: Run) -> tuple[float, float]:
@@ -321,7 +335,10 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
     process_cores = max(0.0, _process_cores(run.tables["resources"], lo, hi) - probe_cores)
     if run.tables["resources"]["ts_ns"].nunique() < 2:
         process_cores = _sampled_cores(run.tables["samples"])
-    host_cores_busy = _host_cores(run.tables["system"], cpu_count, lo, hi)
+    start_ns = (meta.get("clock") or {}).get("perf_ns")
+    host_cores_busy = _host_cores(
+        run.tables["system"], cpu_count, lo, hi, int(start_ns) if start_ns else None
+    )
     return RunFacts(
         has_gpu=has_gpu,
         cpu_count=cpu_count,

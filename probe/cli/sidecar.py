@@ -21,9 +21,10 @@ streams the run's spans to a collector (``probe.live``), both read from the span
 journals once a second.
 
 Invocation: ``python -m probe.cli.sidecar RUN_DIR TARGET_PID RESOURCE_HZ GPU(0|1)
-FINISHER_PID(0: none) [prometheus=HOST:PORT] [otlp=URL]`` (``otlp=`` alone: the
-OpenTelemetry SDK's standard endpoint); stdin carries one JSON line when the target
-ended, or end-of-file.
+FINISHER_PID(0: none) [host_cpu=TICKS] [prometheus=HOST:PORT] [otlp=URL]``
+(``host_cpu``: the host's CPU counters when ``probe run`` started it, the start of its
+first reading's interval; ``otlp=`` alone: the OpenTelemetry SDK's standard endpoint);
+stdin carries one JSON line when the target ended, or end-of-file.
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ class Sidecar:
         started now: the finisher's imports overlap the run from its first moment.
         ``prometheus``: HOST:PORT to serve the live metrics on; ``otlp``: the collector's
         URL to stream spans to ("": the SDK's standard endpoint)."""
-        from probe.samplers.resources import HELPER_ENV
+        from probe.samplers.resources import HELPER_ENV, host_cpu_jiffies
 
         finisher = None
         if report:
@@ -175,6 +176,8 @@ class Sidecar:
                 pass  # this process finishes the run
         helper = str(finisher.pid) if finisher is not None else "0"
         args = [str(run_dir), str(os.getpid()), repr(resource_hz), "1" if gpu else "0", helper]
+        host_cpu = host_cpu_jiffies()  # before its start-up, which a busy host delays
+        args += [f"host_cpu={host_cpu}"] if host_cpu else []
         args += [f"prometheus={prometheus}"] if prometheus else []
         args += [f"otlp={otlp}"] if otlp is not None else []
         try:
@@ -241,15 +244,19 @@ def _sample_until_told(
     gpu: bool,
     own_cpu: Callable[[], float],
     live: Any = None,
+    host_cpu: str | None = None,
 ) -> dict[str, Any]:
     """Sample the target's tree on a thread until stdin says stop; returns the message.
-    ``live``: the live outputs (``probe.live.LiveOutputs``) to feed each second."""
+    ``live``: the live outputs (``probe.live.LiveOutputs``) to feed each second;
+    ``host_cpu``: the host's CPU counters at the sidecar's spawn (``host_cpu_jiffies``)."""
     from probe.rundir.writer import RunWriter
-    from probe.samplers.resources import ResourceSampler
+    from probe.samplers.resources import ResourceSampler, host_times_from_jiffies
     from probe.samplers.ticker import Ticker
     from probe.samplers.tree import TreeSampler
 
-    tree = TreeSampler(pid, gpu=gpu, resources=ResourceSampler(pid, own_cpu=own_cpu))
+    since = host_times_from_jiffies(host_cpu) if host_cpu else None
+    resources = ResourceSampler(pid, own_cpu=own_cpu, host_since=since)
+    tree = TreeSampler(pid, gpu=gpu, resources=resources)
     gpu_status = tree.start()
     writer = RunWriter(run_dir)
     flush_every = max(1, round(hz))  # ticks: about once a second
@@ -291,10 +298,9 @@ def _sample_until_told(
     return message
 
 
-def _live(run_dir: Path, pid: int, options: list[str], own_cpu: Callable[[], float]) -> Any:
-    """The live outputs ``options`` ask for (``prometheus=HOST:PORT``, ``otlp=URL``);
-    one that cannot start is said and left out. None when none is asked for."""
-    asked = dict(option.partition("=")[::2] for option in options)
+def _live(run_dir: Path, pid: int, asked: dict[str, str], own_cpu: Callable[[], float]) -> Any:
+    """The live outputs ``asked`` for (``prometheus``: HOST:PORT, ``otlp``: URL); one
+    that cannot start is said and left out. None when none is asked for."""
     if not asked:
         return None
     from probe.live import LiveOutputs
@@ -328,10 +334,12 @@ def main(argv: list[str]) -> int:
     gpu, finisher_pid = argv[3] == "1", int(argv[4])
     from probe.printable import printable  # what it says names paths: escaped
 
+    options = dict(option.partition("=")[::2] for option in argv[5:])
+    host_cpu = options.pop("host_cpu", None)
     own_cpu = _helper_cpu(finisher_pid)
-    live = _live(run_dir, pid, argv[5:], own_cpu)
+    live = _live(run_dir, pid, options, own_cpu)
     try:
-        message = _sample_until_told(run_dir, pid, hz, gpu, own_cpu, live)
+        message = _sample_until_told(run_dir, pid, hz, gpu, own_cpu, live, host_cpu)
         if not message:  # killed: compacted now (nobody waits for it), no diagnosis
             from probe.rundir.reader import compact
 

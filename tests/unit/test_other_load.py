@@ -8,7 +8,7 @@ import pytest
 
 from probe.analyzers.attribution import attribute, split_run_queue_waits
 from probe.analyzers.breakdown import host_busy_percent
-from probe.analyzers.diagnosis import diagnose
+from probe.analyzers.diagnosis import diagnose, run_facts
 from probe.reports.terminal import Verdict
 from probe.rundir import load
 from tests.synthetic import MS, RunBuilder, frame_table
@@ -32,6 +32,22 @@ def test_probe_s_idle_priority_helpers_are_not_counted_as_the_host_s_busy_cores(
         b.system(k, 90.0, probe_cpu_s=0.7 * k / 1000.0)
     busy = host_busy_percent(b.tables()["system"], cpu_count=2)
     assert busy["cpu_percent"].iloc[1:].tolist() == pytest.approx([55.0] * 10)
+
+
+def test_each_host_reading_weighs_the_time_it_covers_a_late_first_one_its_long_one(
+    tmp_path,
+):
+    # a sidecar a busy host held back reads its first interval 1.2 s after the start
+    # (40% busy over it), then every 0.1 s (100%): a mean of the rows reads 1.91 of the
+    # 2 cores busy, of the time 1.4
+    b = RunBuilder(duration_s=2.4)
+    for k in range(1200, 2401, 100):
+        b.system(k, 40.0 if k == 1200 else 100.0, probe_cpu_s=0.0)
+        b.resources(k, 0.5 * k / 1000.0, 100 << 20)
+    b.sample(1, 10.0, b.stack("main", "serve"))
+    run = load(b.write(tmp_path / "run"))
+    d = diagnose(run)
+    assert run_facts(run, d.breakdown).host_cores_busy == pytest.approx(1.4)
 
 
 def gil_bound_pool(tmp_path, *, host_percent: float, helper_cores: float = 0.0, queued=True):

@@ -9,7 +9,12 @@ from types import SimpleNamespace as NS
 import psutil
 
 from probe.samplers.gpu import GpuSampler
-from probe.samplers.resources import HELPER_ENV, ResourceSampler
+from probe.samplers.resources import (
+    HELPER_ENV,
+    ResourceSampler,
+    host_cpu_jiffies,
+    host_times_from_jiffies,
+)
 
 
 class FakeProc:
@@ -145,6 +150,49 @@ def test_host_cpu_is_the_busy_share_since_the_last_reading():
     s.sample()
     s.sample()
     assert [row[1] for row in s.drain()["system"]] == [75.0, 75.0]
+
+
+class ReadHost(FakeHost):
+    """A host whose CPU counters (busy s, idle s) are read in the order given."""
+
+    def __init__(self, *readings):
+        super().__init__()
+        self._readings = list(readings)
+
+    def cpu_times(self):
+        busy, idle = self._readings.pop(0)
+        return NS(
+            user=busy, nice=0.0, system=0.0, idle=idle, _fields=("user", "nice", "system", "idle")
+        )
+
+
+def test_a_sidecar_a_busy_host_held_back_reads_its_first_interval_from_its_spawn():
+    # probe run read the counters as it started the sidecar; the sidecar, niced beside a
+    # busy loop, built its sampler 1.5 s of busy host later and read 20 ms after that:
+    # from its own baseline that reading held ~no tick of the run; from the spawn, 75%
+    spawn = NS(user=0.0, nice=0.0, system=0.0, idle=0.0, _fields=("user", "nice", "system", "idle"))
+    late = ReadHost((1.5, 0.5), (1.5, 0.52))
+    s = ResourceSampler(10, process=lambda pid: FakeProc(pid), host=late, sockets=lambda p: 0)
+    s.sample()
+    assert s.drain()["system"][0][1] == 0.0
+    held = ReadHost((1.5, 0.52))
+    s = ResourceSampler(
+        10, process=lambda pid: FakeProc(pid), host=held, sockets=lambda p: 0, host_since=spawn
+    )
+    s.sample()
+    assert s.drain()["system"][0][1] == 74.3
+
+
+def test_the_launcher_s_reading_of_the_host_s_counters_is_psutil_s(tmp_path):
+    ours = host_times_from_jiffies(host_cpu_jiffies() or "")
+    theirs = psutil.cpu_times()
+    assert ours._fields == theirs._fields
+    for field in theirs._fields:  # read a moment apart: within a second of each other
+        assert abs(getattr(ours, field) - getattr(theirs, field)) < 1.0 * psutil.cpu_count()
+    assert host_cpu_jiffies(str(tmp_path / "absent")) is None
+    (tmp_path / "stat").write_text("intr 1 2 3\n")
+    assert host_cpu_jiffies(str(tmp_path / "stat")) is None
+    assert host_times_from_jiffies("1,2") is None
 
 
 def test_probe_s_own_helper_processes_are_not_the_target_s():
