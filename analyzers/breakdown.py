@@ -290,18 +290,23 @@ def _sample_split(samples: pd.DataFrame, key: str) -> pd.DataFrame:
 
 
 def _reading_at(table: pd.DataFrame, column: str, ts_ns: np.ndarray) -> np.ndarray:
-    """The last reading of ``column`` (mean over devices) at or before each instant.
+    """The reading of ``column`` (mean over devices) whose interval holds each instant:
+    the first at or after it, since a reading covers the time since the one before (the
+    host's CPU counters' difference, NVML's utilisation over its last sample period);
+    past the last reading, the last. NaN without any.
 
     Resource readings come from the sidecar's perf_counter: CLOCK_MONOTONIC, the same
-    clock as the target's on Linux, so timestamps compare directly. NaN before the
-    first reading or without any.
+    clock as the target's on Linux, so timestamps compare directly. The reading before
+    an instant instead lagged by one interval, and a sidecar a busy host held back left
+    every sample before its first, late reading without one (tokenize_pool beside a busy
+    loop: its only reading after the target's end, in 21 runs of 30, 2026-11-28).
     """
     if table.empty or len(ts_ns) == 0:
         return np.full(len(ts_ns), np.nan)
     per_tick = table.groupby("ts_ns")[column].mean().sort_index()
-    idx = np.searchsorted(per_tick.index.to_numpy(), ts_ns, side="right") - 1
+    idx = np.searchsorted(per_tick.index.to_numpy(), ts_ns, side="left")
     values = per_tick.to_numpy(dtype="float64")
-    return np.where(idx >= 0, values[np.maximum(idx, 0)], np.nan)
+    return values[np.minimum(idx, len(values) - 1)]
 
 
 def host_busy_percent(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from probe.analyzers.attribution import attribute, split_run_queue_waits
-from probe.analyzers.breakdown import host_busy_percent
+from probe.analyzers.breakdown import breakdown, host_busy_percent
 from probe.analyzers.diagnosis import diagnose, run_facts
 from probe.reports.terminal import Verdict
 from probe.rundir import load
@@ -48,6 +48,22 @@ def test_each_host_reading_weighs_the_time_it_covers_a_late_first_one_its_long_o
     run = load(b.write(tmp_path / "run"))
     d = diagnose(run)
     assert run_facts(run, d.breakdown).host_cores_busy == pytest.approx(1.4)
+
+
+def test_a_stage_s_host_reading_is_the_one_whose_interval_holds_its_samples(tmp_path):
+    # `parse` runs the first second, `score` the next; the host read 30% busy over the
+    # first second (a reading at its end) and 90% over the second: the reading before
+    # each sample gave `parse` none (all its samples came before the first) and `score` 30%
+    b = RunBuilder(duration_s=2.0)
+    parse, score = b.stack("main", "parse"), b.stack("main", "score")
+    for k in range(1, 201):
+        b.sample(1, k * 10.0 - 5.0, parse if k <= 100 else score)
+    b.system(1000, 30.0, probe_cpu_s=0.0)
+    b.system(2000, 90.0, probe_cpu_s=0.0)
+    stages = breakdown(load(b.write(tmp_path / "run"))).stages
+    by_name = {str(name).split(" ")[0]: row for name, row in stages.iterrows()}
+    assert by_name["parse"]["host_cpu_percent"] == pytest.approx(30.0)
+    assert by_name["score"]["host_cpu_percent"] == pytest.approx(90.0)
 
 
 def gil_bound_pool(tmp_path, *, host_percent: float, helper_cores: float = 0.0, queued=True):
