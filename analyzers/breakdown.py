@@ -71,6 +71,7 @@ __all__ = [
     "breakdown",
     "host_busy_percent",
     "idle_notes",
+    "run_start_ns",
 ]
 
 
@@ -338,13 +339,19 @@ def host_busy_percent(
     return s.assign(cpu_percent=busy.clip(lower=0.0), interval_s=elapsed_s)
 
 
+def run_start_ns(run: Run) -> int | None:
+    """The run's start on the target's perf clock (meta.json's ``clock``); None where
+    the run does not say."""
+    start = (run.meta.get("clock") or {}).get("perf_ns")
+    return int(start) if start else None
+
+
 def _with_resources(run: Run, samples: pd.DataFrame, key: str, split: pd.DataFrame) -> None:
     """Resource figures within each stage: means of the readings at its samples (the
     host's busy share without probe's helpers: ``host_busy_percent``)."""
     ts = samples["ts_ns"].to_numpy()
     cpu_count = int((run.meta.get("host") or {}).get("cpu_count") or 1)
-    start_ns = (run.meta.get("clock") or {}).get("perf_ns")
-    host = host_busy_percent(run.tables["system"], cpu_count, int(start_ns or 0) or None)
+    host = host_busy_percent(run.tables["system"], cpu_count, run_start_ns(run))
     for column, table, reading in (
         ("gpu_util", run.tables["gpu"], "util_percent"),
         ("host_cpu_percent", host, "cpu_percent"),

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from probe.analyzers.batching import BatchAdvice, spans_advice
-from probe.analyzers.breakdown import Breakdown, breakdown, host_busy_percent
+from probe.analyzers.breakdown import Breakdown, breakdown, host_busy_percent, run_start_ns
 from probe.analyzers.capacity import Capacity, Demands, capacity
 from probe.analyzers.endpoints import EndpointFigures, endpoints
 from probe.analyzers.leaks import (
@@ -335,10 +335,7 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
     process_cores = max(0.0, _process_cores(run.tables["resources"], lo, hi) - probe_cores)
     if run.tables["resources"]["ts_ns"].nunique() < 2:
         process_cores = _sampled_cores(run.tables["samples"])
-    start_ns = (meta.get("clock") or {}).get("perf_ns")
-    host_cores_busy = _host_cores(
-        run.tables["system"], cpu_count, lo, hi, int(start_ns) if start_ns else None
-    )
+    host_cores_busy = _host_cores(run.tables["system"], cpu_count, lo, hi, run_start_ns(run))
     return RunFacts(
         has_gpu=has_gpu,
         cpu_count=cpu_count,
