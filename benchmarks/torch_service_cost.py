@@ -12,7 +12,10 @@ the end of the run excluded), so the ratio is throughput kept. Also printed: the
 each default run took and how long closing them stopped the target (meta.json's
 ``collector.torch``).
 
-    python benchmarks/torch_service_cost.py [--rounds 5] [--requests 1000]
+    python benchmarks/torch_service_cost.py [--rounds 5] [--requests 1000] [--window S ...]
+
+``--window S`` adds an arm with the defaults but ``--torch-window S`` (repeatable), in the
+same shuffled rounds, to weigh a window's length against its cost.
 
 Needs torch (``pip install '.[torch]'``).
 """
@@ -31,6 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DECODER = REPO / "tests" / "torch_corpus" / "decoder.py"
 WAYS = ("plain", "no windows", "default")
+WINDOW_ARM = "window "
 
 
 def generation_s(cmd: list[str]) -> float:
@@ -44,6 +48,8 @@ def command(way: str, run_dir: Path, requests: int) -> list[str]:
     if way == "plain":
         return [sys.executable, *target]
     windows = ["--torch-windows", "0"] if way == "no windows" else []
+    if way.startswith(WINDOW_ARM):
+        windows = ["--torch-window", way.removeprefix(WINDOW_ARM)]
     probe = [sys.executable, "-m", "probe.cli", "run", "--no-report", "--out", str(run_dir)]
     return [*probe, *windows, *target]
 
@@ -59,28 +65,28 @@ def main() -> None:
     )
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--requests", type=int, default=1000)
+    p.add_argument("--window", type=float, action="append", default=[], metavar="S")
     args = p.parse_args()
-    kept: dict[str, list[float]] = {"no windows": [], "default": []}
+    ways = [*WAYS, *(f"{WINDOW_ARM}{s:g}" for s in args.window)]
+    kept: dict[str, list[float]] = {way: [] for way in ways if way != "plain"}
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(args.rounds):
             seconds: dict[str, float] = {}
-            for way in random.sample(WAYS, len(WAYS)):
+            for way in random.sample(ways, len(ways)):
                 run_dir = Path(tmp) / f"{k}-{way.replace(' ', '-')}"
                 seconds[way] = generation_s(command(way, run_dir, args.requests))
-            taken = windows_taken(Path(tmp) / f"{k}-default")
-            stalls = ", ".join(f"{w.get('stall_s', float('nan')):.2f}" for w in taken)
+            line = [f"plain {seconds['plain']:6.2f} s"]
             for way in kept:
                 kept[way].append(seconds["plain"] / seconds[way])
-            print(
-                f"  plain {seconds['plain']:6.2f} s  no windows {seconds['no windows']:6.2f} s"
-                f"  default {seconds['default']:6.2f} s  ({len(taken)} windows, closing "
-                f"stopped the target {stalls} s)",
-                flush=True,
-            )
+                taken = windows_taken(Path(tmp) / f"{k}-{way.replace(' ', '-')}")
+                stalls = "/".join(f"{w.get('stall_s', float('nan')):.2f}" for w in taken)
+                closing = f" ({len(taken)} windows, closing stopped it {stalls} s)" if taken else ""
+                line.append(f"{way} {seconds[way]:6.2f} s{closing}")
+            print("  " + "; ".join(line), flush=True)
     print(f"throughput kept, median of {args.rounds} rounds of {args.requests} requests:")
     for way, ratios in kept.items():
         print(
-            f"  probe run {way:10s} {statistics.median(ratios):.3f} "
+            f"  probe run {way:12s} {statistics.median(ratios):.3f} "
             f"(range {min(ratios):.3f}-{max(ratios):.3f})"
         )
 

@@ -141,14 +141,15 @@ _MAX_HZ = 1000.0
     "--torch-window",
     "torch_window_s",
     type=FiniteFloat(0, MAX_SECONDS, low_open=True),
-    default=0.1,
+    default=TorchWindowSettings.window_s,
     show_default=True,
     metavar="SECONDS",
     help="How much of the target's CPU time each torch.profiler window holds: it stays "
     "open until the target's Python threads have run this long (at most 10 times as long "
-    "in wall time). Closing one stops the target a few times as long (torch writes the "
-    "window's events): the windows cost at most 5% of the time since the first opened, "
-    "the next counted before it opens.",
+    "in wall time). Closing one stops the target a few times as long (torch builds and "
+    "writes the window's events): the first window is taken whatever the run's length, "
+    "the next only once the windows so far and it cost at most 1.5% of the time since "
+    "the first opened.",
 )
 @click.option(
     "--torch-every",

@@ -89,9 +89,16 @@ __all__ = [
 @dataclass(frozen=True)
 class TorchWindowSettings:
     windows: int = 3  # 0: no windows
-    # A tenth of a second holds thousands of ops of a CPU decoder (36,000 in the
-    # measurement above) and a few forward passes of most models, at 0.4-0.5 s of cost.
-    window_s: float = 0.1
+    # Closing a window costs ~20 us an event with the GIL held (torch builds, formats and
+    # frees each one: malloc and page faults ~30%, metadata strings ~10%; perf, /tmp
+    # experiment 2026-11-28), so the length is the cost. The decoder's 1,000 requests,
+    # 5 rounds of 3 windows each (benchmarks/torch_service_cost.py --window, 2026-11-28):
+    # closing a 0.1-s window stopped it 0.39-0.80 s (median 0.54), a 0.05-s one
+    # 0.20-0.38 s (0.30), a 0.03-s one 0.19-0.32 s (0.24: a fixed part is left). The
+    # kv_cache estimate within 25% of its realisation in 3 of 3 rounds at 0.1 s and 0.05
+    # s, 2 of 3 at 0.03 s (benchmarks/kv_cache_estimate.py, same day). A twentieth of a
+    # second still holds thousands of ops and two of the decoder's requests.
+    window_s: float = 0.05
     # After the first forward pass: a model's first calls allocate, autotune and fill
     # caches (the trace diagnosis calls a window dominated by that warm-up, not steady).
     warmup_s: float = 1.0
@@ -101,8 +108,11 @@ class TorchWindowSettings:
     # between requests cannot keep the profiler on for long.
     longest: float = 10.0
     # Of the time since the first window opened, what the windows may cost (the next one
-    # counted before it opens): the issue's overhead budget for op-level collection (5%).
-    budget: float = 0.05
+    # counted before it opens): what issue 15's 5% for the whole default collection
+    # leaves once the rest is paid -- with windows off, probe kept 0.964 of the decoder
+    # loop's throughput (benchmarks/torch_service_cost.py, 2026-11-26), so 1.5%. At 5%
+    # alone the windows took the whole bar (3 windows on a 45-s run, 2026-11-28).
+    budget: float = 0.015
 
 
 class Window(Protocol):

@@ -93,7 +93,7 @@ json.dump({"duty": duty}, open(sys.argv[1], "w"))
 """
 
 
-def test_a_window_on_a_lightly_loaded_target_stays_open_for_a_tenth_of_a_second_of_its_cpu(
+def test_a_window_on_a_lightly_loaded_target_stays_open_for_its_length_of_the_target_s_cpu(
     run_probe, tmp_path
 ):
     truth = tmp_path / "truth.json"
@@ -104,10 +104,11 @@ def test_a_window_on_a_lightly_loaded_target_stays_open_for_a_tenth_of_a_second_
     figures = torch_figures(r.run_dir)
     assert len(figures["windows"]) == 1, figures
     [window] = figures["windows"]
-    assert not window["cut"] and window["target_cpu_s"] >= 0.1
-    # 0.1 s of its CPU takes ~0.1 / duty of wall (the window also slows its ops)
+    length = figures["settings"]["window_s"]
+    assert not window["cut"] and window["target_cpu_s"] >= length
+    # its length of CPU takes ~length / duty of wall (the window also slows its ops)
     held_open = window["end_s"] - window["start_s"]
-    assert 0.5 * 0.1 / duty < held_open <= 1.0 + 0.05
+    assert 0.5 * length / duty < held_open <= length * figures["settings"]["longest"] + 0.05
     [(_, trace)] = load(r.run_dir).torch_windows
     ops = trace.tables["ops"]
     assert (ops["ts_ns"].max() - ops["ts_ns"].min()) / 1e9 > 0.5 * held_open

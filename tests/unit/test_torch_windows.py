@@ -55,7 +55,8 @@ def windows(
 def test_windows_open_after_the_first_forward_pass_and_its_warm_up_and_stop_at_the_count(
     tmp_path,
 ):
-    s = TorchWindowSettings(windows=2, window_s=0.05, warmup_s=0.1, every_s=0.15)
+    # a budget that spaces nothing: the spacing by cost has its own test below
+    s = TorchWindowSettings(windows=2, window_s=0.05, warmup_s=0.1, every_s=0.15, budget=1.0)
     w, log = windows(tmp_path, s, forward_after=0.1)
     w.start()
     w._thread.join(5)
