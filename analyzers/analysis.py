@@ -14,6 +14,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from probe.analyzers.breakdown import run_start_ns
 from probe.analyzers.calltree import CallTree, call_tree
 from probe.analyzers.diagnosis import Diagnosis, diagnose
 from probe.analyzers.series import ResourceSeries, resource_series
@@ -49,8 +50,8 @@ class Analysis:
     def t0_ns(self) -> int:
         """The run's time origin on the sampling clock: its start, as meta.json gives it
         (else the first reading of any table)."""
-        t0 = int((self._run.meta.get("clock") or {}).get("perf_ns") or 0)
-        if t0:
+        t0 = run_start_ns(self._run)
+        if t0 is not None:
             return t0
         tables = self._run.tables
         starts = [

@@ -148,7 +148,7 @@ _MAX_HZ = 1000.0
     "open until the target's Python threads have run this long (at most 10 times as long "
     "in wall time). Closing one stops the target a few times as long (torch builds and "
     "writes the window's events): the first window is taken whatever the run's length, "
-    f"the next only once the windows so far and it cost at most "
+    "the next only once the windows so far and it cost at most "
     f"{TorchWindowSettings.budget:.1%} of the time since the first opened.",
 )
 @click.option(
