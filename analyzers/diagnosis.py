@@ -45,7 +45,7 @@ from probe.analyzers.run_queue import (
     throttled_share,
     throttling_note,
 )
-from probe.analyzers.vocabulary import kind_words, subkind_words
+from probe.analyzers.vocabulary import kind_words, speedup_range_words, subkind_words
 from probe.rundir.reader import Run
 
 if TYPE_CHECKING:
@@ -336,6 +336,7 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
     if run.tables["resources"]["ts_ns"].nunique() < 2:
         process_cores = _sampled_cores(run.tables["samples"])
     host_cores_busy = _host_cores(run.tables["system"], cpu_count, lo, hi, run_start_ns(run))
+    waits = run_queue_wait(run.tables["samples"])
     return RunFacts(
         has_gpu=has_gpu,
         cpu_count=cpu_count,
@@ -345,10 +346,9 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
         user_share=_user_share(run.tables["resources"], lo, hi),
         host_cores_busy=host_cores_busy,
         others_queued=others_queued_share(
-            run_queue_wait(run.tables["samples"]),
-            host_cores_busy=host_cores_busy,
-            process_cores=process_cores,
+            waits, host_cores_busy=host_cores_busy, process_cores=process_cores
         ),
+        run_queue=waits,
         gpu_util_mean=util,
         starved_time_share=starved,
         first_request_ms=first_ms,
@@ -455,13 +455,9 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
     best = next((r for r in recs if r.id != "fix_leak"), None)
     if best is not None:
         ceiling = f"ceiling {best.ceiling:.1f}×" if math.isfinite(best.ceiling) else "no ceiling"
-        stated = best.evidence.get("speedup_range")  # what such fixes realised
-        about = (
-            f"about {best.estimated_speedup:.1f}× faster ("
-            f"{stated[0]:.1f}–{stated[1]:.1f}× as such fixes go; {ceiling})"
-            if stated
-            else f"about {best.estimated_speedup:.1f}× faster ({ceiling})"
-        )
+        stated = speedup_range_words(best.evidence.get("speedup_range"))
+        bounds = "; ".join(words for words in (stated, ceiling) if words)
+        about = f"about {best.estimated_speedup:.1f}× faster ({bounds})"
         text += f". Best fix: {best.title[0].lower()}{best.title[1:]}, {about}"
     return text + "." + _doubts_text(primary)
 
@@ -559,7 +555,7 @@ def _cores_notes(run: Run, facts: RunFacts) -> list[str]:
     """What the run's cores were not the service's own: other processes' load (waits
     on a run queue) and the cgroup's CPU quota (throttling)."""
     return run_queue_note(
-        run_queue_wait(run.tables["samples"]),
+        facts.run_queue,
         cpu_count=facts.cpu_count,
         host_cores_busy=facts.host_cores_busy,
         process_cores=facts.process_cores,

@@ -23,6 +23,7 @@ import pandas as pd
 
 from probe.analyzers.breakdown import DEFAULT_HZ, Breakdown
 from probe.analyzers.constants import constant
+from probe.analyzers.run_queue import RunQueueWait
 from probe.analyzers.vocabulary import WAITS, kind_words, subkind_words
 
 __all__ = [
@@ -165,6 +166,9 @@ class RunFacts:
     # of the threads' ready time, the share they waited for a CPU while other processes
     # held the host's cores (``run_queue.others_queued_share``; 0 where they did not)
     others_queued: float = 0.0
+    # the threads' waits for a CPU and their run time (``run_queue.run_queue_wait``; None
+    # where the samples carry none): the figure both of the above and the run's note read
+    run_queue: RunQueueWait | None = None
     gpu_util_mean: float = float("nan")
     starved_time_share: float = 0.0  # share of time with GPU < 10% and CPU > 90%
     first_request_ms: float | None = None
