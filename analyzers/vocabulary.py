@@ -13,6 +13,8 @@ naming what inside it limits (DESIGN.md, "Classification").
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from probe.rundir.schema import WAIT_REASONS
 
 __all__ = [
@@ -76,3 +78,11 @@ def kind_words(kind: str) -> str:
 
 def subkind_words(subkind: str) -> str:
     return SUBKIND_WORDS.get(subkind, subkind)
+
+
+def speedup_range_words(stated: Sequence[float] | None) -> str:
+    """A recommendation's ``evidence.speedup_range`` -- what such fixes realised, measured
+    (``analyzers/recommendations.py``) -- in the words every report uses ("" for none)."""
+    if not stated:
+        return ""
+    return f"{stated[0]:.1f}–{stated[1]:.1f}× as such fixes go"

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from probe.analyzers.leaks.growth import what_holds
-from probe.analyzers.vocabulary import COMPONENT_COLOURS, WAITS
+from probe.analyzers.vocabulary import COMPONENT_COLOURS, WAITS, speedup_range_words
 from probe.reports.page import MAX_POINTS, Markup, bucket, chart_text, html, join, layout, num, page
 from probe.reports.torch_html import (
     copies_html,
@@ -792,14 +792,14 @@ def recommendations_html(recommendations: list[dict[str, Any]]) -> Markup:
             for k, v in r.get("evidence", {}).items()
             if not isinstance(v, dict | list)
         )
-        stated = r.get("evidence", {}).get("speedup_range")  # what such fixes realised
+        stated = speedup_range_words(r.get("evidence", {}).get("speedup_range"))
         speed = (
             Markup("memory")
             if r["scope"] == "memory"
             else html(
                 "{}× <span class='muted'>({}ceiling {}×, p={}, s={})</span>",
                 num(r.get("estimated_speedup"), ".2f"),
-                f"{stated[0]:.1f}–{stated[1]:.1f}× as such fixes go; " if stated else "",
+                f"{stated}; " if stated else "",
                 num(r.get("ceiling"), ".2f", "∞"),
                 num(r.get("p"), ".2f"),
                 num(r.get("s"), ".2f", "∞"),

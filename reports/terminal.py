@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from probe.analyzers.leaks.growth import what_holds
-from probe.analyzers.vocabulary import WAITS
+from probe.analyzers.vocabulary import WAITS, speedup_range_words
 from probe.printable import printable
 from probe.reports.batching import batching_lines
 from probe.reports.host_ops import host_op_lines
@@ -408,8 +408,8 @@ def advice_lines(
 def recommendation_line(i: int, r: dict[str, Any]) -> str:
     if r["scope"] == "memory":
         return f"  {i}. [{r['id']}] {r['title']}"
-    stated = r.get("range")
-    spread = f"range {stated[0]:.1f}–{stated[1]:.1f}×, " if stated else ""
+    stated = speedup_range_words(r.get("range"))
+    spread = f"{stated}; " if stated else ""
     return (
         f"  {i}. [{r['id']}] {r['title']}: {_x(r['estimated_speedup'])}"
         f" ({spread}p={r['p']:.2f}, s={_x(r['s'])}, ceiling {_x(r['ceiling'])})"
