@@ -17,6 +17,7 @@ disjoint stages combine by Amdahl); without ``applied``, that of A's top recomme
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,7 @@ from probe.analyzers.amdahl import amdahl_combined
 from probe.analyzers.diagnosis import Diagnosis
 from probe.analyzers.recommendations import Recommendation
 
-__all__ = ["Comparison", "StageChange", "compare"]
+__all__ = ["Comparison", "StageChange", "compare", "held_error"]
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,19 @@ def _chosen(a: Diagnosis, applied: list[str] | None) -> tuple[list[Recommendatio
         speed = [r for r in a.recommendations if r.id != "fix_leak"]
         return [(speed or a.recommendations)[0]], "top", ""
     return [], "", ""
+
+
+def held_error(predicted: float, realized: float, stated: Sequence[float] | None) -> float:
+    """How far a realization missed its prediction, as the predictions are held to it:
+    the relative error; but where the fix's model states a conservative figure and the
+    range such fixes realised (``evidence.speedup_range``: a loop's gain from numpy is not
+    in its profile), only a realization short of the figure counts against it, and one
+    outside the range misses it entirely (inf)."""
+    if not stated:
+        return abs(predicted - realized) / realized
+    if not stated[0] <= realized <= stated[1]:
+        return math.inf
+    return max(0.0, (predicted - realized) / realized)
 
 
 def compare(

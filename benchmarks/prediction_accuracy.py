@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from probe.analyzers.diff import held_error
+
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_services"
 
 # sample -> (requests default, requests fixed, what --fixed applies)
@@ -70,12 +72,9 @@ def main() -> int:
             realized = statistics.median(d["throughput"]["b"] for _, d in runs) / statistics.median(
                 d["throughput"]["a"] for _, d in runs
             )
-            error = abs(predicted - realized) / realized
             top = runs[0][0]["recommendations"][0]
             stated = top["evidence"].get("speedup_range")  # a conservative figure's range
-            if stated:  # held to the figure from above and to its range
-                error = max(0.0, (predicted - realized) / realized)
-                error = error if stated[0] <= realized <= stated[1] else float("inf")
+            error = held_error(predicted, realized, stated)
             worst = max(worst, error)
             pr = runs[0][0]["primary"]
             spread = f" ({min(each):.2f}–{max(each):.2f})" if len(each) > 1 else ""

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from probe.analyzers.diagnosis import diagnose
-from probe.analyzers.diff import compare
+from probe.analyzers.diff import compare, held_error
 from probe.analyzers.recommendations import MODEL
 from probe.analyzers.rules import runnable_beside_idle_cores
 from probe.analyzers.vocabulary import WAITS
@@ -159,7 +159,7 @@ def test_vectorisation_is_said_to_be_a_conservative_figure_with_the_range_it_com
     assert least == pytest.approx(1 / ((1 - p) + p / MODEL.vectorize_least), rel=0.05)
     text = Verdict.from_diagnosis(d).render()
     assert f"faster ({least:.1f}–{most:.1f}× as such fixes go" in text
-    assert f"(range {least:.1f}–{most:.1f}×, p=" in text
+    assert f"({least:.1f}–{most:.1f}× as such fixes go; p=" in text
     data = json.loads(DiagnosisJson.from_diagnosis(d).render())
     assert data["recommendations"][0]["evidence"]["speedup_range"] == [least, most]
 
@@ -401,6 +401,16 @@ def batch_job(tmp_path, name: str, seconds: float, **meta_extra):
     add_cpu(b, seconds * 1000, 1.0)
     b.meta_extra.update(meta_extra)
     return diagnose(load(b.write(tmp_path / name)))
+
+
+def test_a_conservative_figure_is_held_from_above_and_to_its_range_a_plain_one_both_ways():
+    assert held_error(2.0, 2.5, None) == pytest.approx(0.2)
+    assert held_error(3.0, 2.5, None) == pytest.approx(0.2)
+    # a figure that states a range: a realization beyond it within the range is no miss,
+    # one short of it counts, one outside the range misses whatever the figure
+    assert held_error(2.0, 2.5, (1.5, 4.0)) == 0.0
+    assert held_error(3.0, 2.5, (1.5, 4.0)) == pytest.approx(0.2)
+    assert held_error(2.0, 4.5, (1.5, 4.0)) == math.inf
 
 
 def test_diff_of_two_batch_runs_reads_the_gain_from_the_job_s_wall_time(tmp_path):
