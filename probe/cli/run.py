@@ -145,10 +145,11 @@ _MAX_HZ = 1000.0
     show_default=True,
     metavar="SECONDS",
     help="How much of the target's CPU time each torch.profiler window holds: it stays "
-    "open until the target's Python threads have run this long (at most 10 times as long "
-    "in wall time). Closing one stops the target a few times as long (torch builds and "
-    "writes the window's events): the first window is taken whatever the run's length, "
-    "the next only once the windows so far and it cost at most "
+    "open until the target's Python threads have run this long (at most "
+    f"{TorchWindowSettings.longest:g} times as long in wall time). Closing one stops the "
+    "target a few times as long (torch builds and writes the window's events): the "
+    "first window is taken whatever the run's length, the next only once the windows so "
+    "far and it cost at most "
     f"{TorchWindowSettings.budget:.1%} of the time since the first opened.",
 )
 @click.option(
