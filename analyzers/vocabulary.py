@@ -82,7 +82,8 @@ def subkind_words(subkind: str) -> str:
 
 def speedup_range_words(stated: Sequence[float] | None) -> str:
     """A recommendation's ``evidence.speedup_range`` -- what such fixes realised, measured
-    (``analyzers/recommendations.py``) -- in the words every report uses ("" for none)."""
+    (``analyzers.recommendations``, ``analyzers.trace_fixes``) -- in the words every
+    report uses ("" for none)."""
     if not stated:
         return ""
     return f"{stated[0]:.1f}–{stated[1]:.1f}× as such fixes go"
