@@ -463,8 +463,10 @@ def _compiled_graph(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
     if stage is None:
         return None
     glue = float(stage["range_ns"] - stage["in_ops_ns"])
-    # the profiler's cost lies inside the ops' intervals: it shortens the ops, not the
-    # Python between them, so the glue needs nothing taken off
+    # taken as the profiler's cost lying inside the ops' intervals, so that the glue needs
+    # nothing taken off. Not so on a model of many tiny ops: the deep MLP's glue under the
+    # profiler (826 us a call) outgrew its whole unprofiled call (704 us, probe's spans;
+    # /tmp experiment, 2026-11-29), and its figure ran high (README, "PyTorch windows")
     p = ev.thread_share(glue, int(stage["tid"]))
     if p <= 0:
         return None
