@@ -105,7 +105,7 @@ class TraceModel:
         "the next day (--rounds 8, 2026-11-29): the recommender 0.75-0.95x, the LSTM "
         "0.81-0.92x, the wide MLP 0.89-0.95x. Not covered: the deep MLP's 0.32x that day, "
         "a window that read 8.42x against 2.71x realised, its figure resting on the "
-        "profiler's calibrated cost per op (README, 'PyTorch windows').",
+        "profiler's calibrated cost per op (README, 'PyTorch and GPU traces').",
     )
     graph_realised_most: float = constant(
         1.54,
@@ -466,7 +466,7 @@ def _compiled_graph(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
     # taken as the profiler's cost lying inside the ops' intervals, so that the glue needs
     # nothing taken off. Not so on a model of many tiny ops: the deep MLP's glue under the
     # profiler (826 us a call) outgrew its whole unprofiled call (704 us, probe's spans;
-    # /tmp experiment, 2026-11-29), and its figure ran high (README, "PyTorch windows")
+    # /tmp experiment, 2026-11-29), and its figure ran high (README, "PyTorch and GPU traces")
     p = ev.thread_share(glue, int(stage["tid"]))
     if p <= 0:
         return None
