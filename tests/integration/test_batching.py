@@ -61,9 +61,8 @@ def swept_pair(out: Path) -> tuple[int, float, float, dict[int, float]]:
     sample at the advised size and at batch 1 under probe in alternation, three runs a
     side; (advised size, predicted, realized speedup -- each side's fastest run --, the
     sweep's predicted speedup at every size it timed)."""
-    walls: dict[int, dict[Path, float]] = {1: {}, 0: {}}  # 0: the advised size
     before = out / "before-1"
-    walls[1][before] = profiled_wall(before, 1)
+    befores = {before: profiled_wall(before, 1)}  # run directory -> its job's wall time
     sweep = out / "sweep"
     swept = probe(
         "batch-sweep", "batch_scorer:score", "--input", "batch_scorer:example_batch",
@@ -80,12 +79,12 @@ def swept_pair(out: Path) -> tuple[int, float, float, dict[int, float]]:
     # the stage batches well (a call's fixed cost is most of a lone request's): it pays
     assert advised > 1 and predicted > 1.25
     # alternated, so that a slow spell of the host lands on both sides alike
+    afters: dict[Path, float] = {}
     for i in (1, 2, 3):
-        after = out / f"after-{i}"
-        walls[0][after] = profiled_wall(after, advised)
+        afters[out / f"after-{i}"] = profiled_wall(out / f"after-{i}", advised)
         if i < 3:
-            walls[1][out / f"before-{i + 1}"] = profiled_wall(out / f"before-{i + 1}", 1)
-    fastest_after = min(walls[0], key=walls[0].__getitem__)
+            befores[out / f"before-{i + 1}"] = profiled_wall(out / f"before-{i + 1}", 1)
+    fastest_after = min(afters, key=afters.__getitem__)
     diff = probe("diff", before, fastest_after, "--sweep", sweep, "--json")
     assert diff.returncode == 0, diff.stderr
     compared = json.loads(diff.stdout)
@@ -94,10 +93,10 @@ def swept_pair(out: Path) -> tuple[int, float, float, dict[int, float]]:
     # the one it accepts as RUN_A, whichever of the three was fastest)
     assert compared["predicted_speedup"] == pytest.approx(predicted, rel=1e-3)
     job = compared["job_wall_s"]
-    assert job["a"] == pytest.approx(walls[1][before], rel=1e-3)
-    assert job["b"] == pytest.approx(walls[0][fastest_after], rel=1e-3)
+    assert job["a"] == pytest.approx(befores[before], rel=1e-3)
+    assert job["b"] == pytest.approx(afters[fastest_after], rel=1e-3)
     # the same job: predicted throughput (requests over the predicted wall) vs realized
-    return advised, predicted, min(walls[1].values()) / min(walls[0].values()), at_size
+    return advised, predicted, min(befores.values()) / min(afters.values()), at_size
 
 
 def plain_ratio(size: int) -> tuple[float, dict[int, list[float]]]:
