@@ -34,6 +34,7 @@ from probe.rundir.writer import RunWriter
 from probe.samplers.gil import SwitchInterval
 from probe.samplers.heap import HeapSampler, malloc_in_use_reader
 from probe.samplers.memory import MemorySampler
+from probe.samplers.peek import TickPeek
 from probe.samplers.stacks import StackSampler
 from probe.samplers.ticker import Ticker, TickPacer
 from probe.samplers.torch_windows import TorchWindowSettings
@@ -127,7 +128,7 @@ class Session:
         self.writer = RunWriter(run_dir)
         self._write_lock = threading.Lock()
         self.recorder = spans.SpanRecorder()
-        self.stacks = stack_sampler or StackSampler(clock=clock)
+        self.stacks = stack_sampler or StackSampler(clock=clock, peek=TickPeek())
         if tree_sampler is None and sample_tree:
             from probe.samplers.tree import TreeSampler  # psutil: only when sampled here
 
@@ -147,7 +148,11 @@ class Session:
         share = settings.sampler_share
         pacer = TickPacer(1.0 / settings.hz, share) if share > 0 else None
         self._stack_ticker = Ticker(
-            "probe-stack-sampler", 1.0 / settings.hz, self._sample_stacks, pacer=pacer
+            "probe-stack-sampler",
+            1.0 / settings.hz,
+            self._sample_stacks,
+            pacer=pacer,
+            waiter=self.stacks if self.stacks.peek is not None else None,
         )
         # the live heap at the resource cadence: the leak verdict fits its trend in halves
         # of a few-second run beside the RSS series, which the sidecar reads at that rate
@@ -325,6 +330,13 @@ class Session:
             # threads that ran but were not read that tick (the budget spent): their
             # wait is credited at a later reading
             "run_queue_reads_skipped": self.stacks.run_queue_reads_skipped,
+            # stacks read at the tick's instant / read there but not checked out (read
+            # with the GIL instead); None where the tick's reads are not available
+            "stacks_at_tick": (
+                {"read": peek.read, "refused": peek.refused}
+                if (peek := self.stacks.peek) is not None
+                else None
+            ),
         }
         if self.switch is not None:
             figures["switch_interval"] = self.switch.figures()

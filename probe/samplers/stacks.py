@@ -3,6 +3,11 @@
 Each tick reads ``sys._current_frames()`` and each thread's CPU clock. A row records, for
 one thread, the interval since its previous sample (``wall_ns``), the CPU it used in that
 interval (``cpu_ns``, exact), the stack at the sample's instant, and ``wait_reason``.
+Where ``probe._tickpeek`` is built, a thread's stack is the one read at the tick itself,
+before the sampler had the GIL (``probe.samplers.peek``: read with the GIL, the code
+before a GIL-releasing call is charged to the call); the interval still ends when the
+sampler has the GIL, so a stretch the target held the GIL for after the tick goes to
+the stack it held it in.
 A thread born since the previous tick has its first row at first sight (its CPU since it
 began; half the tick for its age, the expectation when the start is unknown): a server's
 thread per connection lives a few milliseconds and is seen once if at all.
@@ -48,6 +53,7 @@ from typing import Any
 
 from probe.samplers import kernel
 from probe.samplers.collection import collector_held_off
+from probe.samplers.peek import PeekedFrame, TickPeek
 from probe.samplers.waits import WaitClassifier, enclosing_reason
 
 __all__ = ["OVERFLOW_STACK_ID", "StackSampler", "thread_cpu_ns"]
@@ -179,8 +185,11 @@ class StackSampler:
         max_kernel_reads: int = 16,
         run_queue: kernel.RunQueueDelays | None = None,
         max_run_queue_reads: int = 32,
+        peek: TickPeek | None = None,
     ) -> None:
         self._clock = clock
+        # stacks read at the tick's instant, where it can (the ticker waits in it)
+        self.peek = peek if peek is not None and peek.available else None
         self._current_frames = current_frames
         self._thread_cpu = thread_cpu
         self._threads = threads
@@ -223,8 +232,8 @@ class StackSampler:
         self._tid: dict[int, int] = {}  # Python ident -> thread id (OS TID when known)
         self._last: dict[int, tuple[int, int]] = {}  # tid -> (ts_ns, cpu_ns)
         self._open: dict[int, int] = {}  # tid -> index of its last pending row (merging)
-        # tid -> (ident, id, instruction) of the leaf frame read this tick: the kernel's
-        # answer is checked against it (_kernel_state). Numbers, not the frame itself.
+        # tid -> (ident, id of its code, instruction) of the leaf frame read this tick: the
+        # kernel's answer is checked against it (_kernel_state). Numbers, not the frame.
         self._leaf: dict[int, tuple[int, int, int]] = {}
         self._stack_of: dict[int, int] = {}  # tid -> the stack id read at its last tick
 
@@ -254,13 +263,18 @@ class StackSampler:
             self._new_frames.append((fid, code.co_qualname, code.co_filename, code.co_firstlineno))
         return fid
 
-    def _stack_id(self, frame: FrameType) -> int:
+    def _known_code(self, address: int) -> CodeType | None:
+        """An interned code object (kept alive by the sampler) by its address."""
+        fid = self._frame_ids.get(address)
+        return self._codes[fid - 1] if fid is not None else None
+
+    def _stack_id(self, frame: FrameType | PeekedFrame) -> int:
         # Per sample: frame ids by id(code) (ints hash fast; code objects hash by content)
         # plus the leaf's line and callee from the classifier's per-call-site cache.
         callee, reason, line = self._classifier.classify(frame.f_code, frame.f_lasti)
         ids: list[int] = []
         frame_id = self._frame_ids.get
-        f: FrameType | None = frame
+        f: FrameType | PeekedFrame | None = frame
         depth = 0
         while f is not None and depth < self._max_depth:
             code = f.f_code
@@ -327,6 +341,16 @@ class StackSampler:
         return tid
 
     # -- sampling ----------------------------------------------------------------------
+    def wait(self, timeout_s: float) -> bool:
+        """Wait for the next tick, reading stacks at its instant (a ``Ticker``'s waiter:
+        only with ``peek``); True when woken to stop."""
+        assert self.peek is not None
+        return self.peek.wait(timeout_s, self.exclude)
+
+    def wake(self) -> None:
+        assert self.peek is not None
+        self.peek.wake()
+
     def sample(self) -> None:
         """Take one sample of every thread (the sampler thread calls this each tick)."""
         with self._lock:
@@ -358,6 +382,7 @@ class StackSampler:
         seen: list[tuple[int, int, int, int, int]] = []  # tid, stack, wall, cpu, queued
         live: set[int] = set()
         self._run_queue_budget = self._max_run_queue_reads
+        at_tick = self.peek.take() if self.peek is not None else {}
         threads: Iterable[tuple[int, FrameType]] = frames.items()
         if len(frames) > self._max_run_queue_reads:  # each thread's turn at the reads
             start = self.ticks % len(frames)
@@ -398,14 +423,17 @@ class StackSampler:
                 if wall <= 0:
                     continue
                 cpu_d = min(max(cpu - last[1], 0), wall)
-            leaf = (ident, id(frame), frame.f_lasti)
+            read: FrameType | PeekedFrame = frame
+            if ident in at_tick and self.peek is not None:
+                read = self.peek.frame(at_tick[ident], self._known_code) or frame
+            leaf = (ident, id(read.f_code), read.f_lasti)
             sid = self._stack_of.get(tid)
             if sid is None or last is None or cpu != last[1] or leaf != self._leaf.get(tid):
                 # A thread that has not run since the last tick -- its CPU clock to the
                 # nanosecond, its leaf frame and instruction as they were -- cannot be in
                 # another stack: a pool's parked threads are not walked again (200 of
                 # them: ~0.9 ms a tick, benchmarks/sampler_tick_cost.py).
-                sid = self._stack_id(frame)
+                sid = self._stack_id(read)
             ran = last is None or cpu != last[1]
             seen.append((tid, sid, wall, cpu_d, self._queued(tid, ran, last is None, wall - cpu_d)))
             self._leaf[tid] = leaf
@@ -446,6 +474,8 @@ class StackSampler:
     def close(self) -> None:
         """Let go of the files the sampler keeps open (after its last sample)."""
         self.run_queue.close()
+        if self.peek is not None:
+            self.peek.close()
         self._queued_at.clear()
 
     def _emit_all(self, now: int, seen: list[tuple[int, int, int, int, int]]) -> None:
@@ -482,10 +512,10 @@ class StackSampler:
 
     def _still_at_its_leaf(self, tid: int) -> bool:
         """Is the thread's leaf frame, and its instruction, the one this tick read?"""
-        ident, frame_id, lasti = self._leaf.get(tid, (0, 0, -1))
+        ident, code_id, lasti = self._leaf.get(tid, (0, 0, -1))
         with collector_held_off():  # a frame read, as in _sample
             now = self._current_frames().get(ident)
-            same = now is not None and id(now) == frame_id and now.f_lasti == lasti
+            same = now is not None and id(now.f_code) == code_id and now.f_lasti == lasti
             del now  # a frame held past the tick keeps its locals alive (see _sample)
         return same
 

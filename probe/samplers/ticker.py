@@ -9,7 +9,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 __all__ = ["CostBudget", "TickPacer", "Ticker", "keep_interrupts_off_this_thread"]
 
@@ -65,12 +65,19 @@ class TickPacer:
         }
 
 
+class Waiter(Protocol):
+    def wait(self, timeout_s: float) -> bool: ...
+    def wake(self) -> None: ...
+
+
 class Ticker:
     """Calls ``tick()`` every ``interval_s`` seconds on a daemon thread; with a ``pacer``,
     at the interval it gives after each tick (its CPU time measured on this thread).
 
     A tick that overruns does not cause a burst of catch-up ticks: the schedule slips.
     An exception in ``tick`` is logged once and counted, never raised into the target.
+    A ``waiter`` does the waiting between ticks (the stack sampler reads stacks at the
+    tick's instant there): ``wait(timeout_s)`` returns True once ``wake()`` was called.
     """
 
     def __init__(
@@ -81,6 +88,7 @@ class Ticker:
         *,
         clock: Callable[[], float] = time.monotonic,
         pacer: TickPacer | None = None,
+        waiter: Waiter | None = None,
     ) -> None:
         if interval_s <= 0:
             raise ValueError("interval must be positive")
@@ -89,6 +97,7 @@ class Ticker:
         self._tick = tick
         self._clock = clock
         self.pacer = pacer
+        self._waiter = waiter
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors = 0
@@ -104,6 +113,8 @@ class Ticker:
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
+        if self._waiter is not None:
+            self._waiter.wake()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
@@ -111,7 +122,8 @@ class Ticker:
         keep_interrupts_off_this_thread()
         clock, interval, pacer = self._clock, self.interval_s, self.pacer
         due = clock() + interval
-        while not self._stop.wait(max(0.0, due - clock())):
+        wait = self._waiter.wait if self._waiter is not None else self._stop.wait
+        while not wait(max(0.0, due - clock())) and not self._stop.is_set():
             started = time.thread_time() if pacer is not None else 0.0
             try:
                 self._tick()

@@ -1,6 +1,6 @@
-"""probe's one compiled part (the span hot path, ``probe/_fastspans.c``) is optional: the
-sdist builds it where a C compiler is and installs without it where none is, and spans
-work either way."""
+"""probe's compiled parts (the span hot path, ``probe/_fastspans.c``; the stack sampler's
+reads at the tick, ``probe/_tickpeek.c``) are optional: the sdist builds them where a C
+compiler is and installs without them where none is, and spans work either way."""
 
 from __future__ import annotations
 
@@ -93,8 +93,9 @@ def test_without_a_c_compiler_the_sdist_installs_and_spans_run_in_pure_python(tm
 
 
 @pytest.mark.skipif(not c_compiler_and_headers(), reason="no C compiler or Python headers here")
-def test_with_a_c_compiler_the_sdist_builds_the_compiled_span_path(tmp_path):
+def test_with_a_c_compiler_the_sdist_builds_the_compiled_parts(tmp_path):
     sdist = _sdist(tmp_path)
     wheel = _wheel_from(sdist, tmp_path, dict(os.environ))
-    assert [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".so")]
+    built = [n.split(".")[0] for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".so")]
+    assert sorted(built) == ["probe/_fastspans", "probe/_tickpeek"], built
     assert _spans_from(wheel, tmp_path) == ["True", "[('work', 'r1'), ('request', 'r1')]"]

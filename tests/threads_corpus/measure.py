@@ -8,8 +8,10 @@ channels (cases measured before 2026-11-23 lack them), and from the scheduler's 
 statistics (``/proc/PID/task/TID/schedstat``, exact) its time on a CPU and runnable on a
 run queue (cases measured before 2026-11-26 lack them); the process's wall time and mean
 cores used. Where py-spy is
-installed, a second run under ``py-spy record`` (on-CPU samples only) gives the function
-holding most on-CPU samples as a cross-check.
+installed, a second run under ``py-spy record`` (on-CPU samples only; it stops the process
+for each sample, so a sample is where the thread was) gives the function holding most
+on-CPU samples as a cross-check, and each function's inclusive share of them (cases
+measured before 2026-11-29 lack it).
 
     python tests/threads_corpus/measure.py NAME [ARG ...]
     python tests/threads_corpus/measure.py --serve NAME   # NAME:app under uvicorn
@@ -158,9 +160,13 @@ def watch_pid(pid: int, running: Callable[[], bool], every_s: float = 0.05) -> d
     return {"wall_s": round(wall, 2), "cores_used": round(cpu / wall, 2), "threads": threads}
 
 
-def py_spy_top(argv: list[str], port: int | None = None) -> str | None:
+def py_spy_profile(
+    argv: list[str], port: int | None = None
+) -> tuple[str | None, dict[str, float] | None]:
+    """(the leaf function with most on-CPU samples, the 12 functions on most samples'
+    stacks: their share of the samples)."""
     if shutil.which("py-spy") is None:
-        return None
+        return None, None
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "raw.txt"
         spy = subprocess.Popen(["py-spy", "record", "-r", "100", "-f", "raw", "-o", str(out),
@@ -170,12 +176,17 @@ def py_spy_top(argv: list[str], port: int | None = None) -> str | None:
             serve_and_drive(spy, port)  # py-spy passes the SIGINT on to the server
         spy.wait()
         if not out.exists():
-            return None
+            return None, None
         leaf: collections.Counter[str] = collections.Counter()
+        inclusive: collections.Counter[str] = collections.Counter()
         for line in out.read_text().splitlines():
             stack, _, count = line.rpartition(" ")
-            leaf[stack.split(";")[-1].split(" (")[0]] += int(count)
-    return leaf.most_common(1)[0][0] if leaf else None
+            names = [frame.split(" (")[0] for frame in stack.split(";")]
+            leaf[names[-1]] += int(count)
+            inclusive.update(dict.fromkeys(names, int(count)))
+    total = sum(leaf.values())
+    shares = {name: round(n / total, 3) for name, n in inclusive.most_common(12)}
+    return (leaf.most_common(1)[0][0] if leaf else None), (shares or None)
 
 
 def main() -> None:
@@ -201,7 +212,7 @@ def main() -> None:
     if serve:
         port = free_port()
         argv[argv.index("--port") + 1] = str(port)
-    truth["py_spy_top_on_cpu"] = py_spy_top(argv, port)
+    truth["py_spy_top_on_cpu"], truth["py_spy_inclusive"] = py_spy_profile(argv, port)
     truth["measured"] = (
         f"python tests/threads_corpus/measure.py {' '.join([*sys.argv[1:]])} "
         f"({time.strftime('%Y-%m-%d')}, this machine kind: 2 cores)"

@@ -57,9 +57,12 @@ def test_every_function_in_the_analyzers_and_reports_fits_on_a_screen():
     assert not long, "functions over 60 lines:\n" + "\n".join(long)
 
 
-# A private module with its one owner: the compiled half of probe.spans (C, no Python
-# source) is imported by probe.spans and nothing else.
-PRIVATE_MODULE_OWNERS = {("probe", "_fastspans"): "probe.spans"}
+# A private module with its one owner: the compiled halves (C, no Python source) of
+# probe.spans and of probe.samplers.peek are imported by those and nothing else.
+PRIVATE_MODULE_OWNERS = {
+    ("probe", "_fastspans"): "probe.spans",
+    ("probe", "_tickpeek"): "probe.samplers.peek",
+}
 
 
 def test_no_module_imports_another_modules_private_names():

@@ -1,0 +1,9 @@
+# The stack sampler's reads at the tick's instant (probe/_tickpeek.c); see probe.samplers.peek.
+USABLE: int
+CODE_OFFSET: int
+
+def thread_states() -> dict[int, int]: ...
+def wait_and_peek(
+    fd: int, timeout_s: float, states: list[int], max_depth: int
+) -> tuple[int, list[tuple[int, ...] | None]] | None: ...
+def code_at(address: int, /) -> object | None: ...

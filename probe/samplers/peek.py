@@ -1,0 +1,143 @@
+"""Stacks read at the tick's instant, before the stack sampler takes the GIL.
+
+A sampler thread needs the GIL to read frames, and it gets it where the thread holding it
+lets go: at the first GIL-releasing call (a numpy product, a socket read) within the
+switch interval. Frames read then put the Python, and the C that holds the GIL, that ran
+before that call into the call. Measured on ``sample_services/batch_scorer.py`` at batch 1
+(its loop: ``parse`` 10 us, ``score`` 74 us of three GIL-releasing products, ``label``),
+against in-process timers of the same host (``tests/serving_corpus/batching.truth.md``):
+``score`` 72% and ``parse`` 8.5% of the run, read with the GIL as 88-93% and 0%.
+
+So the sampler waits for its tick in ``probe._tickpeek`` (C), with the GIL released, and
+there reads each wanted thread's frame chain -- code object and instruction per frame --
+at the tick, then asks for the GIL. Those reads race the threads; each goes through
+``process_vm_readv`` on this process, so an address no longer mapped fails the read
+instead of faulting. Here, with the GIL held, every code address is checked (one the
+sampler has interned is alive: it keeps a reference; any other must hold a live code
+object, ``_tickpeek.code_at``) and every instruction must fall inside its code; a chain
+that does not check out is not used, and the thread's frames are read with the GIL as
+before. Where the module is not built, not supported on this Python (3.11's frame layout
+only), or the kernel refuses the reads (a seccomp filter), nothing is peeked.
+
+At most ``max_threads`` threads are read a tick, in turn: a read costs one system call
+a frame (~0.3-1 us).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable
+from types import CodeType, ModuleType
+from typing import Any
+
+__all__ = ["PeekedFrame", "TickPeek", "peek_module"]
+
+
+def peek_module() -> ModuleType | None:
+    """``probe._tickpeek`` where it is built and its reads work here; else None."""
+    try:
+        from probe import _tickpeek
+    except ImportError:
+        return None
+    return _tickpeek if _tickpeek.USABLE else None
+
+
+class PeekedFrame:
+    """A frame as the tick found it: what the stack sampler reads of a frame object."""
+
+    __slots__ = ("f_back", "f_code", "f_lasti")
+
+    def __init__(self, code: CodeType, lasti: int, back: PeekedFrame | None) -> None:
+        self.f_code = code
+        self.f_lasti = lasti
+        self.f_back = back
+
+
+class TickPeek:
+    """Waits for the stack sampler's ticks and reads threads' frames at each; see the
+    module docstring. ``wait`` and ``wake`` are a ``Ticker``'s waiter."""
+
+    def __init__(self, *, max_threads: int = 16, max_depth: int = 128, module: Any = None) -> None:
+        self._module = module if module is not None else peek_module()
+        self.max_threads = max_threads
+        self.max_depth = max_depth
+        # wake() writes here, and the wait ends: a stop needs no tick to pass
+        self._pipe: tuple[int, int] | None = os.pipe() if self._module is not None else None
+        self._chains: dict[int, tuple[int, ...] | None] = {}
+        self._turn = 0
+        self.read = 0  # threads' stacks taken from the tick's reads
+        self.refused = 0  # read at the tick but not checked out: read with the GIL
+
+    @property
+    def available(self) -> bool:
+        return self._module is not None
+
+    def wait(self, timeout_s: float, exclude: Iterable[int] = ()) -> bool:
+        """Sleep ``timeout_s`` with the GIL released, then read the wanted threads' frame
+        chains; True (nothing read) when ``wake`` was called."""
+        module = self._module
+        if module is None or self._pipe is None:
+            return True  # nothing to read with, or closed
+        skip = {threading.get_ident(), *exclude}
+        states = [(i, s) for i, s in module.thread_states().items() if i not in skip]
+        if len(states) > self.max_threads:  # each thread's turn at the reads
+            self._turn = (self._turn + self.max_threads) % len(states)
+            states = (states[self._turn :] + states[: self._turn])[: self.max_threads]
+        got = module.wait_and_peek(self._pipe[0], timeout_s, [s for _, s in states], self.max_depth)
+        if got is None:
+            return True
+        self._chains = {ident: chain for (ident, _), chain in zip(states, got[1], strict=True)}
+        return False
+
+    def wake(self) -> None:
+        if self._pipe is not None:
+            os.write(self._pipe[1], b"\0")
+
+    def take(self) -> dict[int, tuple[int, ...] | None]:
+        """The chains read at the last tick (thread ident -> leaf-first addresses), once."""
+        chains, self._chains = self._chains, {}
+        return chains
+
+    def frame(
+        self, chain: tuple[int, ...] | None, known: Callable[[int], CodeType | None]
+    ) -> PeekedFrame | None:
+        """The leaf ``PeekedFrame`` of a chain whose every frame checks out, else None.
+        ``known``: a code object the caller holds a reference to, by its address."""
+        frames = _checked(chain, known, self._module) if chain else None
+        if frames is None:
+            self.refused += chain is not None
+            return None
+        self.read += 1
+        frame: PeekedFrame | None = None
+        for code, lasti in reversed(frames):  # root first
+            frame = PeekedFrame(code, lasti, frame)
+        return frame
+
+    def close(self) -> None:
+        if self._pipe is not None:
+            for fd in self._pipe:
+                os.close(fd)
+            self._pipe = None
+
+
+def _checked(
+    chain: tuple[int, ...], known: Callable[[int], CodeType | None], module: Any
+) -> list[tuple[CodeType, int]] | None:
+    """Leaf first (code, instruction offset) of each frame; None if one does not check."""
+    out: list[tuple[CodeType, int]] = []
+    offset = module.CODE_OFFSET
+    for k in range(0, len(chain), 3):
+        address, instruction = chain[k + 1], chain[k + 2]
+        code = known(address)
+        if code is None:
+            code = module.code_at(address)
+            if code is None:
+                return None
+        lasti = instruction - address - offset
+        if lasti < 0:
+            continue  # pushed, its first instruction not yet run (CPython skips these)
+        if lasti >= len(code.co_code):
+            return None
+        out.append((code, lasti))
+    return out or None
