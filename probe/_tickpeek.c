@@ -81,23 +81,33 @@ static void take_snapshot(uintptr_t chunk, size_t size, uintptr_t top, struct sn
     if (len > size - PEEK_CHUNK_DATA) len = size - PEEK_CHUNK_DATA;
     if (len > SNAPSHOT_MAX) len = SNAPSHOT_MAX;
     snap->lo = chunk + PEEK_CHUNK_DATA;
-    if (read_bytes(snap->bytes, snap->lo, len) == 0) snap->len = len;
+    /* sized to the frames (a few KB to tens: the heap, not an mmap and munmap a tick) */
+    snap->bytes = malloc(len);
+    if (snap->bytes != NULL && read_bytes(snap->bytes, snap->lo, len) == 0) snap->len = len;
 }
 
 /* leaf first: (frame, code, instruction) a frame; -1 where a read failed */
-static int walk(uintptr_t tstate, uintptr_t *slots, int max_depth, unsigned char *buffer) {
+static int walk_snapshot(struct snapshot *snap, uintptr_t frame, uintptr_t *slots, int max_depth);
+
+static int walk(uintptr_t tstate, uintptr_t *slots, int max_depth) {
     uintptr_t cframe, frame, chunk, top, size = 0;
-    unsigned char block[128];
-    struct snapshot snap = {0, 0, buffer};
+    struct snapshot snap = {0, 0, NULL};
     if (read_word(tstate + PEEK_TS_CFRAME, &cframe) || !cframe) return -1;
     if (read_word(tstate + PEEK_TS_CHUNK, &chunk) || (chunk && read_word(chunk + PEEK_CHUNK_SIZE, &size)))
         return -1;
     if (read_word(tstate + PEEK_TS_TOP, &top) || read_word(cframe + PEEK_CF_CURRENT, &frame))
         return -1;
     take_snapshot(chunk, size, top, &snap);
+    int n = walk_snapshot(&snap, frame, slots, max_depth);
+    free(snap.bytes);
+    return n;
+}
+
+static int walk_snapshot(struct snapshot *snap, uintptr_t frame, uintptr_t *slots, int max_depth) {
+    unsigned char block[128];
     int n = 0;
     while (frame && n < max_depth) {
-        if (read_frame(&snap, frame, block)) return -1;
+        if (read_frame(snap, frame, block)) return -1;
         uintptr_t code, instr, previous;
         memcpy(&code, block + (PEEK_FR_CODE - frame_lo), sizeof code);
         memcpy(&instr, block + (PEEK_FR_INSTR - frame_lo), sizeof instr);
@@ -170,12 +180,7 @@ static PyObject *wait_and_peek(PyObject *module, PyObject *args) {
         if (PyErr_Occurred()) return NULL;
     }
     uintptr_t *slots = count ? malloc(sizeof(uintptr_t) * 3 * max_depth * count) : NULL;
-    unsigned char *snapshot = count ? malloc(SNAPSHOT_MAX) : NULL;
-    if (count && (slots == NULL || snapshot == NULL)) {
-        free(slots);
-        free(snapshot);
-        return PyErr_NoMemory();
-    }
+    if (count && slots == NULL) return PyErr_NoMemory();
     int woken = 0;
     struct timespec at;
     Py_BEGIN_ALLOW_THREADS
@@ -189,9 +194,8 @@ static PyObject *wait_and_peek(PyObject *module, PyObject *args) {
     woken = ready > 0;
     clock_gettime(CLOCK_MONOTONIC, &at);
     for (Py_ssize_t i = 0; !woken && i < count; i++)
-        depths[i] = walk(addrs[i], slots + i * 3 * max_depth, max_depth, snapshot);
+        depths[i] = walk(addrs[i], slots + i * 3 * max_depth, max_depth);
     Py_END_ALLOW_THREADS
-    free(snapshot);
     if (woken) {
         free(slots);
         Py_RETURN_NONE;

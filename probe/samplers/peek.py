@@ -17,7 +17,8 @@ sampler has interned is alive: it keeps a reference; any other must hold a live 
 object, ``_tickpeek.code_at``) and every instruction must fall inside its code; a chain
 that does not check out is not used, and the thread's frames are read with the GIL as
 before. Where the module is not built, not supported on this Python (3.11's frame layout
-only), or the kernel refuses the reads (a seccomp filter), nothing is peeked.
+only), or the kernel refuses the reads (a seccomp filter), nothing is peeked; nor where
+``PROBE_GIL_STACKS=1`` asks for the stacks read with the GIL (to compare the two).
 
 At most ``max_threads`` threads are read a tick, in turn: a read costs one system call
 a frame (~0.3-1 us).
@@ -35,7 +36,10 @@ __all__ = ["PeekedFrame", "TickPeek", "peek_module"]
 
 
 def peek_module() -> ModuleType | None:
-    """``probe._tickpeek`` where it is built and its reads work here; else None."""
+    """``probe._tickpeek`` where it is built, its reads work here and the environment
+    does not ask for the GIL's stacks (``PROBE_GIL_STACKS=1``); else None."""
+    if os.environ.get("PROBE_GIL_STACKS", "") not in ("", "0"):
+        return None
     try:
         from probe import _tickpeek
     except ImportError:

@@ -225,3 +225,10 @@ def test_a_parked_thread_s_frames_read_without_the_gil_are_the_ones_it_is_in():
     finally:
         release.set()
         thread.join()
+
+
+def test_the_environment_can_ask_for_the_stacks_read_with_the_gil(monkeypatch):
+    monkeypatch.setenv("PROBE_GIL_STACKS", "1")
+    assert peek_module() is None and not TickPeek().available
+    sampler = StackSampler(peek=TickPeek())
+    assert sampler.peek is None  # and the session's ticker then waits on its own event
