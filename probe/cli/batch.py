@@ -160,7 +160,8 @@ def _against(run_dir: Path | None, stage: str, run_batch: int) -> dict[str, Any]
     from probe.analyzers.diagnosis import diagnose
     from probe.rundir.reader import load
 
-    d = diagnose(load(run_dir))
+    run = load(run_dir)
+    d = diagnose(run)
     try:
         name, share = stage_share(d.breakdown.stages, stage)
     except LookupError as e:
@@ -168,6 +169,7 @@ def _against(run_dir: Path | None, stage: str, run_batch: int) -> dict[str, Any]
     served = d.breakdown.requests.count > 0
     return {
         "share_from": d.breakdown.source,
+        "stacks_at_tick": _stacks_at_tick(run.meta),
         "run": str(run_dir.resolve()),
         "stage": name,
         "share": round(share, 6),
@@ -232,11 +234,23 @@ def _predicted(against: dict[str, Any] | None, speedup: float | None) -> dict[st
     }
 
 
+def _stacks_at_tick(meta: dict[str, Any]) -> bool:
+    """Were the run's stacks read at the ticks (``probe.samplers.peek``), nearly all?"""
+    at_tick = (meta.get("collector") or {}).get("stacks_at_tick") or {}
+    read, refused = at_tick.get("read", 0), at_tick.get("refused", 0)
+    return read > 0 and refused * 10 <= read
+
+
 def _share_notes(against: dict[str, Any] | None) -> list[str]:
     if against is None or against["share_from"] == "spans":
         return []
+    if against.get("stacks_at_tick"):
+        return [
+            f"`{against['stage']}`'s share of the run comes from stack samples (a "
+            "sample's error, not an exact figure): @probe.stage on it gives its exact share"
+        ]
     return [
-        f"`{against['stage']}`'s share of the run comes from stack samples, which lean "
-        "toward calls that release the GIL (a numeric stage's): the prediction may be "
-        "high; @probe.stage on it gives its exact share"
+        f"`{against['stage']}`'s share of the run comes from stack samples read once the "
+        "sampler had the GIL, which lean toward calls that release it (a numeric "
+        "stage's): the prediction may be high; @probe.stage on it gives its exact share"
     ]

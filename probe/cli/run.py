@@ -122,9 +122,10 @@ _MAX_HZ = 1000.0
     default=0.0001,
     show_default=True,
     metavar="SECONDS",
-    help="GIL switch interval while profiling: bounds how far a sample can drift toward a "
-    "GIL-releasing call. While the target's own threads contend for the GIL, 1 ms "
-    "instead (at most the target's own). 0 keeps the target's own throughout.",
+    help="GIL switch interval while profiling: bounds how long the sampler waits for the "
+    "GIL after each tick (and, where stacks cannot be read at the tick, how far a sample "
+    "can drift toward a GIL-releasing call). While the target's own threads contend for "
+    "the GIL, 1 ms instead (at most the target's own). 0 keeps the target's own throughout.",
 )
 @click.option(
     "--torch-windows",

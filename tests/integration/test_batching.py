@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from probe.samplers.peek import peek_module
+
 from .conftest import REPO, probe_cmd
 
 pytestmark = pytest.mark.integration
@@ -78,6 +80,10 @@ def swept_pair(out: Path) -> tuple[int, float, float, dict[int, float]]:
     at_size = {size: rate * predicted / curve[advised] for size, rate in curve.items()}
     # the stage batches well (a call's fixed cost is most of a lone request's): it pays
     assert advised > 1 and predicted > 1.25
+    # the share is from stacks read at the tick, and the notes do not warn of the GIL's lean
+    at_tick = peek_module() is not None
+    assert document["against"]["stacks_at_tick"] is at_tick
+    assert any("lean toward" in n for n in document["notes"]) is not at_tick
     # alternated, so that a slow spell of the host lands on both sides alike
     afters: dict[Path, float] = {}
     for i in (1, 2, 3):
