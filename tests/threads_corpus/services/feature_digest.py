@@ -13,7 +13,9 @@ totals as JSON. Three runs of ``--timed --seconds 6`` (2026-11-29, 2 cores): tok
 2.05-2.07 s, fingerprint 2.78-2.83 s, encode 1.05-1.07 s of a 6.0-s loop (34%, 47%,
 18%). py-spy, which stops the process for each sample, read 32%, 47% and 18.5% of its
 samples in them (``feature_digest.truth.json``, ``py_spy_inclusive``; ``measure.py
-feature_digest --seconds 6``).
+feature_digest --seconds 6``). The split moves with the host: three hours later the same
+day, on a host ~40% slower, the timers gave 42%, 35%, 23% and py-spy 40%, 38%, 22% --
+so the test holds probe to the timers of its own run (``--timed`` under ``probe run``).
 """
 
 from __future__ import annotations
