@@ -18,6 +18,8 @@
 #define _GNU_SOURCE
 #include <Python.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -33,6 +35,8 @@ extern const size_t PEEK_TS_CFRAME, PEEK_CF_CURRENT, PEEK_FR_CODE, PEEK_FR_PREVI
 
 #define MAX_THREADS 64
 #define MAX_DEPTH 256
+#define MAX_CALLS 32
+#define KERNEL_TEXT 320
 
 static size_t frame_lo, frame_span; /* the frame's bytes that hold the three fields */
 
@@ -86,23 +90,6 @@ static void take_snapshot(uintptr_t chunk, size_t size, uintptr_t top, struct sn
     if (snap->bytes != NULL && read_bytes(snap->bytes, snap->lo, len) == 0) snap->len = len;
 }
 
-/* leaf first: (frame, code, instruction) a frame; -1 where a read failed */
-static int walk_snapshot(struct snapshot *snap, uintptr_t frame, uintptr_t *slots, int max_depth);
-
-static int walk(uintptr_t tstate, uintptr_t *slots, int max_depth) {
-    uintptr_t cframe, frame, chunk, top, size = 0;
-    struct snapshot snap = {0, 0, NULL};
-    if (read_word(tstate + PEEK_TS_CFRAME, &cframe) || !cframe) return -1;
-    if (read_word(tstate + PEEK_TS_CHUNK, &chunk) || (chunk && read_word(chunk + PEEK_CHUNK_SIZE, &size)))
-        return -1;
-    if (read_word(tstate + PEEK_TS_TOP, &top) || read_word(cframe + PEEK_CF_CURRENT, &frame))
-        return -1;
-    take_snapshot(chunk, size, top, &snap);
-    int n = walk_snapshot(&snap, frame, slots, max_depth);
-    free(snap.bytes);
-    return n;
-}
-
 static int walk_snapshot(struct snapshot *snap, uintptr_t frame, uintptr_t *slots, int max_depth) {
     unsigned char block[128];
     int n = 0;
@@ -121,13 +108,29 @@ static int walk_snapshot(struct snapshot *snap, uintptr_t frame, uintptr_t *slot
     return n;
 }
 
+/* A thread's frames, leaf first: (frame, code, instruction) a frame; -1 where a read
+ * failed. */
+static int walk(uintptr_t tstate, uintptr_t *slots, int max_depth) {
+    uintptr_t cframe, frame, chunk, top, size = 0;
+    struct snapshot snap = {0, 0, NULL};
+    if (read_word(tstate + PEEK_TS_CFRAME, &cframe) || !cframe) return -1;
+    if (read_word(tstate + PEEK_TS_CHUNK, &chunk) || (chunk && read_word(chunk + PEEK_CHUNK_SIZE, &size)))
+        return -1;
+    if (read_word(tstate + PEEK_TS_TOP, &top) || read_word(cframe + PEEK_CF_CURRENT, &frame))
+        return -1;
+    take_snapshot(chunk, size, top, &snap);
+    int n = walk_snapshot(&snap, frame, slots, max_depth);
+    free(snap.bytes);
+    return n;
+}
+
 static PyObject *thread_states(PyObject *module, PyObject *unused) {
     PyObject *out = PyDict_New();
     if (out == NULL) return NULL;
     PyInterpreterState *interp = PyInterpreterState_Get();
     for (PyThreadState *t = PyInterpreterState_ThreadHead(interp); t; t = PyThreadState_Next(t)) {
         PyObject *key = PyLong_FromUnsignedLong(t->thread_id);
-        PyObject *value = PyLong_FromVoidPtr(t);
+        PyObject *value = Py_BuildValue("(Nk)", PyLong_FromVoidPtr(t), t->native_thread_id);
         int failed = key == NULL || value == NULL || PyDict_SetItem(out, key, value) < 0;
         Py_XDECREF(key);
         Py_XDECREF(value);
@@ -163,25 +166,143 @@ static PyObject *chains(uintptr_t *slots, int *depths, Py_ssize_t count, int max
     return out;
 }
 
+/* A thread's CPU time (ns) by its kernel TID, -1 where it cannot be read (the thread has
+ * exited). Linux's per-thread CPU clock id: MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED). */
+static long long thread_cpu_ns(long tid) {
+    struct timespec cpu;
+    if (tid <= 0 || clock_gettime((clockid_t)((~(clockid_t)tid << 3) | 6), &cpu)) return -1;
+    return (long long)cpu.tv_sec * 1000000000LL + cpu.tv_nsec;
+}
+
+static PyObject *cpu_list(long long *cpus, Py_ssize_t count) {
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        PyObject *v = PyLong_FromLongLong(cpus[i]);
+        if (v == NULL) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
+/* The kernel's state of a thread, read at the tick beside its frames: the text of its
+ * /proc/self/task/TID/syscall, and with it the text of its stat (the call is -1: in the
+ * kernel outside any call) or the link of the descriptor its call waits on (a call in
+ * the caller's list of calls on one); probe.samplers.kernel parses both. */
+struct kernel_read {
+    char call[KERNEL_TEXT];
+    char extra[KERNEL_TEXT];
+    int has_call, has_extra;
+};
+
+static int read_text(const char *path, char *out) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, out, KERNEL_TEXT - 1);
+    close(fd);
+    if (n < 0) return -1;
+    out[n] = 0;
+    return 0;
+}
+
+static void read_kernel(long tid, const long *on_descriptor, int n_descriptor,
+                        struct kernel_read *k) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/syscall", tid);
+    k->has_call = read_text(path, k->call) == 0;
+    if (!k->has_call || strncmp(k->call, "running", 7) == 0) return;
+    char *end;
+    long call = strtol(k->call, &end, 10);
+    if (end == k->call) return;
+    if (call == -1) {
+        snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+        k->has_extra = read_text(path, k->extra) == 0;
+        return;
+    }
+    for (int c = 0; c < n_descriptor; c++) {
+        if (on_descriptor[c] != call) continue;
+        unsigned long long fd = strtoull(end, NULL, 16);
+        snprintf(path, sizeof path, "/proc/self/fd/%llu", fd);
+        ssize_t n = readlink(path, k->extra, KERNEL_TEXT - 1);
+        if (n >= 0) {
+            k->extra[n] = 0;
+            k->has_extra = 1;
+        }
+        return;
+    }
+}
+
+static PyObject *kernel_list(struct kernel_read *reads, const int *asked, Py_ssize_t count) {
+    PyObject *out = PyList_New(count);
+    for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
+        PyObject *v;
+        if (!asked[i] || !reads[i].has_call)
+            v = Py_NewRef(Py_None);
+        else if (reads[i].has_extra)
+            v = Py_BuildValue("(ss)", reads[i].call, reads[i].extra);
+        else
+            v = Py_BuildValue("(sO)", reads[i].call, Py_None);
+        if (v == NULL) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
+struct kernel_ask {
+    double busy;          /* a thread on a CPU this share of its interval is not asked */
+    long on_descriptor[MAX_CALLS];
+    int n_descriptor, max_reads;
+};
+
+/* kernel: None, or (busy share, (calls on a descriptor, ...), reads at most a tick) */
+static int parse_kernel(PyObject *kernel, struct kernel_ask *ask) {
+    ask->max_reads = 0;
+    if (kernel == Py_None) return 0;
+    PyObject *calls;
+    if (!PyArg_ParseTuple(kernel, "dO!i", &ask->busy, &PyTuple_Type, &calls, &ask->max_reads))
+        return -1;
+    ask->n_descriptor = (int)(PyTuple_GET_SIZE(calls) < MAX_CALLS ? PyTuple_GET_SIZE(calls) : MAX_CALLS);
+    for (int c = 0; c < ask->n_descriptor; c++) {
+        ask->on_descriptor[c] = PyLong_AsLong(PyTuple_GET_ITEM(calls, c));
+        if (PyErr_Occurred()) return -1;
+    }
+    return 0;
+}
+
 static PyObject *wait_and_peek(PyObject *module, PyObject *args) {
     int fd, max_depth;
     double timeout_s;
-    PyObject *states;
-    if (!PyArg_ParseTuple(args, "idO!i", &fd, &timeout_s, &PyList_Type, &states, &max_depth))
+    PyObject *threads, *kernel;
+    if (!PyArg_ParseTuple(args, "idO!iO", &fd, &timeout_s, &PyList_Type, &threads, &max_depth,
+                          &kernel))
         return NULL;
-    Py_ssize_t count = PyList_GET_SIZE(states);
+    struct kernel_ask ask;
+    if (parse_kernel(kernel, &ask) < 0) return NULL;
+    Py_ssize_t count = PyList_GET_SIZE(threads);
     if (count > MAX_THREADS) count = MAX_THREADS;
     if (max_depth < 1) max_depth = 1;
     if (max_depth > MAX_DEPTH) max_depth = MAX_DEPTH;
     uintptr_t addrs[MAX_THREADS];
-    int depths[MAX_THREADS];
+    long tids[MAX_THREADS];
+    long long cpus[MAX_THREADS], last_ns[MAX_THREADS], last_cpu[MAX_THREADS];
+    int depths[MAX_THREADS], asked[MAX_THREADS];
     for (Py_ssize_t i = 0; i < count; i++) {
-        addrs[i] = (uintptr_t)PyLong_AsVoidPtr(PyList_GET_ITEM(states, i));
+        PyObject *state;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(threads, i), "OlLL", &state, &tids[i], &last_ns[i],
+                              &last_cpu[i]))
+            return NULL;
+        addrs[i] = (uintptr_t)PyLong_AsVoidPtr(state);
         if (PyErr_Occurred()) return NULL;
+        asked[i] = 0;
     }
     uintptr_t *slots = count ? malloc(sizeof(uintptr_t) * 3 * max_depth * count) : NULL;
-    if (count && slots == NULL) return PyErr_NoMemory();
+    struct kernel_read *reads = count ? calloc(count, sizeof *reads) : NULL;
+    if (count && (slots == NULL || reads == NULL)) {
+        free(slots);
+        free(reads);
+        return PyErr_NoMemory();
+    }
     int woken = 0;
+    long long now = 0;
     struct timespec at;
     Py_BEGIN_ALLOW_THREADS
     struct pollfd p = {fd, POLLIN, 0};
@@ -193,18 +314,39 @@ static PyObject *wait_and_peek(PyObject *module, PyObject *args) {
     } while (ready < 0 && errno == EINTR);
     woken = ready > 0;
     clock_gettime(CLOCK_MONOTONIC, &at);
-    for (Py_ssize_t i = 0; !woken && i < count; i++)
+    now = (long long)at.tv_sec * 1000000000LL + at.tv_nsec;
+    int kernel_reads = 0;
+    for (Py_ssize_t i = 0; !woken && i < count; i++) {
+        /* the CPU clock, the frames and (for a thread that ran, but not throughout) the
+         * kernel's state at one instant: the row's interval ends where its stack was
+         * read, whatever later the GIL comes */
+        cpus[i] = thread_cpu_ns(tids[i]);
         depths[i] = walk(addrs[i], slots + i * 3 * max_depth, max_depth);
+        long long ran = cpus[i] - last_cpu[i], wall = now - last_ns[i];
+        if (kernel_reads < ask.max_reads && cpus[i] >= 0 && last_cpu[i] >= 0 && last_ns[i] >= 0 &&
+            ran > 0 && wall > 0 && (double)ran < ask.busy * (double)wall) {
+            asked[i] = 1;
+            kernel_reads++;
+            read_kernel(tids[i], ask.on_descriptor, ask.n_descriptor, &reads[i]);
+        }
+    }
     Py_END_ALLOW_THREADS
     if (woken) {
         free(slots);
+        free(reads);
         Py_RETURN_NONE;
     }
     PyObject *read = chains(slots, depths, count, max_depth);
     free(slots);
-    if (read == NULL) return NULL;
-    long long ns = (long long)at.tv_sec * 1000000000LL + at.tv_nsec;
-    return Py_BuildValue("(LN)", ns, read);
+    PyObject *cpu = read ? cpu_list(cpus, count) : NULL;
+    PyObject *states = cpu ? kernel_list(reads, asked, count) : NULL;
+    free(reads);
+    if (states == NULL) {
+        Py_XDECREF(read);
+        Py_XDECREF(cpu);
+        return NULL;
+    }
+    return Py_BuildValue("(LNNN)", now, read, cpu, states);
 }
 
 static PyObject *code_at(PyObject *module, PyObject *arg) {
@@ -224,11 +366,15 @@ static PyObject *code_at(PyObject *module, PyObject *arg) {
 
 static PyMethodDef methods[] = {
     {"thread_states", thread_states, METH_NOARGS,
-     "thread_states() -> {thread ident: address of its thread state}"},
+     "thread_states() -> {thread ident: (address of its thread state, its kernel TID)}"},
     {"wait_and_peek", wait_and_peek, METH_VARARGS,
-     "wait_and_peek(fd, timeout_s, states, max_depth) -> None when fd became readable, "
-     "else (CLOCK_MONOTONIC ns of the reads, [per state: (frame, code, instruction, ...) "
-     "leaf first, or None where a read failed])"},
+     "wait_and_peek(fd, timeout_s, threads, max_depth, kernel) -> None when fd became "
+     "readable, else (CLOCK_MONOTONIC ns of the reads, [per thread: (frame, code, "
+     "instruction, ...) leaf first, or None where a read failed], [per thread: its CPU "
+     "time in ns, or -1], [per thread: (syscall text, stat text or descriptor link or "
+     "None), or None where not read]). threads: [(thread state address, TID, last "
+     "instant ns, last CPU ns; -1 unknown)]; kernel: None, or (busy share, (calls on a "
+     "descriptor, ...), kernel reads at most)"},
     {"code_at", code_at, METH_O, "code_at(address) -> the live code object there, or None"},
     {NULL, NULL, 0, NULL},
 };

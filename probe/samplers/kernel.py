@@ -300,6 +300,12 @@ class KernelStates:
     def available(self) -> bool:
         return not self.unavailable
 
+    @property
+    def descriptor_calls(self) -> tuple[int, ...]:
+        """The numbers of the system calls whose first argument is the descriptor they
+        wait on (``probe._tickpeek`` reads that descriptor's link beside the call)."""
+        return tuple(n for n, call in self._calls.items() if call in _ON_A_DESCRIPTOR)
+
     def read(self, tid: int) -> str:
         """The thread's state now ("" when it cannot be read)."""
         if self.unavailable:
@@ -315,28 +321,52 @@ class KernelStates:
         except OSError as e:  # EACCES/EPERM: no ptrace read access to ourselves
             self.unavailable = f"{base}/syscall: {e.strerror or e}"
             return ""
+        return self._state(fields, lambda: self._read_text(f"{base}/stat"), self._descriptor)
+
+    def state_of(self, syscall: str, extra: str | None) -> str:
+        """The state from texts read elsewhere at one instant (the stack sampler's tick,
+        ``probe._tickpeek``): the ``syscall`` file's, and ``extra``, the ``stat`` file's
+        where the call is -1 or the link of the descriptor a call waits on."""
+        if self.unavailable:
+            return ""
+
+        def stat() -> str:
+            if extra is None:
+                raise OSError("not read")
+            return extra
+
+        def link(fd_hex: str) -> str:
+            return _descriptor_kind(extra) if extra is not None else "other"
+
+        return self._state(syscall.split(), stat, link)
+
+    def _state(
+        self, fields: list[str], stat: Callable[[], str], descriptor: Callable[[str], str]
+    ) -> str:
         if not fields or fields[0] == "running":
             return "R"
         if fields[0] == "-1":  # in the kernel outside a call: a page fault, or preempted
-            return self._scheduler_state(base)
+            return _scheduler_state(stat)
         try:
             call = self._calls.get(int(fields[0]), f"#{fields[0]}")
         except ValueError:
             return ""
         if call in _ON_A_DESCRIPTOR and len(fields) > 1:
-            return f"sys {call} {self._descriptor(fields[1])}"
+            return f"sys {call} {descriptor(fields[1])}"
         return f"sys {call}"
-
-    def _scheduler_state(self, base: str) -> str:
-        try:
-            raw = self._read_text(f"{base}/stat")
-        except OSError:
-            return ""
-        fields = raw[raw.rfind(")") + 2 :].split()
-        return fields[0] if fields and fields[0] in ("R", "D") else ""
 
     def _descriptor(self, fd_hex: str) -> str:
         try:
             return _descriptor_kind(self._read_link(f"{self._fd_dir}/{int(fd_hex, 16)}"))
         except (OSError, ValueError):
             return "other"
+
+
+def _scheduler_state(stat: Callable[[], str]) -> str:
+    """R or D from a thread's ``stat`` text, "" where it says neither or cannot be read."""
+    try:
+        raw = stat()
+    except OSError:
+        return ""
+    fields = raw[raw.rfind(")") + 2 :].split()
+    return fields[0] if fields and fields[0] in ("R", "D") else ""

@@ -20,6 +20,12 @@ before. Where the module is not built, not supported on this Python (3.11's fram
 only), or the kernel refuses the reads (a seccomp filter), nothing is peeked; nor where
 ``PROBE_GIL_STACKS=1`` asks for the stacks read with the GIL (to compare the two).
 
+At the same instant each read thread's CPU clock is read: the sampler's row for the
+thread then ends where its stack was read, not where the GIL came (up to a switch
+interval later, and later where the thread holds the GIL in C), so a row's length does
+not depend on what its stack was doing. The instant is CLOCK_MONOTONIC's, which
+``time.perf_counter_ns`` reads on Linux.
+
 At most ``max_threads`` threads are read a tick, in turn: a read costs one system call
 a frame (~0.3-1 us).
 """
@@ -28,11 +34,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from types import CodeType, ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["PeekedFrame", "TickPeek", "peek_module"]
+__all__ = ["PeekedFrame", "TickPeek", "TickRead", "peek_module"]
 
 
 def peek_module() -> ModuleType | None:
@@ -58,6 +64,18 @@ class PeekedFrame:
         self.f_back = back
 
 
+class TickRead(NamedTuple):
+    """One thread as read at the tick: its frame chain (leaf-first addresses, None where
+    a read failed), its kernel TID and its CPU time then (ns, -1 where unread)."""
+
+    chain: tuple[int, ...] | None
+    tid: int
+    cpu_ns: int
+    # the text of its /proc/self/task/TID/syscall and, where it says more, of its stat or
+    # its descriptor's link (probe.samplers.kernel parses them); None where not read
+    kernel: tuple[str, str | None] | None = None
+
+
 class TickPeek:
     """Waits for the stack sampler's ticks and reads threads' frames at each; see the
     module docstring. ``wait`` and ``wake`` are a ``Ticker``'s waiter."""
@@ -68,7 +86,8 @@ class TickPeek:
         self.max_depth = max_depth
         # wake() writes here, and the wait ends: a stop needs no tick to pass
         self._pipe: tuple[int, int] | None = os.pipe() if self._module is not None else None
-        self._chains: dict[int, tuple[int, ...] | None] = {}
+        self._reads: dict[int, TickRead] = {}
+        self.at_ns = 0  # the instant of the last tick's reads (CLOCK_MONOTONIC)
         self._turn = 0
         self.read = 0  # threads' stacks taken from the tick's reads
         self.refused = 0  # read at the tick but not checked out: read with the GIL
@@ -77,9 +96,20 @@ class TickPeek:
     def available(self) -> bool:
         return self._module is not None
 
-    def wait(self, timeout_s: float, exclude: Iterable[int] = ()) -> bool:
+    def wait(
+        self,
+        timeout_s: float,
+        exclude: Iterable[int] = (),
+        last: Mapping[int, tuple[int, int]] | None = None,
+        kernel: tuple[float, tuple[int, ...], int] | None = None,
+    ) -> bool:
         """Sleep ``timeout_s`` with the GIL released, then read the wanted threads' frame
-        chains; True (nothing read) when ``wake`` was called."""
+        chains and CPU clocks; True (nothing read) when ``wake`` was called. ``last``: by
+        TID, the (instant, CPU clock) of the thread's last sample; ``kernel``: (a busy
+        share, the system call numbers that wait on a descriptor, reads at most): the
+        kernel's state is read, at the tick, of each thread that ran since its last sample
+        but for less than the busy share of the time since (one that did not run is
+        where it was; one that ran throughout waited on nothing)."""
         module = self._module
         if module is None or self._pipe is None:
             return True  # nothing to read with, or closed
@@ -88,20 +118,28 @@ class TickPeek:
         if len(states) > self.max_threads:  # each thread's turn at the reads
             self._turn = (self._turn + self.max_threads) % len(states)
             states = (states[self._turn :] + states[: self._turn])[: self.max_threads]
-        got = module.wait_and_peek(self._pipe[0], timeout_s, [s for _, s in states], self.max_depth)
+        last = last or {}
+        threads = [(state, tid, *last.get(tid, (-1, -1))) for _, (state, tid) in states]
+        got = module.wait_and_peek(self._pipe[0], timeout_s, threads, self.max_depth, kernel)
         if got is None:
             return True
-        self._chains = {ident: chain for (ident, _), chain in zip(states, got[1], strict=True)}
+        self.at_ns, chains, cpus, kernels = got
+        self._reads = {
+            ident: TickRead(chain, tid, cpu, texts)
+            for (ident, (_, tid)), chain, cpu, texts in zip(
+                states, chains, cpus, kernels, strict=True
+            )
+        }
         return False
 
     def wake(self) -> None:
         if self._pipe is not None:
             os.write(self._pipe[1], b"\0")
 
-    def take(self) -> dict[int, tuple[int, ...] | None]:
-        """The chains read at the last tick (thread ident -> leaf-first addresses), once."""
-        chains, self._chains = self._chains, {}
-        return chains
+    def take(self) -> dict[int, TickRead]:
+        """The threads read at the last tick (by thread ident), once; ``at_ns`` says when."""
+        reads, self._reads = self._reads, {}
+        return reads
 
     def frame(
         self, chain: tuple[int, ...] | None, known: Callable[[int], CodeType | None]

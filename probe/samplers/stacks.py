@@ -223,6 +223,8 @@ class StackSampler:
         self._kernel_budget = 0
         self.kernel_reads_skipped = 0  # asked for beyond the budget
         self.kernel_states_stale = 0  # read after the thread ran on: not used
+        self.kernel_states_at_tick = 0  # read at the tick with the frames (peek)
+        self._tick_states: dict[int, str] = {}  # tid -> its state read at this tick
         self._native_leaf: set[int] = set()  # stacks whose leaf is in an unnamed call
 
         self._frame_ids: dict[int, int] = {}  # id(code) -> frame id
@@ -345,7 +347,10 @@ class StackSampler:
         """Wait for the next tick, reading stacks at its instant (a ``Ticker``'s waiter:
         only with ``peek``); True when woken to stop."""
         assert self.peek is not None
-        return self.peek.wait(timeout_s, self.exclude)
+        ask = None
+        if self.kernel.available and self._max_kernel_reads > 0:
+            ask = (_BUSY_CPU_FRACTION, self.kernel.descriptor_calls, self._max_kernel_reads)
+        return self.peek.wait(timeout_s, self.exclude, self._last, ask)
 
     def wake(self) -> None:
         assert self.peek is not None
@@ -371,18 +376,22 @@ class StackSampler:
             frames.pop(threading.get_ident(), None)
             seen = self._read_frames(now, frames, before)
             del frames
-        self._emit_all(now, seen)
+        self._emit_all(seen)
 
     def _read_frames(
         self, now: int, frames: dict[int, FrameType], before: int
-    ) -> list[tuple[int, int, int, int, int]]:
-        """Each sampled thread's (tid, stack, wall, cpu, wait for a CPU) since its last
-        sample; a thread born since the last tick (``before``), since it started."""
+    ) -> list[tuple[int, int, int, int, int, int]]:
+        """Each sampled thread's (tid, stack, wall, cpu, wait for a CPU, instant) since its
+        last sample; a thread born since the last tick (``before``), since it started. A
+        thread read at the tick (``peek``) is timed there: its CPU clock was read with its
+        frames, and its row ends at that instant, not at ``now`` (the GIL's)."""
         exclude = self.exclude
-        seen: list[tuple[int, int, int, int, int]] = []  # tid, stack, wall, cpu, queued
+        seen: list[tuple[int, int, int, int, int, int]] = []  # tid, stack, wall, cpu, queued, ts
         live: set[int] = set()
         self._run_queue_budget = self._max_run_queue_reads
         at_tick = self.peek.take() if self.peek is not None else {}
+        tick_ns = self.peek.at_ns if self.peek is not None else now
+        self._tick_states.clear()
         threads: Iterable[tuple[int, FrameType]] = frames.items()
         if len(frames) > self._max_run_queue_reads:  # each thread's turn at the reads
             start = self.ticks % len(frames)
@@ -394,7 +403,14 @@ class StackSampler:
             tid = self._tid.get(ident)
             if tid is None:
                 tid = self._register_thread(ident, now)
-            cpu = self._thread_cpu(tid)
+            got = at_tick.get(ident)
+            ts, cpu = now, None
+            if got is not None and got.tid == tid and got.cpu_ns >= 0:
+                ts, cpu = tick_ns, got.cpu_ns
+                if got.kernel is not None:
+                    self._tick_states[tid] = self.kernel.state_of(*got.kernel)
+            else:
+                cpu = self._thread_cpu(tid)
             if cpu is None:
                 # The ident outlived its thread: a new thread reused it between two ticks.
                 tid = self._register_thread(ident, now)
@@ -403,7 +419,7 @@ class StackSampler:
                     continue
             live.add(tid)
             last = self._last.get(tid)
-            self._last[tid] = (now, cpu)
+            self._last[tid] = (ts, cpu)
             if last is None:
                 if self.ticks == 0 or now <= before:
                     # there from the start: its CPU (and wait for a CPU) so far is not
@@ -416,16 +432,17 @@ class StackSampler:
                 # of CPU a request read as none). When in the interval it began is not
                 # known: uniformly, its expected age is half the interval (at least its
                 # CPU).
-                cpu_d = min(max(cpu, 0), now - before)
-                wall = max(cpu_d, (now - before) // 2)
+                span = max(ts - before, 0)
+                cpu_d = min(max(cpu, 0), span)
+                wall = max(cpu_d, span // 2)
             else:
-                wall = now - last[0]
+                wall = ts - last[0]
                 if wall <= 0:
                     continue
                 cpu_d = min(max(cpu - last[1], 0), wall)
             read: FrameType | PeekedFrame = frame
-            if ident in at_tick and self.peek is not None:
-                read = self.peek.frame(at_tick[ident], self._known_code) or frame
+            if got is not None and self.peek is not None:
+                read = self.peek.frame(got.chain, self._known_code) or frame
             leaf = (ident, id(read.f_code), read.f_lasti)
             sid = self._stack_of.get(tid)
             if sid is None or last is None or cpu != last[1] or leaf != self._leaf.get(tid):
@@ -435,7 +452,8 @@ class StackSampler:
                 # them: ~0.9 ms a tick, benchmarks/sampler_tick_cost.py).
                 sid = self._stack_id(read)
             ran = last is None or cpu != last[1]
-            seen.append((tid, sid, wall, cpu_d, self._queued(tid, ran, last is None, wall - cpu_d)))
+            queued = self._queued(tid, ran, last is None, wall - cpu_d)
+            seen.append((tid, sid, wall, cpu_d, queued, ts))
             self._leaf[tid] = leaf
             self._stack_of[tid] = sid
         self.ticks += 1
@@ -478,21 +496,31 @@ class StackSampler:
             self.peek.close()
         self._queued_at.clear()
 
-    def _emit_all(self, now: int, seen: list[tuple[int, int, int, int, int]]) -> None:
+    def _emit_all(self, seen: list[tuple[int, int, int, int, int, int]]) -> None:
         total_cpu = sum(s[3] for s in seen)
         self._kernel_budget = self._max_kernel_reads
         self.gil_waiters = 0
         start = self.ticks % len(seen) if seen else 0  # who gets the budget rotates
-        for tid, sid, wall, cpu_d, queued in seen[start:] + seen[:start]:
-            self._emit(now, tid, sid, wall, cpu_d, total_cpu - cpu_d, queued)
+        for tid, sid, wall, cpu_d, queued, ts in seen[start:] + seen[:start]:
+            self._emit(ts, tid, sid, wall, cpu_d, total_cpu - cpu_d, queued)
 
     def _parked_state(self, k: int | None) -> str:
         """The kernel state read for open row ``k`` ("" when none was)."""
         return self._rows.states.texts[self._rows.state[k]] if k is not None else ""
 
-    def _kernel_state(self, tid: int) -> str:
+    def _kernel_state(self, tid: int, *, running_at_tick: bool = True) -> str:
+        """The thread's kernel state: as read at the tick with its frames where it was
+        (the same instant: nothing to check), else read now. ``running_at_tick`` False:
+        an "R" read at the tick is not taken. On a CPU at the tick, the thread may have
+        held the GIL (a builtin of pure-Python code: tokenize_pool's ``str.isalpha``);
+        read now, with the sampler holding the GIL, "R" is native code running without
+        it -- what the native-leaf rule asks."""
         if not self.kernel.available:
             return ""
+        at_tick = self._tick_states.get(tid)
+        if at_tick is not None and (running_at_tick or at_tick != "R"):
+            self.kernel_states_at_tick += 1
+            return at_tick
         if self._kernel_budget <= 0:
             self.kernel_reads_skipped += 1
             return ""
@@ -564,7 +592,9 @@ class StackSampler:
                     reason = kernel.reason(state) or reason
             if not reason and sid in self._native_leaf:
                 # still parked where the kernel was last asked: in the same call, unasked
-                state = (self._parked_state(k) if parked else "") or self._kernel_state(tid)
+                state = (self._parked_state(k) if parked else "") or self._kernel_state(
+                    tid, running_at_tick=False
+                )
                 # On a CPU or runnable ("R"): a thread waiting for the GIL sleeps on a
                 # futex, so the interval's missing CPU went to the OS scheduler, not to
                 # the GIL (two threads hashing with the GIL released were "waiting for

@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from probe.samplers.peek import TickPeek, peek_module
 from probe.samplers.stacks import StackSampler
 from probe.samplers.ticker import Ticker
 from tests.build_env import c_compiler_and_headers
+from tests.unit.test_kernel_states import blocked_reading_a_pipe
 
 OFFSET = 100  # the fake's code objects' first instruction, from their address
 
@@ -26,25 +28,39 @@ class FakeModule:
     CODE_OFFSET = OFFSET
 
     def __init__(self, states: dict[int, int], chains: dict[int, tuple[int, ...] | None]):
+        # thread ident -> its thread state's address, which is also its TID here
         self.states, self.chains, self.waits = states, chains, []
         self.live: dict[int, object] = {}  # address -> a code object code_at vouches for
+        self.at_ns = 0  # the tick's instant, and each TID's CPU clock then (-1: unread)
+        self.cpu: dict[int, int] = {}
+        self.kernel: dict[int, tuple[str, str | None]] = {}  # TID -> its /proc texts
+        self.asked: list[object] = []  # each wait's threads and kernel request
 
     def thread_states(self):
-        return dict(self.states)
+        return {ident: (state, state) for ident, state in self.states.items()}
 
-    def wait_and_peek(self, fd, timeout_s, states, max_depth):
-        self.waits.append((timeout_s, list(states)))
-        readable = os.read(fd, 1) if _readable(fd) else b""
-        return None if readable else (0, [self.chains.get(s) for s in states])
+    def wait_and_peek(self, fd, timeout_s, threads, max_depth, kernel):
+        states = [thread[0] for thread in threads]
+        self.waits.append((timeout_s, states))
+        self.asked.append((list(threads), kernel))
+        readable = os.read(fd, 1) if _readable(fd, timeout_s) else b""
+        if readable:
+            return None
+        return (
+            self.at_ns,
+            [self.chains.get(s) for s in states],
+            [self.cpu.get(s, -1) for s in states],
+            [self.kernel.get(s) for s in states],
+        )
 
     def code_at(self, address):
         return self.live.get(address)
 
 
-def _readable(fd: int) -> bool:
+def _readable(fd: int, timeout_s: float) -> bool:
     import select
 
-    return bool(select.select([fd], [], [], 0)[0])
+    return bool(select.select([fd], [], [], timeout_s)[0])
 
 
 def chain(*frames: tuple[object, int]) -> tuple[int, ...]:
@@ -65,6 +81,18 @@ def score():
 
 def serve():
     return parse(), score()
+
+
+def sampler_on(module: FakeModule, frames, clock, cpu, **more) -> StackSampler:
+    """A stack sampler peeking through ``module``; ``frames`` is what it finds with the
+    GIL, ``clock`` and ``cpu`` its clock and thread CPU clock."""
+    return StackSampler(
+        clock=clock,
+        current_frames=lambda: frames,
+        thread_cpu=cpu,
+        peek=TickPeek(module=module),
+        **{"threads": _thread_70, **more},
+    )
 
 
 def test_a_tick_reads_every_thread_but_its_own_and_the_excluded_ones_at_most_max_a_tick():
@@ -120,15 +148,10 @@ def test_the_sampler_takes_the_stack_read_at_the_tick_over_the_one_it_finds_with
     module = FakeModule({7: 70}, {})
     for code in (parse.__code__, serve.__code__, score.__code__):
         module.live[id(code)] = code
-    peek = TickPeek(module=module)
     clock = [0]
-    sampler = StackSampler(
-        clock=lambda: clock[0],
-        current_frames=lambda: gil_time,
-        thread_cpu=lambda tid: clock[0],
-        threads=dict,
-        peek=peek,
-    )
+    sampler = sampler_on(module, gil_time, lambda: clock[0], lambda tid: clock[0], threads=dict)
+    peek = sampler.peek
+    assert peek is not None
     sampler.sample()  # the first tick takes each thread's baselines
     leaves = []
     for at_tick in (chain((parse.__code__, 2), (serve.__code__, 2)), (1, 2, 3), None):
@@ -143,6 +166,112 @@ def test_the_sampler_takes_the_stack_read_at_the_tick_over_the_one_it_finds_with
     assert leaf_names == ["parse", here, here]
     assert peek.read == 1 and peek.refused == 1
     sampler.close()
+
+
+def test_a_thread_read_at_the_tick_is_timed_there_not_where_the_gil_came():
+    # The tick reads thread 7 (TID 70) at 10 ms, 20 ms, 30 ms, its CPU clock then 0, 9, 10
+    # ms; the GIL comes 4 ms, 0 ms, 3 ms later, the clock read with it 2 ms further on.
+    # Rows end at the tick: 10 ms of wall each, 9 ms then 1 ms of CPU -- not 6 ms and 7 ms
+    # of wall, as the GIL's instants would make them.
+    module = FakeModule({7: 70}, {})
+    gil_ns, gil_cpu = [0], [0]
+    frames = {7: sys._getframe()}
+    sampler = sampler_on(module, frames, lambda: gil_ns[0], lambda tid: gil_cpu[0])
+    rows = []
+    for tick_ms, cpu_ms, late_ms in ((10, 0, 4), (20, 9, 0), (30, 10, 3)):
+        module.at_ns, module.cpu[70] = tick_ms * 1_000_000, cpu_ms * 1_000_000
+        assert sampler.wait(0.0) is False
+        gil_ns[0] = (tick_ms + late_ms) * 1_000_000
+        gil_cpu[0] = (cpu_ms + 2) * 1_000_000
+        sampler.sample()
+        rows += sampler.drain()["samples"]
+    ts, wall, cpu = (_column(rows, name) for name in ("ts_ns", "wall_ns", "cpu_ns"))
+    assert ts == [20_000_000, 30_000_000]
+    assert wall == [10_000_000, 10_000_000] and cpu == [9_000_000, 1_000_000]
+    # unread at the tick (its clock -1): the GIL's instant and clock, as before
+    module.at_ns, module.cpu[70] = 40_000_000, -1
+    assert sampler.wait(0.0) is False
+    gil_ns[0], gil_cpu[0] = 45_000_000, 15_000_000
+    sampler.sample()
+    row = sampler.drain()["samples"]
+    assert _column(row, "wall_ns") == [15_000_000] and _column(row, "cpu_ns") == [5_000_000]
+    sampler.close()
+
+
+@pytest.fixture
+def frame_in_readv():
+    """A live frame blocked in ``os.readv`` on a pipe: a call no wait rule names."""
+
+    def read(fd):
+        os.readv(fd, [bytearray(1)])
+
+    yield from blocked_reading_a_pipe(read)
+
+
+def test_the_kernel_s_state_read_at_the_tick_is_the_row_s_and_none_is_read_later(
+    frame_in_readv,
+):
+    # The tick finds TID 70 in `read` on a pipe; by the time the GIL comes it has moved
+    # on to a sleep (what /proc says then). The row takes the tick's state, with its
+    # frame's instant, and /proc is not read again.
+    from tests.unit.test_kernel_states import fake_proc
+
+    module = FakeModule({7: 70}, {})
+    states = fake_proc({"/t/70/syscall": "230 0x1 0x0"})
+    frames = {7: frame_in_readv}
+    sampler = sampler_on(module, frames, lambda: module.at_ns, lambda tid: 0, kernel_states=states)
+    module.cpu[70] = 0
+    assert sampler.wait(0.0) is False
+    sampler.sample()  # the baselines
+    module.at_ns, module.cpu[70] = 10_000_000, 1_000_000  # 10% on a CPU: in doubt
+    module.kernel[70] = ("0 0x9 0x1 0x0", "pipe:[4711]")
+    assert sampler.wait(0.0) is False
+    threads, kernel = module.asked[-1]
+    assert threads == [(70, 70, 0, 0)]  # its last sample's instant and CPU clock
+    assert kernel is not None and kernel[0] == 0.95 and 0 in kernel[1]  # read(2) waits on one
+    sampler.sample()
+    [row] = sampler.drain()["samples"]
+    assert (row[5], row[7]) == ("subprocess", "sys read pipe")
+    assert states.reads == 0 and sampler.kernel_states_at_tick == 1
+    sampler.close()
+
+
+def test_on_a_cpu_at_the_tick_a_thread_in_an_unnamed_call_is_asked_again_with_the_gil(
+    frame_in_readv,
+):
+    # "R" at the tick may be a builtin of pure Python, holding the GIL (tokenize_pool's
+    # workers in `str.isalpha`, read as waiting for a core); read with the GIL held, "R"
+    # is native code running without it. So the native-leaf rule reads the kernel again.
+    from tests.unit.test_kernel_states import fake_proc
+
+    module = FakeModule({7: 70}, {})
+    states = fake_proc({"/t/70/syscall": "202 0x7f 0x89 0x0"})  # now: waiting on a futex
+    frames = {7: frame_in_readv}
+    sampler = sampler_on(module, frames, lambda: module.at_ns, lambda tid: 0, kernel_states=states)
+    module.cpu[70] = 0
+    assert sampler.wait(0.0) is False
+    sampler.sample()
+    module.at_ns, module.cpu[70] = 10_000_000, 1_000_000
+    module.kernel[70] = ("running", None)
+    assert sampler.wait(0.0) is False
+    sampler.sample()
+    [row] = sampler.drain()["samples"]
+    assert row[7] == "sys futex" and states.reads == 1 and sampler.kernel_states_at_tick == 0
+    sampler.close()
+
+
+def _thread_70() -> dict[int, threading.Thread]:
+    class Seventy:
+        native_id, name = 70, "seventy"
+
+    return {7: Seventy()}  # type: ignore[dict-item]
+
+
+def _column(rows: list[list[object]], name: str) -> list[object]:
+    from probe.rundir.schema import COLUMNS
+
+    names = [column for column, _ in COLUMNS["samples"]]
+    return [row[names.index(name)] for row in rows]
 
 
 class Waiter:
@@ -208,8 +337,10 @@ def test_a_parked_thread_s_frames_read_without_the_gil_are_the_ones_it_is_in():
                 break
             time.sleep(0.005)
         assert peek.wait(0.001) is False
-        chains = peek.take()
-        leaf = peek.frame(chains[thread.ident], lambda address: None)
+        reads = peek.take()
+        assert reads[thread.ident].tid == thread.native_id
+        assert reads[thread.ident].cpu_ns > 0  # its CPU clock, read at the tick
+        leaf = peek.frame(reads[thread.ident].chain, lambda address: None)
         names = []
         while leaf is not None:
             names.append(leaf.f_code.co_name)
@@ -220,11 +351,44 @@ def test_a_parked_thread_s_frames_read_without_the_gil_are_the_ones_it_is_in():
             expected.append(f.f_code.co_name)
             f = f.f_back
         assert names == expected and "parked_here" in names
-        assert threading.get_ident() not in chains
+        assert threading.get_ident() not in reads
         peek.close()
     finally:
         release.set()
         thread.join()
+
+
+@compiled
+def test_the_tick_reads_what_a_blocked_thread_waits_on_where_it_ran_since_its_last_sample():
+    from probe.samplers.kernel import KernelStates
+
+    r, w = os.pipe()
+    thread = threading.Thread(target=os.read, args=(r, 1))
+    thread.start()
+    try:
+        kernel = KernelStates()
+        syscall = Path(f"/proc/self/task/{thread.native_id}/syscall")
+        for _ in range(200):  # until it sleeps in read(2)
+            if syscall.read_text().startswith("0 "):
+                break
+            time.sleep(0.005)
+        peek = TickPeek(max_threads=64)
+        tid = thread.native_id
+        cpu = time.clock_gettime_ns(((~tid) << 3) | 6)
+        ran_a_little = {tid: (time.perf_counter_ns() - 10**10, cpu - 1)}
+        ask = (0.95, kernel.descriptor_calls, 4)
+        assert peek.wait(0.001, last=ran_a_little, kernel=ask) is False
+        read = peek.take()[thread.ident]
+        assert read.kernel is not None and kernel.state_of(*read.kernel) == "sys read pipe"
+        # one that did not run since (its CPU clock as it was) is not asked
+        assert peek.wait(0.001, last={tid: (0, read.cpu_ns)}, kernel=ask) is False
+        assert peek.take()[thread.ident].kernel is None
+        peek.close()
+    finally:
+        os.write(w, b"x")
+        thread.join()
+        os.close(r)
+        os.close(w)
 
 
 def test_the_environment_can_ask_for_the_stacks_read_with_the_gil(monkeypatch):
