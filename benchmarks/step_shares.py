@@ -5,7 +5,8 @@
 shorter than the switch interval: pure Python (tokenize), hashlib with the GIL released
 (fingerprint), json.dumps keeping it (encode). Each round, in one session: the service
 timing its own steps (``--timed``: the truth), under ``probe run --no-report`` with the
-tick's reads and with ``PROBE_GIL_STACKS=1``, and under ``py-spy record`` (stops the
+tick's reads at the 0.1-ms switch interval and at the target's own (``--switch-interval
+0``), with ``PROBE_GIL_STACKS=1`` at 0.1 ms, and under ``py-spy record`` (stops the
 process for each sample) when it is installed. Prints each step's share of the three and
 each arm's largest error against the timers.
 
@@ -44,11 +45,11 @@ def timed(seconds: float) -> dict[str, float]:
     return normalised(json.loads(out.stdout)["spent_s"])
 
 
-def under_probe(seconds: float, run_dir: Path, gil: bool) -> dict[str, float]:
+def under_probe(seconds: float, run_dir: Path, gil: bool, interval_s: float) -> dict[str, float]:
     env = {**os.environ, "PROBE_GIL_STACKS": "1" if gil else "0"}
     subprocess.run(
         [sys.executable, "-m", "probe.cli", "run", "--no-report", "--out", str(run_dir),
-         str(SERVICE), "--seconds", str(seconds)],
+         "--switch-interval", str(interval_s), str(SERVICE), "--seconds", str(seconds)],
         env=env, capture_output=True, check=True,
     )  # fmt: skip
     d = diagnose(load(run_dir))
@@ -87,8 +88,9 @@ def main() -> None:
             truth = timed(args.seconds)
             arms = {
                 "timers": truth,
-                "probe tick": under_probe(args.seconds, Path(tmp) / f"tick{k}", gil=False),
-                "probe GIL": under_probe(args.seconds, Path(tmp) / f"gil{k}", gil=True),
+                "tick 0.1ms": under_probe(args.seconds, Path(tmp) / f"t{k}", False, 0.0001),
+                "tick own": under_probe(args.seconds, Path(tmp) / f"o{k}", False, 0),
+                "GIL 0.1ms": under_probe(args.seconds, Path(tmp) / f"g{k}", True, 0.0001),
                 "py-spy": under_py_spy(args.seconds, Path(tmp) / f"spy{k}.txt"),
             }
             for arm, shares in arms.items():

@@ -15,7 +15,10 @@ shuffled each round so that the host's drift falls on all of them alike:
   for the GIL back: tried as a fix, 2026-11-26, and it bought nothing: 0.974-0.982
   against 0.978-0.991 for ``short`` over three runs of 100 rounds);
 - ``own``: the sampler, the target's 5 ms throughout (``--switch-interval 0``; samples
-  drift toward GIL-releasing calls: ``benchmarks/sampling_bias.py``).
+  drift toward GIL-releasing calls: ``benchmarks/sampling_bias.py``);
+- ``tick`` and ``tick_own``: as ``short`` and ``own``, the stacks read at the tick's
+  instant (``probe.samplers.peek``: the sampler waits in C with the GIL released, reads
+  the frames, then takes the GIL), as ``probe run`` samples where the reads are built.
 
 Prints each setting's median requests/s over ``none``'s. Separate processes per setting
 (``throughput.py``) differ by +-4% run to run on this machine class; blocks in one process
@@ -44,10 +47,11 @@ sys.path.insert(0, str(HERE))
 import numpy as np  # noqa: E402
 import service_loop  # noqa: E402
 
+from probe.samplers.peek import TickPeek  # noqa: E402
 from probe.samplers.stacks import StackSampler  # noqa: E402
 
 SHORT_S, OWN_S = 0.0001, sys.getswitchinterval()
-SETTINGS = ("none", "short", "held", "own")
+SETTINGS = ("none", "short", "held", "own", "tick", "tick_own")
 BLOCK_S = 0.25
 
 
@@ -56,16 +60,24 @@ class Sampler:
 
     def __init__(self) -> None:
         self.stacks = StackSampler()
+        peek = TickPeek()
+        self.at_tick = StackSampler(peek=peek) if peek.available else None
         self.setting = "none"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def use(self, setting: str) -> None:
         self.setting = setting
-        sys.setswitchinterval(SHORT_S if setting in ("short", "held") else OWN_S)
+        sys.setswitchinterval(SHORT_S if setting in ("short", "held", "tick") else OWN_S)
 
     def _run(self) -> None:
-        while not self._stop.wait(0.01):
+        while not self._stop.is_set():
+            if self.setting.startswith("tick") and self.at_tick is not None:
+                if not self.at_tick.wait(0.01):
+                    self.at_tick.sample()
+                continue
+            if self._stop.wait(0.01):
+                break
             if self.setting == "held":
                 sys.setswitchinterval(OWN_S)
                 self.stacks.sample()
@@ -79,6 +91,8 @@ class Sampler:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
+        if self.at_tick is not None:
+            self.at_tick.wake()
         self._thread.join()
         sys.setswitchinterval(OWN_S)
 
@@ -133,18 +147,19 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=100)
     p.add_argument("--loop", choices=("service", "decoder"), default="service")
     args = p.parse_args()
+    settings = [s for s in SETTINGS if not s.startswith("tick") or TickPeek().available]
     requests = service_request() if args.loop == "service" else decoder_request()
     requests()  # warm-up: first-call allocations
-    rates: dict[str, list[float]] = {s: [] for s in SETTINGS}
+    rates: dict[str, list[float]] = {s: [] for s in settings}
     with Sampler() as sampler:
         for _ in range(args.rounds):
-            for setting in random.sample(SETTINGS, len(SETTINGS)):
+            for setting in random.sample(settings, len(settings)):
                 sampler.use(setting)
                 time.sleep(0.02)  # the sampler's thread sees the new setting
                 rates[setting].append(requests_per_s(requests))
     reference = statistics.median(rates["none"])
     print(f"{args.loop} loop, {args.rounds} rounds of {BLOCK_S}-s blocks, requests/s over none:")
-    for setting in SETTINGS:
+    for setting in settings:
         rate = statistics.median(rates[setting])
         print(f"  {setting:6s} {rate / reference:.3f}  ({rate:,.0f} req/s)")
 

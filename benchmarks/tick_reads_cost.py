@@ -4,7 +4,9 @@ stacks read with the GIL (``PROBE_GIL_STACKS=1``).
 ``probe run --no-report`` of W1 (one BLAS thread, as ``../shared/workloads/README.md``
 says) and W2 (BLAS on both cores), the two arms alternated pair by pair; prints each
 workload's job walls (``meta.json``'s ``duration_s``) and the median of the per-pair
-ratios, tick reads over GIL reads.
+ratios, tick reads over GIL reads. Both arms at the 0.1-ms switch interval, so that the
+reads alone differ (``probe run``'s default interval differs between the two since
+2026-11-29: ``benchmarks/switch_interval_cost.py`` measures that).
 
     python benchmarks/tick_reads_cost.py [--pairs 6]
 """
@@ -26,7 +28,8 @@ CASES = {"W1": ("w1_service.py", {"OPENBLAS_NUM_THREADS": "1"}), "W2": ("w2_nump
 
 def job_wall(script: Path, env: dict[str, str], out: Path) -> float:
     subprocess.run(
-        [sys.executable, "-m", "probe.cli", "run", "--no-report", "-o", str(out), str(script)],
+        [sys.executable, "-m", "probe.cli", "run", "--no-report", "--switch-interval", "0.0001",
+         "-o", str(out), str(script)],
         env={**os.environ, **env}, capture_output=True, check=True,
     )  # fmt: skip
     return float(json.loads((out / "meta.json").read_text())["duration_s"])

@@ -118,7 +118,7 @@ def test_direct_disk_reads_in_an_unnamed_native_call_are_disk_waits_not_cpu(run_
         assert primary["confidence"] <= 0.5, primary
         assert "kernel states could not be read" in primary["summary"]
         return
-    assert kernel["reads"] > 0
+    assert kernel["reads"] + kernel["at_tick"] > 0  # asked with the GIL, or at the tick
     # the main thread (the lowest tid) by its scheduler's statistics: time off a CPU and
     # off a run queue is blocked time. Not the stat file's state: readings of it every
     # 20 ms put the thread R 23-73% of the scan in 4 runs, its schedstat on a CPU or
