@@ -4,9 +4,9 @@ stacks read with the GIL (``PROBE_GIL_STACKS=1``).
 ``probe run --no-report`` of W1 (one BLAS thread, as ``../shared/workloads/README.md``
 says) and W2 (BLAS on both cores), the two arms alternated pair by pair; prints each
 workload's job walls (``meta.json``'s ``duration_s``) and the median of the per-pair
-ratios, tick reads over GIL reads. Both arms at the 0.1-ms switch interval, so that the
-reads alone differ (``probe run``'s default interval differs between the two since
-2026-11-29: ``benchmarks/switch_interval_cost.py`` measures that).
+ratios, tick reads over GIL reads. Both arms at the 0.1-ms switch interval, named, so
+that the reads alone differ whatever ``probe run``'s default (what the interval costs
+beside them: ``benchmarks/switch_interval_cost.py``).
 
     python benchmarks/tick_reads_cost.py [--pairs 6]
 """

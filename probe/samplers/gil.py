@@ -33,11 +33,18 @@ doubles (up to a cap), so a long run of a contended service spends a shrinking s
 its time at the costly setting. ``figures()`` says how long each was in effect, for
 meta.json.
 
-All of this is for stacks read with the GIL. Where the sampler reads them at its tick
-(``probe.samplers.peek``: frames, CPU clocks and kernel states at one instant, before it
-asks for the GIL), the instant the GIL comes places nothing, and ``probe run`` leaves
-the target's own interval (``Settings.switch_interval_s``): the sampler then waits for
-the GIL as any thread does, and costs a one-thread loop ~1% less (README, performance).
+Where the sampler reads the stacks at its tick (``probe.samplers.peek``: frames, CPU
+clocks and kernel states at one instant, before it asks for the GIL), the instant the
+GIL comes no longer places a sample, and the target's own interval would cost a
+one-thread loop ~1% less (0.986-0.991 of plain against 0.974-0.977,
+``benchmarks/switch_interval_cost.py``). It is still not the default, for what the GIL's
+instant still decides (2026-11-29): the rows are written once the sampler holds the GIL,
+from the threads alive then, so a thread read at the tick that ends before the GIL
+comes is lost -- Django under uvicorn runs each request's view on a thread of its own,
+and the two Django tests of test_http_spans failed 5 times in 8 at 5 ms, once in 8 at
+0.1 ms -- and four pure-Python threads pinned to one core read as contention for
+the GIL rather than for the core (their waits for a CPU, which the rules weigh against
+the GIL's, shrink at 5 ms).
 """
 
 from __future__ import annotations
