@@ -321,7 +321,7 @@ class KernelStates:
         except OSError as e:  # EACCES/EPERM: no ptrace read access to ourselves
             self.unavailable = f"{base}/syscall: {e.strerror or e}"
             return ""
-        return self._state(fields, lambda: self._read_text(f"{base}/stat"), self._descriptor)
+        return self._state(fields, lambda: self._stat_text(base), self._descriptor)
 
     def state_of(self, syscall: str, extra: str | None) -> str:
         """The state from texts read elsewhere at one instant (the stack sampler's tick,
@@ -329,20 +329,18 @@ class KernelStates:
         where the call is -1 or the link of the descriptor a call waits on."""
         if self.unavailable:
             return ""
-
-        def stat() -> str:
-            if extra is None:
-                raise OSError("not read")
-            return extra
-
-        def link(fd_hex: str) -> str:
-            return _descriptor_kind(extra) if extra is not None else "other"
-
-        return self._state(syscall.split(), stat, link)
+        kind = _descriptor_kind(extra) if extra is not None else "other"
+        return self._state(syscall.split(), lambda: extra, lambda _fd_hex: kind)
 
     def _state(
-        self, fields: list[str], stat: Callable[[], str], descriptor: Callable[[str], str]
+        self,
+        fields: list[str],
+        stat: Callable[[], str | None],
+        descriptor: Callable[[str], str],
     ) -> str:
+        """The state from the ``syscall`` file's fields; ``stat`` gives the ``stat``
+        file's text (None where it cannot be read), ``descriptor`` what a descriptor
+        (its number in hex) is: each asked only where the call needs it."""
         if not fields or fields[0] == "running":
             return "R"
         if fields[0] == "-1":  # in the kernel outside a call: a page fault, or preempted
@@ -355,6 +353,12 @@ class KernelStates:
             return f"sys {call} {descriptor(fields[1])}"
         return f"sys {call}"
 
+    def _stat_text(self, base: str) -> str | None:
+        try:
+            return self._read_text(f"{base}/stat")
+        except OSError:
+            return None
+
     def _descriptor(self, fd_hex: str) -> str:
         try:
             return _descriptor_kind(self._read_link(f"{self._fd_dir}/{int(fd_hex, 16)}"))
@@ -362,11 +366,10 @@ class KernelStates:
             return "other"
 
 
-def _scheduler_state(stat: Callable[[], str]) -> str:
-    """R or D from a thread's ``stat`` text, "" where it says neither or cannot be read."""
-    try:
-        raw = stat()
-    except OSError:
+def _scheduler_state(stat: Callable[[], str | None]) -> str:
+    """R or D from a thread's ``stat`` text, "" where it says neither or was not read."""
+    raw = stat()
+    if raw is None:
         return ""
     fields = raw[raw.rfind(")") + 2 :].split()
     return fields[0] if fields and fields[0] in ("R", "D") else ""

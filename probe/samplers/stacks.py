@@ -224,7 +224,14 @@ class StackSampler:
         self.kernel_reads_skipped = 0  # asked for beyond the budget
         self.kernel_states_stale = 0  # read after the thread ran on: not used
         self.kernel_states_at_tick = 0  # read at the tick with the frames (peek)
-        self._tick_states: dict[int, str] = {}  # tid -> its state read at this tick
+        # tid -> its /proc texts read at this tick, parsed when a rule asks for its state
+        self._tick_kernel: dict[int, tuple[str, str | None]] = {}
+        # what the tick reader needs to read kernel states (peek.wait's ``kernel``)
+        self._kernel_ask = (
+            (_BUSY_CPU_FRACTION, self.kernel.descriptor_calls, max_kernel_reads)
+            if self.peek is not None and max_kernel_reads > 0
+            else None
+        )
         self._native_leaf: set[int] = set()  # stacks whose leaf is in an unnamed call
 
         self._frame_ids: dict[int, int] = {}  # id(code) -> frame id
@@ -347,9 +354,7 @@ class StackSampler:
         """Wait for the next tick, reading stacks at its instant (a ``Ticker``'s waiter:
         only with ``peek``); True when woken to stop."""
         assert self.peek is not None
-        ask = None
-        if self.kernel.available and self._max_kernel_reads > 0:
-            ask = (_BUSY_CPU_FRACTION, self.kernel.descriptor_calls, self._max_kernel_reads)
+        ask = self._kernel_ask if self.kernel.available else None
         return self.peek.wait(timeout_s, self.exclude, self._last, ask)
 
     def wake(self) -> None:
@@ -391,7 +396,7 @@ class StackSampler:
         self._run_queue_budget = self._max_run_queue_reads
         at_tick = self.peek.take() if self.peek is not None else {}
         tick_ns = self.peek.at_ns if self.peek is not None else now
-        self._tick_states.clear()
+        self._tick_kernel.clear()
         threads: Iterable[tuple[int, FrameType]] = frames.items()
         if len(frames) > self._max_run_queue_reads:  # each thread's turn at the reads
             start = self.ticks % len(frames)
@@ -404,13 +409,13 @@ class StackSampler:
             if tid is None:
                 tid = self._register_thread(ident, now)
             got = at_tick.get(ident)
-            ts, cpu = now, None
+            cpu: int | None
             if got is not None and got.tid == tid and got.cpu_ns >= 0:
                 ts, cpu = tick_ns, got.cpu_ns
                 if got.kernel is not None:
-                    self._tick_states[tid] = self.kernel.state_of(*got.kernel)
+                    self._tick_kernel[tid] = got.kernel
             else:
-                cpu = self._thread_cpu(tid)
+                ts, cpu = now, self._thread_cpu(tid)
             if cpu is None:
                 # The ident outlived its thread: a new thread reused it between two ticks.
                 tid = self._register_thread(ident, now)
@@ -517,7 +522,8 @@ class StackSampler:
         it -- what the native-leaf rule asks."""
         if not self.kernel.available:
             return ""
-        at_tick = self._tick_states.get(tid)
+        texts = self._tick_kernel.get(tid)
+        at_tick = self.kernel.state_of(*texts) if texts is not None else None
         if at_tick is not None and (running_at_tick or at_tick != "R"):
             self.kernel_states_at_tick += 1
             return at_tick
