@@ -36,6 +36,7 @@ from probe.analyzers.rules import (
     allowed_cores,
     classify,
     cold_start,
+    gil_waits_on_one_core,
     runnable_beside_idle_cores,
 )
 from probe.analyzers.run_queue import (
@@ -545,10 +546,11 @@ def _primary_block(primary: Finding | None) -> dict[str, Any]:
 
 def _runnable_beside_idle_cores(bd: Breakdown, facts: RunFacts) -> Breakdown:
     """``runnable_beside_idle_cores`` on the stage table, with the cores the process may
-    use and did not as its headroom."""
+    use and did not as its headroom; on one core, the GIL's waits are the core's
+    (``gil_waits_on_one_core``)."""
     headroom = allowed_cores(facts) - facts.process_cores
     stages = runnable_beside_idle_cores(bd.stages, facts.cpu_count, headroom=headroom)
-    return replace(bd, stages=stages)
+    return replace(bd, stages=gil_waits_on_one_core(stages, allowed_cores(facts)))
 
 
 def _cores_notes(run: Run, facts: RunFacts) -> list[str]:

@@ -11,7 +11,12 @@ from probe.reports.terminal import Verdict
 from probe.rundir import load
 from probe.watchdog.limits import cgroup_cpu_quota, cgroup_cpu_throttling
 from tests.synthetic import RunBuilder
-from tests.unit.test_diagnosis import add_cpu, sequential_requests, threads_in_a_native_call
+from tests.unit.test_diagnosis import (
+    add_cpu,
+    four_threads_waiting_for_the_gil,
+    sequential_requests,
+    threads_in_a_native_call,
+)
 
 
 def _proc(tmp_path, line: str):
@@ -171,3 +176,26 @@ def test_a_run_the_sidecar_read_once_takes_its_cores_from_the_threads_cpu_clocks
     d = diagnose(load(b.write(tmp_path / "run")))
     assert d.run["process_cores"] == pytest.approx(0.95, abs=0.01)
     assert "CPU 0.95 of 1 core allowed (affinity) of 2" in Verdict.from_diagnosis(d).facts
+
+
+def _four_threads_waiting_for_the_gil(tmp_path, **host):
+    """tokenize_pool at CPython's 5-ms switch interval (its threads asleep on the GIL's
+    futex, not on the run queue), 1 core busy."""
+    b = four_threads_waiting_for_the_gil()
+    add_cpu(b, 2000, 1.0)
+    b.meta_extra["host"] = {"cpu_count": 2, **host}
+    return diagnose(load(b.write(tmp_path / "run")))
+
+
+def test_on_one_allowed_core_waits_for_the_gil_are_waits_for_the_core(tmp_path):
+    # taskset to one CPU: no two threads run at once with or without the GIL, so what
+    # limits them is the core, and nothing that adds cores is offered
+    pinned = _four_threads_waiting_for_the_gil(
+        tmp_path / "pinned", cores_allowed=1.0, cpu_limit="affinity"
+    )
+    assert (pinned.primary["kind"], pinned.primary["subkind"]) == ("cpu", "python")
+    assert not {"multiprocess", "multi_instance"} & {r.id for r in pinned.recommendations}
+    # the same threads with both cores theirs: the GIL is what they wait for
+    free = _four_threads_waiting_for_the_gil(tmp_path / "free")
+    assert (free.primary["kind"], free.primary["subkind"]) == ("contention", "gil")
+    assert "multiprocess" in {r.id for r in free.recommendations}

@@ -531,12 +531,9 @@ def test_processes_are_never_promised_more_than_the_cores_the_process_leaves_fre
     assert rec.s == pytest.approx(2.0 / 1.6, rel=0.05), rec
 
 
-def test_probe_s_own_helper_process_is_not_a_process_that_leaves_the_target_fewer_cores(
-    tmp_path,
-):
-    # tokenize_pool: four GIL-bound threads at one core of two while probe's helper
-    # imported its analysis stack on the other (0.45 core); the helper stops with the run,
-    # so processes get both cores (realized 1.6-1.7x by wall clock), not 1.55 of them
+def four_threads_waiting_for_the_gil() -> RunBuilder:
+    """tokenize_pool's shape, 2 s: four pure-Python threads, each running 25% of its
+    samples and waiting for the GIL the rest."""
     b = RunBuilder(duration_s=2.0)
     work = b.stack("main", "handler", "split_tokens")
     for thread in range(1, 5):
@@ -544,6 +541,16 @@ def test_probe_s_own_helper_process_is_not_a_process_that_leaves_the_target_fewe
             b.sample(
                 thread, k * 10.0, work, **({} if k % 4 == 0 else {"cpu_ms": 0.0, "reason": "gil"})
             )
+    return b
+
+
+def test_probe_s_own_helper_process_is_not_a_process_that_leaves_the_target_fewer_cores(
+    tmp_path,
+):
+    # tokenize_pool: four GIL-bound threads at one core of two while probe's helper
+    # imported its analysis stack on the other (0.45 core); the helper stops with the run,
+    # so processes get both cores (realized 1.6-1.7x by wall clock), not 1.55 of them
+    b = four_threads_waiting_for_the_gil()
     for k in range(0, 2001, 100):
         b.resources(k, 1.0 * k / 1000.0, 100 << 20)
         b.system(k, 100.0 * 1.45 / 2, probe_cpu_s=0.45 * k / 1000.0)
