@@ -9,7 +9,8 @@ probe's ``StackSampler`` at 100 Hz under one of these settings, the blocks' orde
 shuffled each round so that the host's drift falls on all of them alike:
 
 - ``none``: no sampler, the target's own 5-ms interval (the reference);
-- ``short``: the sampler, the interval 0.1 ms (``probe run``'s default);
+- ``short``: the sampler, the interval 0.1 ms (``probe run``'s default where the stacks
+  are read with the GIL);
 - ``held``: the sampler, 0.1 ms while it waits for the GIL and the target's own while its
   tick runs (a 0.1-ms interval cuts a ~85-us tick in two when the displaced thread asks
   for the GIL back: tried as a fix, 2026-11-26, and it bought nothing: 0.974-0.982
@@ -18,7 +19,8 @@ shuffled each round so that the host's drift falls on all of them alike:
   drift toward GIL-releasing calls: ``benchmarks/sampling_bias.py``);
 - ``tick`` and ``tick_own``: as ``short`` and ``own``, the stacks read at the tick's
   instant (``probe.samplers.peek``: the sampler waits in C with the GIL released, reads
-  the frames, then takes the GIL), as ``probe run`` samples where the reads are built.
+  the frames, then takes the GIL), as ``probe run`` samples where the reads are built
+  (``tick_own``: its default there).
 
 Prints each setting's median requests/s over ``none``'s. Separate processes per setting
 (``throughput.py``) differ by +-4% run to run on this machine class; blocks in one process

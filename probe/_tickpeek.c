@@ -30,6 +30,8 @@
 #include <unistd.h>
 
 extern const int PEEK_SUPPORTED;
+extern int peek_thread_list(PyInterpreterState *interp, uintptr_t *states, unsigned long *idents,
+                            long *tids, int most);
 extern const size_t PEEK_TS_CFRAME, PEEK_CF_CURRENT, PEEK_FR_CODE, PEEK_FR_PREVIOUS,
     PEEK_FR_INSTR, PEEK_CO_CODE, PEEK_TS_CHUNK, PEEK_TS_TOP, PEEK_CHUNK_SIZE, PEEK_CHUNK_DATA;
 
@@ -268,23 +270,90 @@ static int parse_kernel(PyObject *kernel, struct kernel_ask *ask) {
     return 0;
 }
 
+/* born: None, or (known thread states' addresses, idents to skip, at most how many) */
+struct born_ask {
+    uintptr_t known[MAX_THREADS * 4];
+    unsigned long skip[MAX_THREADS];
+    Py_ssize_t n_known, n_skip;
+    int most;
+};
+
+static int parse_born(PyObject *args, struct born_ask *born) {
+    born->n_known = born->n_skip = 0;
+    born->most = 0;
+    if (args == Py_None) return 0;
+    PyObject *known, *skip;
+    if (!PyArg_ParseTuple(args, "O!O!i", &PyTuple_Type, &known, &PyTuple_Type, &skip, &born->most))
+        return -1;
+    Py_ssize_t n = PyTuple_GET_SIZE(known);
+    if (n > MAX_THREADS * 4) {
+        born->most = 0;  /* too many known to tell a new one from: none read as born */
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        born->known[i] = (uintptr_t)PyLong_AsVoidPtr(PyTuple_GET_ITEM(known, i));
+        if (PyErr_Occurred()) return -1;
+    }
+    born->n_known = n;
+    n = PyTuple_GET_SIZE(skip);
+    if (n > MAX_THREADS) n = MAX_THREADS;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        born->skip[i] = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(skip, i));
+        if (PyErr_Occurred()) return -1;
+    }
+    born->n_skip = n;
+    return 0;
+}
+
+/* The threads the caller did not know of when it asked (born since its list), newest
+ * first, at most ``most``, each not in ``known`` (thread states' addresses) nor in
+ * ``skip`` (idents), nor yet running: appended to the arrays from ``count`` on; the
+ * new count. Without the GIL (peek_thread_list). */
+static Py_ssize_t add_born(PyInterpreterState *interp, const struct born_ask *born,
+                           uintptr_t *addrs, long *tids, unsigned long *idents,
+                           long long *last_ns, long long *last_cpu, Py_ssize_t count) {
+    uintptr_t states[MAX_THREADS];
+    unsigned long ids[MAX_THREADS];
+    long kernel_tids[MAX_THREADS];
+    int listed = peek_thread_list(interp, states, ids, kernel_tids, MAX_THREADS);
+    Py_ssize_t added = 0;
+    for (int i = 0; i < listed && added < born->most && count < MAX_THREADS; i++) {
+        int skip = kernel_tids[i] <= 0;
+        for (Py_ssize_t k = 0; !skip && k < born->n_known; k++) skip = born->known[k] == states[i];
+        for (Py_ssize_t k = 0; !skip && k < born->n_skip; k++) skip = born->skip[k] == ids[i];
+        if (skip) continue;
+        addrs[count] = states[i];
+        tids[count] = kernel_tids[i];
+        idents[count] = ids[i];
+        last_ns[count] = last_cpu[count] = -1;
+        count++;
+        added++;
+    }
+    return count;
+}
+
 static PyObject *wait_and_peek(PyObject *module, PyObject *args) {
     int fd, max_depth;
     double timeout_s;
-    PyObject *threads, *kernel;
-    if (!PyArg_ParseTuple(args, "idO!iO", &fd, &timeout_s, &PyList_Type, &threads, &max_depth,
-                          &kernel))
+    PyObject *threads, *kernel, *born_args = Py_None;
+    if (!PyArg_ParseTuple(args, "idO!iO|O", &fd, &timeout_s, &PyList_Type, &threads, &max_depth,
+                          &kernel, &born_args))
         return NULL;
     struct kernel_ask ask;
     if (parse_kernel(kernel, &ask) < 0) return NULL;
+    struct born_ask born;
+    if (parse_born(born_args, &born) < 0) return NULL;
+    PyInterpreterState *interp = PyInterpreterState_Get();
     Py_ssize_t count = PyList_GET_SIZE(threads);
     if (count > MAX_THREADS) count = MAX_THREADS;
+    Py_ssize_t asked_for = count;
     if (max_depth < 1) max_depth = 1;
     if (max_depth > MAX_DEPTH) max_depth = MAX_DEPTH;
     uintptr_t addrs[MAX_THREADS];
     long tids[MAX_THREADS];
+    unsigned long idents[MAX_THREADS];
     long long cpus[MAX_THREADS], last_ns[MAX_THREADS], last_cpu[MAX_THREADS];
-    int depths[MAX_THREADS], asked[MAX_THREADS];
+    int depths[MAX_THREADS], asked[MAX_THREADS] = {0};
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *state;
         if (!PyArg_ParseTuple(PyList_GET_ITEM(threads, i), "OlLL", &state, &tids[i], &last_ns[i],
@@ -292,11 +361,11 @@ static PyObject *wait_and_peek(PyObject *module, PyObject *args) {
             return NULL;
         addrs[i] = (uintptr_t)PyLong_AsVoidPtr(state);
         if (PyErr_Occurred()) return NULL;
-        asked[i] = 0;
     }
-    uintptr_t *slots = count ? malloc(sizeof(uintptr_t) * 3 * max_depth * count) : NULL;
-    struct kernel_read *reads = count ? calloc(count, sizeof *reads) : NULL;
-    if (count && (slots == NULL || reads == NULL)) {
+    /* room for the threads born since the list was made (born.most of them) */
+    uintptr_t *slots = malloc(sizeof(uintptr_t) * 3 * max_depth * MAX_THREADS);
+    struct kernel_read *reads = calloc(MAX_THREADS, sizeof *reads);
+    if (slots == NULL || reads == NULL) {
         free(slots);
         free(reads);
         return PyErr_NoMemory();
@@ -313,6 +382,8 @@ static PyObject *wait_and_peek(PyObject *module, PyObject *args) {
         ready = ppoll(&p, 1, &wait, NULL);
     } while (ready < 0 && errno == EINTR);
     woken = ready > 0;
+    if (!woken && born.most > 0)
+        count = add_born(interp, &born, addrs, tids, idents, last_ns, last_cpu, count);
     clock_gettime(CLOCK_MONOTONIC, &at);
     now = (long long)at.tv_sec * 1000000000LL + at.tv_nsec;
     int kernel_reads = 0;
@@ -341,12 +412,19 @@ static PyObject *wait_and_peek(PyObject *module, PyObject *args) {
     PyObject *cpu = read ? cpu_list(cpus, count) : NULL;
     PyObject *states = cpu ? kernel_list(reads, asked, count) : NULL;
     free(reads);
-    if (states == NULL) {
+    PyObject *new_threads = states ? PyList_New(count - asked_for) : NULL;
+    for (Py_ssize_t i = asked_for; new_threads != NULL && i < count; i++) {
+        PyObject *pair = Py_BuildValue("(kl)", idents[i], tids[i]);
+        if (pair == NULL) Py_CLEAR(new_threads);
+        else PyList_SET_ITEM(new_threads, i - asked_for, pair);
+    }
+    if (new_threads == NULL) {
         Py_XDECREF(read);
         Py_XDECREF(cpu);
+        Py_XDECREF(states);
         return NULL;
     }
-    return Py_BuildValue("(LNNN)", now, read, cpu, states);
+    return Py_BuildValue("(LNNNN)", now, read, cpu, states, new_threads);
 }
 
 static PyObject *code_at(PyObject *module, PyObject *arg) {
@@ -368,13 +446,16 @@ static PyMethodDef methods[] = {
     {"thread_states", thread_states, METH_NOARGS,
      "thread_states() -> {thread ident: (address of its thread state, its kernel TID)}"},
     {"wait_and_peek", wait_and_peek, METH_VARARGS,
-     "wait_and_peek(fd, timeout_s, threads, max_depth, kernel) -> None when fd became "
-     "readable, else (CLOCK_MONOTONIC ns of the reads, [per thread: (frame, code, "
+     "wait_and_peek(fd, timeout_s, threads, max_depth, kernel, born=None) -> None when fd "
+     "became readable, else (CLOCK_MONOTONIC ns of the reads, [per thread: (frame, code, "
      "instruction, ...) leaf first, or None where a read failed], [per thread: its CPU "
      "time in ns, or -1], [per thread: (syscall text, stat text or descriptor link or "
-     "None), or None where not read]). threads: [(thread state address, TID, last "
-     "instant ns, last CPU ns; -1 unknown)]; kernel: None, or (busy share, (calls on a "
-     "descriptor, ...), kernel reads at most)"},
+     "None), or None where not read], [(ident, TID) of each thread read past those "
+     "asked: born since]). threads: [(thread state address, TID, last instant ns, last "
+     "CPU ns; -1 unknown)]; kernel: None, or (busy share, (calls on a descriptor, ...), "
+     "kernel reads at most); born: None, or ((the thread states known, ...), (idents "
+     "not to read, ...), at most how many): the threads the interpreter has at the tick "
+     "that are neither are read too, newest first"},
     {"code_at", code_at, METH_O, "code_at(address) -> the live code object there, or None"},
     {NULL, NULL, 0, NULL},
 };

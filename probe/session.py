@@ -36,6 +36,7 @@ from probe.samplers.heap import HeapSampler, malloc_in_use_reader
 from probe.samplers.memory import MemorySampler
 from probe.samplers.peek import TickPeek
 from probe.samplers.stacks import StackSampler
+from probe.samplers.thread_ends import ThreadEnds
 from probe.samplers.ticker import Ticker, TickPacer
 from probe.samplers.torch_windows import TorchWindowSettings
 from probe.watchdog.limits import cgroup_cpu_throttling
@@ -52,6 +53,12 @@ __all__ = ["Session", "Settings"]
 # contention can take a few scheduler slices (~10 ms); a request still being computed
 # is not waited for past this.
 _OPEN_REQUEST_GRACE_S = 0.2
+
+
+# The switch interval while the stacks are read with the GIL: samples drift toward the
+# next GIL-releasing call by at most this much (README, "Sampling bias"; the module
+# docstring of probe.samplers.gil for what it costs and how contention lengthens it).
+SHORT_SWITCH_INTERVAL_S = 0.0001
 
 
 @dataclass(frozen=True)
@@ -84,9 +91,11 @@ class Settings:
     # sample_services/tagging_cpu_bound.py its model stage is charged 2.9x its share at
     # 5 ms, 1.5x at 1 ms, 0.6x at 0.2 ms (benchmarks/sampling_bias.py). In effect while
     # the target's own threads do not contend for the GIL (probe.samplers.gil). 0 leaves
-    # the target's own setting throughout. Kept where the stacks are read at the tick
-    # too (probe.samplers.gil's docstring says why).
-    switch_interval_s: float = 0.0001
+    # the target's own setting throughout; None (the default) leaves it where the stacks
+    # are read at the tick (probe.samplers.peek: the instant the GIL comes no longer
+    # places a sample, a CPU clock or a kernel state) and takes SHORT_SWITCH_INTERVAL_S
+    # where they are read with the GIL.
+    switch_interval_s: float | None = None
     # torch.profiler windows once the target runs a forward pass (probe.samplers.
     # torch_windows); windows=0 takes none.
     torch_windows: TorchWindowSettings = TorchWindowSettings()
@@ -131,7 +140,9 @@ class Session:
         self.recorder = spans.SpanRecorder()
         # the tick's reads are timed on CLOCK_MONOTONIC: perf_counter_ns's clock on Linux
         peek = TickPeek() if clock is time.perf_counter_ns else None
-        self.stacks = stack_sampler or StackSampler(clock=clock, peek=peek)
+        self.stacks = stack_sampler or StackSampler(
+            clock=clock, peek=peek, thread_ends=ThreadEnds(clock=clock)
+        )
         if tree_sampler is None and sample_tree:
             from probe.samplers.tree import TreeSampler  # psutil: only when sampled here
 
@@ -176,6 +187,15 @@ class Session:
         self._cpu_throttling = cpu_throttling
         self._throttling_at_start: dict[str, float] | None = None
 
+    @property
+    def switch_interval_s(self) -> float:
+        """The short switch interval the run governs (``probe.samplers.gil``), 0 where it
+        keeps the target's own: see ``Settings.switch_interval_s``."""
+        chosen = self.settings.switch_interval_s
+        if chosen is not None:
+            return chosen
+        return 0.0 if self.stacks.peek is not None else SHORT_SWITCH_INTERVAL_S
+
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
         if self.tree is not None:
@@ -186,10 +206,9 @@ class Session:
             self.memory.start()
         self._saved_switch_interval = sys.getswitchinterval()
         self._throttling_at_start = self._cpu_throttling()
-        if self.settings.switch_interval_s > 0:
-            self.switch = SwitchInterval(
-                self.settings.switch_interval_s, self._saved_switch_interval
-            )
+        interval = self.switch_interval_s
+        if interval > 0:
+            self.switch = SwitchInterval(interval, self._saved_switch_interval)
             self.switch.start()
         spans.activate(self.recorder)
         if self.settings.log_spans:
@@ -204,6 +223,8 @@ class Session:
             workers.follow(self)
         self._last_flush = self._last_memory = self._started_ns = self._clock()
         self._monotonic_start = time.monotonic()
+        if self.stacks.thread_ends is not None:
+            self.stacks.thread_ends.install()
         self._collector.start()
         self._stack_ticker.start()
         self.stacks.exclude.update(
@@ -276,6 +297,8 @@ class Session:
         self._collector.stop()
         sys.setswitchinterval(self._saved_switch_interval)
         self.stacks.sample()  # close every thread's last interval
+        if self.stacks.thread_ends is not None:
+            self.stacks.thread_ends.uninstall()
         self.stacks.close()
         if self.tree is not None:
             self.tree.sample()
@@ -329,6 +352,16 @@ class Session:
                 "at_tick": self.stacks.kernel_states_at_tick,
                 "unavailable": self.stacks.kernel.unavailable,
             },
+            # threads' own readings at their ends (probe.samplers.thread_ends): rows of
+            # the CPU since their last tick; those never read, counted in no stack
+            "thread_ends": {
+                "tails": self.stacks.ended_tails,
+                "unseen_threads": self.stacks.unseen_threads,
+                # their CPU, in stacks drawn from the threads like them that were read
+                "unseen_cpu_s": round(self.stacks.unseen_placed_ns / 1e9, 4),
+                # CPU of ended threads placed in no stack (none like them read yet)
+                "unplaced_cpu_s": round(self.stacks.unplaced_ns / 1e9, 4),
+            },
             # where empty, samples.queued_ns holds each interval's wait for a CPU
             "run_queue_unavailable": self.stacks.run_queue.unavailable,
             # threads that ran but were not read that tick (the budget spent): their
@@ -337,11 +370,19 @@ class Session:
             # stacks read at the tick's instant / read there but not checked out (read
             # with the GIL instead); None where the tick's reads are not available
             "stacks_at_tick": (
-                {"read": peek.read, "refused": peek.refused}
+                {
+                    "read": peek.read,
+                    "refused": peek.refused,
+                    # threads that ended between the tick and the GIL: rows from the tick
+                    "ended": self.stacks.ended_at_tick,
+                    # threads born since the tick before, read at the tick
+                    "born": peek.born,
+                }
                 if (peek := self.stacks.peek) is not None
                 else None
             ),
         }
+        figures["switch_interval_s"] = self.switch_interval_s or self._saved_switch_interval
         if self.switch is not None:
             figures["switch_interval"] = self.switch.figures()
         if self.torch is not None:
@@ -443,6 +484,8 @@ class Session:
             return
         self._forked_child = True
         spans.activate(None)
+        if self.stacks.thread_ends is not None:
+            self.stacks.thread_ends.uninstall()  # no sampler here takes them
         self.writer._files.clear()  # emptied by the pre-fork flush; the parent owns them
         self._write_lock = threading.Lock()
         if self.settings.follow_workers:

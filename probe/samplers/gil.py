@@ -35,16 +35,15 @@ meta.json.
 
 Where the sampler reads the stacks at its tick (``probe.samplers.peek``: frames, CPU
 clocks and kernel states at one instant, before it asks for the GIL), the instant the
-GIL comes no longer places a sample, and the target's own interval would cost a
-one-thread loop ~1% less (0.986-0.991 of plain against 0.974-0.977,
-``benchmarks/switch_interval_cost.py``). It is still not the default, for what the GIL's
-instant still decides (2026-11-29): the rows are written once the sampler holds the GIL,
-from the threads alive then, so a thread read at the tick that ends before the GIL
-comes is lost -- Django under uvicorn runs each request's view on a thread of its own,
-and the two Django tests of test_http_spans failed 5 times in 8 at 5 ms, once in 8 at
-0.1 ms -- and four pure-Python threads pinned to one core read as contention for
-the GIL rather than for the core (their waits for a CPU, which the rules weigh against
-the GIL's, shrink at 5 ms).
+GIL comes no longer places a sample, and ``probe run`` leaves the target's own interval
+(``Settings.switch_interval_s`` None; a one-thread loop keeps ~1% more of its
+throughput, ``benchmarks/switch_interval_cost.py``). That took more than the stacks:
+the CPU clocks and kernel states read at the tick too; threads born since the last tick
+read at it, and a thread read there that ends before the GIL comes kept; each thread's
+own CPU reading at its end (``probe.samplers.thread_ends``); and, in the rules, waits
+for the GIL read as waits for the core where the process has one core only (README,
+"The interval left alone where the stacks are read at the tick", for what failed
+without each).
 """
 
 from __future__ import annotations

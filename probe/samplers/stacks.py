@@ -43,18 +43,24 @@ and dropped a few tuples every 10 ms moved the floor by ~1 MB/s too.
 
 from __future__ import annotations
 
+import random
 import sys
 import threading
 import time
 from array import array
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from types import CodeType, FrameType
 from typing import Any
 
 from probe.samplers import kernel
 from probe.samplers.collection import collector_held_off
-from probe.samplers.peek import PeekedFrame, TickPeek
+from probe.samplers.peek import PeekedFrame, TickPeek, TickRead
+from probe.samplers.thread_ends import ThreadEnd, ThreadEnds
 from probe.samplers.waits import WaitClassifier, enclosing_reason
+
+# a sampled interval of a thread: (tid, stack, wall, cpu, wait for a CPU, instant), in ns
+_Row = tuple[int, int, int, int, int, int]
 
 __all__ = ["OVERFLOW_STACK_ID", "StackSampler", "thread_cpu_ns"]
 
@@ -186,8 +192,19 @@ class StackSampler:
         run_queue: kernel.RunQueueDelays | None = None,
         max_run_queue_reads: int = 32,
         peek: TickPeek | None = None,
+        thread_ends: ThreadEnds | None = None,
     ) -> None:
         self._clock = clock
+        # threads' own readings as they end: the CPU since their last tick is theirs too
+        self.thread_ends = thread_ends
+        self.unseen_threads = 0  # began and ended between two ticks: never read
+        self.unplaced_ns = 0  # CPU of ended threads no reading placed, in no stack
+        self.ended_tails = 0  # rows of CPU since a thread's last reading, at its end
+        self.unseen_placed_ns = 0  # the unread threads' CPU, in stacks drawn (_drawn)
+        # (stack, weight) of the last threads read that lived less than a tick: the stacks
+        # the unread ones are drawn from (_unseen); seeded, so a run's draws repeat
+        self._short: deque[tuple[int, float]] = deque(maxlen=32)
+        self._draw = random.Random(0)
         # stacks read at the tick's instant, where it can (the ticker waits in it)
         self.peek = peek if peek is not None and peek.available else None
         self._current_frames = current_frames
@@ -224,6 +241,7 @@ class StackSampler:
         self.kernel_reads_skipped = 0  # asked for beyond the budget
         self.kernel_states_stale = 0  # read after the thread ran on: not used
         self.kernel_states_at_tick = 0  # read at the tick with the frames (peek)
+        self.ended_at_tick = 0  # rows of threads read at the tick, ended before the GIL
         # tid -> its /proc texts read at this tick, parsed when a rule asks for its state
         self._tick_kernel: dict[int, tuple[str, str | None]] = {}
         # what the tick reader needs to read kernel states (peek.wait's ``kernel``)
@@ -371,6 +389,8 @@ class StackSampler:
         now = self.last_ns = self._clock()
         # No collection while the frames are read and held (crashes on 3.11: see
         # probe.samplers.collection); the frames are dropped inside the block.
+        # taken before the frames: a thread whose end is not taken yet is still in them
+        ended = self.thread_ends.take() if self.thread_ends is not None else []
         with collector_held_off():
             frames = self._current_frames()
             # The dict holds our own running frame, whose locals hold the dict: returning
@@ -379,19 +399,23 @@ class StackSampler:
             # the cyclic GC runs. Measured: 2x page faults and +40% wall time on numpy
             # FFT code.
             frames.pop(threading.get_ident(), None)
-            seen = self._read_frames(now, frames, before)
+            seen = self._read_frames(now, frames, before, ended)
             del frames
         self._emit_all(seen)
 
     def _read_frames(
-        self, now: int, frames: dict[int, FrameType], before: int
-    ) -> list[tuple[int, int, int, int, int, int]]:
+        self,
+        now: int,
+        frames: dict[int, FrameType],
+        before: int,
+        ended: Sequence[ThreadEnd] = (),
+    ) -> list[_Row]:
         """Each sampled thread's (tid, stack, wall, cpu, wait for a CPU, instant) since its
         last sample; a thread born since the last tick (``before``), since it started. A
         thread read at the tick (``peek``) is timed there: its CPU clock was read with its
         frames, and its row ends at that instant, not at ``now`` (the GIL's)."""
         exclude = self.exclude
-        seen: list[tuple[int, int, int, int, int, int]] = []  # tid, stack, wall, cpu, queued, ts
+        seen: list[_Row] = []  # tid, stack, wall, cpu, queued, ts
         live: set[int] = set()
         self._run_queue_budget = self._max_run_queue_reads
         at_tick = self.peek.take() if self.peek is not None else {}
@@ -434,9 +458,10 @@ class StackSampler:
                 # Born since the last tick: all its CPU is this interval's. A thread that
                 # lives less than a tick (a server's thread per connection: a few ms) is
                 # seen once or never; skipped, its work was invisible (a Flask route's 2 ms
-                # of CPU a request read as none). When in the interval it began is not
-                # known: uniformly, its expected age is half the interval (at least its
-                # CPU).
+                # of CPU a request read as none). Its CPU after this reading comes with
+                # its end, and one never read is placed there too (_ends). When in the
+                # interval it began is not known: uniformly, its expected age is half the
+                # interval (at least its CPU).
                 span = max(ts - before, 0)
                 cpu_d = min(max(cpu, 0), span)
                 wall = max(cpu_d, span // 2)
@@ -461,6 +486,14 @@ class StackSampler:
             seen.append((tid, sid, wall, cpu_d, queued, ts))
             self._leaf[tid] = leaf
             self._stack_of[tid] = sid
+        names = {end.ident: end.name for end in ended}  # of threads gone: their own reading
+        for ident, got in at_tick.items():
+            if ident not in frames and ident not in exclude:
+                name = names.get(ident, f"thread-{ident}")
+                row = self._ended_since_the_tick(ident, got, tick_ns, before, now, name)
+                if row is not None:
+                    seen.append(row)
+        seen += self._ends(ended, now - before if before else 0)
         self.ticks += 1
         if len(self._last) > len(live):
             for tid in [t for t in self._last if t not in live]:
@@ -473,6 +506,119 @@ class StackSampler:
             for ident in [i for i in self._tid if i not in frames]:
                 del self._tid[ident]
         return seen
+
+    def _ended_since_the_tick(
+        self, ident: int, got: TickRead, tick_ns: int, before: int, now: int, name: str
+    ) -> _Row | None:
+        """The row of a thread read at the tick that ended before the sampler got the GIL,
+        from the tick's reads alone: its frame chain, TID and CPU clock. Without it that
+        interval of the thread is lost: Django under uvicorn runs each request's view on
+        a thread of its own (asgiref), and at the target's own 5-ms switch interval the
+        two Django tests of test_http_spans lost enough of the views' rows to fail 5
+        times in 8 (1 in 8 at 0.1 ms)."""
+        if self.peek is None or got.cpu_ns < 0:
+            return None
+        read = self.peek.frame(got.chain, self._known_code)
+        if read is None:
+            return None
+        tid = self._tid.get(ident)
+        if tid != got.tid:  # never sampled with the GIL: named by its end, if recorded
+            tid = self._tid[ident] = got.tid
+            self._new_threads.append((tid, ident, name, now))
+        last = self._last.get(tid)
+        if last is None:  # born since the last tick (see _read_frames)
+            span = max(tick_ns - before, 0)
+            cpu_d = min(max(got.cpu_ns, 0), span)
+            wall = max(cpu_d, span // 2)
+        else:
+            wall = tick_ns - last[0]
+            cpu_d = min(max(got.cpu_ns - last[1], 0), wall)
+        if wall <= 0:
+            return None
+        if got.kernel is not None:
+            self._tick_kernel[tid] = got.kernel
+        # its leaf is not checked again (_kernel_state): no later read is of this thread
+        self._leaf.pop(tid, None)
+        self.ended_at_tick += 1
+        sid = self._stack_of[tid] = self._stack_id(read)
+        self._last[tid] = (tick_ns, got.cpu_ns)  # where its end's tail starts (_tail)
+        return (tid, sid, wall, cpu_d, 0, tick_ns)
+
+    def _ends(self, ended: Sequence[ThreadEnd], tick_ns: int) -> list[_Row]:
+        """Rows from the threads' own readings at their ends (``ThreadEnds``): the CPU of
+        a thread read before, since its last reading (``_tail``); then that of each
+        thread never read (``_unseen``). ``tick_ns``: this tick's interval."""
+        rows: list[_Row] = []
+        unseen: list[ThreadEnd] = []
+        for end in ended:
+            if end.ident in self.exclude:
+                continue
+            if end.tid not in self._last:
+                unseen.append(end)
+            elif end.tid in self._stack_of:  # else read only once, at the first tick
+                tail = self._tail(end, tick_ns)
+                if tail is not None:
+                    rows.append(tail)
+        for end in unseen:
+            row = self._unseen(end)
+            if row is not None:
+                rows.append(row)
+        return rows
+
+    def _tail(self, end: ThreadEnd, tick_ns: int) -> _Row | None:
+        """The row of the CPU a thread used between its last reading and its end. Only
+        the CPU is known: the row is as long as it (what the thread waited on meanwhile,
+        no reading says). Its stack: the one read last where it was running there (the
+        call that CPU most likely finished); where it was blocked (a pool's worker back
+        in its queue's ``get``), the CPU came after, somewhere no reading saw, and takes
+        a stack drawn as an unread thread's does (``_drawn``). A thread that lived less
+        than a tick and was read running joins the pool of those stacks."""
+        last, sid = self._last[end.tid], self._stack_of[end.tid]
+        running = not self._stack_reason.get(sid)
+        life = end.end_ns - end.start_ns
+        if running and 0 < life < tick_ns:
+            # how much CPU of threads like it went unread, per one read (Horvitz-Thompson:
+            # one that lived L of a tick T is read with probability L/T, so it stands for
+            # T/L of them): its CPU x (T/L - 1), at most T - L (its CPU is at most L)
+            self._short.append((sid, max(end.cpu_ns, 0) * (tick_ns - life) / life))
+        cpu_d = min(end.cpu_ns - last[1], end.end_ns - last[0])
+        if cpu_d <= 0:
+            return None  # read after it ended (still in its last frames), or idle since
+        self._last[end.tid] = (end.end_ns, end.cpu_ns)
+        self.ended_tails += 1
+        if not running:
+            drawn = self._drawn()
+            if drawn is None:
+                self.unplaced_ns += cpu_d
+                return None
+            sid = drawn
+        return (end.tid, sid, cpu_d, cpu_d, 0, end.end_ns)
+
+    def _unseen(self, end: ThreadEnd) -> _Row | None:
+        """The row of a thread that began and ended between two ticks: its CPU, exact, in
+        a stack ``_drawn``. Its own stack no reading saw: without a pool to draw from,
+        its CPU is counted (``unplaced_ns``) in no stack."""
+        self.unseen_threads += 1
+        if end.cpu_ns <= 0:
+            return None
+        sid = self._drawn()
+        if sid is None:
+            self.unplaced_ns += end.cpu_ns
+            return None
+        self.unseen_placed_ns += end.cpu_ns
+        self._new_threads.append((end.tid, end.ident, end.name, end.start_ns))
+        return (end.tid, sid, end.cpu_ns, end.cpu_ns, 0, end.end_ns)
+
+    def _drawn(self) -> int | None:
+        """A stack for CPU no reading placed, drawn from the threads that lived less than
+        a tick and were read running, each in proportion to the CPU of the unread ones it
+        stands for (``_tail``); None while there are none."""
+        if not self._short:
+            return None
+        sids, weights = zip(*self._short, strict=True)
+        if sum(weights) <= 0:
+            return None
+        return int(self._draw.choices(sids, weights)[0])
 
     def _queued(self, tid: int, ran: bool, born: bool, off_cpu: int) -> int:
         """The run-queue delay credited to the thread since its last reading (all of it
@@ -501,7 +647,7 @@ class StackSampler:
             self.peek.close()
         self._queued_at.clear()
 
-    def _emit_all(self, seen: list[tuple[int, int, int, int, int, int]]) -> None:
+    def _emit_all(self, seen: list[_Row]) -> None:
         total_cpu = sum(s[3] for s in seen)
         self._kernel_budget = self._max_kernel_reads
         self.gil_waiters = 0

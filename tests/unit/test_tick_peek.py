@@ -35,22 +35,30 @@ class FakeModule:
         self.cpu: dict[int, int] = {}
         self.kernel: dict[int, tuple[str, str | None]] = {}  # TID -> its /proc texts
         self.asked: list[object] = []  # each wait's threads and kernel request
+        self.born: dict[int, int] = {}  # threads the next tick finds born (ident -> TID)
+        self.born_asked: list[object] = []  # each wait's request for them
 
     def thread_states(self):
         return {ident: (state, state) for ident, state in self.states.items()}
 
-    def wait_and_peek(self, fd, timeout_s, threads, max_depth, kernel):
+    def wait_and_peek(self, fd, timeout_s, threads, max_depth, kernel, born=None):
         states = [thread[0] for thread in threads]
         self.waits.append((timeout_s, states))
         self.asked.append((list(threads), kernel))
+        self.born_asked.append(born)
         readable = os.read(fd, 1) if _readable(fd, timeout_s) else b""
         if readable:
             return None
+        # threads born during the sleep (ident -> TID), newest first, as many as asked
+        new = list(self.born.items())[: born[2] if born else 0]
+        self.born = {}
+        states += [tid for _, tid in new]
         return (
             self.at_ns,
             [self.chains.get(s) for s in states],
             [self.cpu.get(s, -1) for s in states],
             [self.kernel.get(s) for s in states],
+            new,
         )
 
     def code_at(self, address):
@@ -195,6 +203,47 @@ def test_a_thread_read_at_the_tick_is_timed_there_not_where_the_gil_came():
     sampler.sample()
     row = sampler.drain()["samples"]
     assert _column(row, "wall_ns") == [15_000_000] and _column(row, "cpu_ns") == [5_000_000]
+    sampler.close()
+
+
+def test_a_thread_read_at_the_tick_that_ends_before_the_gil_comes_keeps_its_row():
+    # Thread 7 (TID 70, sampled before) and thread 8 (TID 80, born since the last tick)
+    # are read at the 10-ms tick in `parse`; both have ended when the sampler gets the
+    # GIL, which finds no frames of theirs. Their rows come from the tick: 70's 10 ms
+    # with its 9 ms of CPU; 80's half the time since the last sample (the GIL's, 3 ms
+    # after its tick: a thread born before it was seen then), its expected age, 3.5 ms.
+    # Thread 9's chain did not check out: nothing of it is known, no row.
+    module = FakeModule({7: 70}, {})
+    for code in (parse.__code__, serve.__code__):
+        module.live[id(code)] = code
+    frames = {7: sys._getframe()}
+    sampler = sampler_on(module, frames, lambda: module.at_ns + 3_000_000, lambda tid: 0)
+    module.cpu[70] = 0
+    assert sampler.wait(0.0) is False
+    sampler.sample()  # the baselines
+    sampler.drain()
+    module.states.update({8: 80, 9: 90})
+    module.at_ns, module.cpu.update({70: 9_000_000, 80: 3_000_000, 90: 1_000_000})
+    in_parse = chain((parse.__code__, 2), (serve.__code__, 2))
+    module.chains.update({70: in_parse, 80: in_parse, 90: (1, 2, 3)})
+    module.at_ns = 10_000_000
+    assert sampler.wait(0.0) is False
+    frames.clear()  # all three ended between the tick and the GIL
+    sampler.sample()
+    out = sampler.drain()
+    rows = sorted(out["samples"], key=lambda row: row[1])
+    tids, ts, wall, cpu = (_column(rows, n) for n in ("thread_id", "ts_ns", "wall_ns", "cpu_ns"))
+    assert tids == [70, 80] and ts == [10_000_000, 10_000_000]
+    assert wall == [10_000_000, 3_500_000] and cpu == [9_000_000, 3_000_000]
+    leaves = {sampler._codes[key[0] - 1].co_name for key in sampler._stack_ids if key}
+    assert "parse" in leaves
+    assert [(t[0], t[2]) for t in out["threads"]] == [(80, "thread-8")]
+    assert sampler.ended_at_tick == 2
+    # gone: the next tick has no rows of theirs and keeps nothing of them
+    module.states = {}
+    assert sampler.wait(0.0) is False
+    sampler.sample()
+    assert sampler.drain()["samples"] == [] and not sampler._last
     sampler.close()
 
 
@@ -356,6 +405,44 @@ def test_a_parked_thread_s_frames_read_without_the_gil_are_the_ones_it_is_in():
     finally:
         release.set()
         thread.join()
+
+
+@compiled
+def test_a_thread_born_while_the_sampler_sleeps_is_read_at_the_tick():
+    # the list of threads to read is made before the sleep; one started 50 ms into a
+    # 300-ms sleep is found at the tick, newest first, with its TID and frames
+    release, started = threading.Event(), []
+
+    def born_here():
+        release.wait()
+
+    def starter():
+        time.sleep(0.05)
+        newborn = threading.Thread(target=born_here)
+        newborn.start()
+        started.append(newborn)
+
+    spawner = threading.Thread(target=starter)
+    spawner.start()
+    peek = TickPeek(max_threads=64)
+    try:
+        assert peek.wait(0.3, exclude={spawner.ident}) is False
+        reads = peek.take()
+        [newborn] = started
+        assert peek.born >= 1 and reads[newborn.ident].tid == newborn.native_id
+        leaf = peek.frame(reads[newborn.ident].chain, lambda address: None)
+        names = []
+        while leaf is not None:
+            names.append(leaf.f_code.co_name)
+            leaf = leaf.f_back
+        assert "born_here" in names
+        assert spawner.ident not in reads  # excluded, born or not
+    finally:
+        peek.close()
+        release.set()
+        spawner.join()
+        for thread in started:
+            thread.join()
 
 
 @compiled
