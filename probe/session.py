@@ -377,6 +377,8 @@ class Session:
                     "ended": self.stacks.ended_at_tick,
                     # threads born since the tick before, read at the tick
                     "born": peek.born,
+                    # read at the tick with no Python frame: read with the GIL instead
+                    "frameless": peek.frameless,
                 }
                 if (peek := self.stacks.peek) is not None
                 else None

@@ -144,6 +144,8 @@ def test_a_chain_with_an_address_that_is_no_code_or_an_instruction_outside_it_is
     outside = len(serve.__code__.co_code)
     assert peek.frame(chain((serve.__code__, outside)), known.get) is None
     assert peek.refused == 2 and peek.read == 0
+    # no frame at all (a thread not started yet, or past its last frame): not torn
+    assert peek.frame((), known.get) is None and (peek.refused, peek.frameless) == (2, 1)
     # a frame pushed but not yet started (its instruction before the first) is skipped
     leaf = peek.frame(chain((serve.__code__, -2), (serve.__code__, 6)), known.get)
     assert leaf is not None and leaf.f_lasti == 6 and leaf.f_back is None
