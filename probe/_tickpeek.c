@@ -233,6 +233,20 @@ static void read_kernel(long tid, const long *on_descriptor, int n_descriptor,
     }
 }
 
+/* A thread's time on a run queue so far (ns): the second field of its schedstat; -1 where
+ * it cannot be read (the thread has exited, or the kernel keeps no such statistics). */
+static long long run_queue_ns(long tid) {
+    char path[64], text[KERNEL_TEXT];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/schedstat", tid);
+    if (read_text(path, text)) return -1;
+    char *end;
+    strtoull(text, &end, 10);
+    if (end == text) return -1;
+    char *field = end;
+    unsigned long long queued = strtoull(field, &end, 10);
+    return end == field ? -1 : (long long)queued;
+}
+
 static PyObject *kernel_list(struct kernel_read *reads, const int *asked, Py_ssize_t count) {
     PyObject *out = PyList_New(count);
     for (Py_ssize_t i = 0; out != NULL && i < count; i++) {
@@ -353,6 +367,7 @@ static PyObject *wait_and_peek(PyObject *module, PyObject *args) {
     long tids[MAX_THREADS];
     unsigned long idents[MAX_THREADS];
     long long cpus[MAX_THREADS], last_ns[MAX_THREADS], last_cpu[MAX_THREADS];
+    long long queued[MAX_THREADS];
     int depths[MAX_THREADS], asked[MAX_THREADS] = {0};
     for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *state;
@@ -392,6 +407,9 @@ static PyObject *wait_and_peek(PyObject *module, PyObject *args) {
          * kernel's state at one instant: the row's interval ends where its stack was
          * read, whatever later the GIL comes */
         cpus[i] = thread_cpu_ns(tids[i]);
+        /* its wait for a CPU so far, where it ran since its last sample (one that did not
+         * run has had no wait credited since: the kernel adds one as the thread runs) */
+        queued[i] = cpus[i] >= 0 && cpus[i] != last_cpu[i] ? run_queue_ns(tids[i]) : -1;
         depths[i] = walk(addrs[i], slots + i * 3 * max_depth, max_depth);
         long long ran = cpus[i] - last_cpu[i], wall = now - last_ns[i];
         if (kernel_reads < ask.max_reads && cpus[i] >= 0 && last_cpu[i] >= 0 && last_ns[i] >= 0 &&
@@ -412,7 +430,8 @@ static PyObject *wait_and_peek(PyObject *module, PyObject *args) {
     PyObject *cpu = read ? cpu_list(cpus, count) : NULL;
     PyObject *states = cpu ? kernel_list(reads, asked, count) : NULL;
     free(reads);
-    PyObject *new_threads = states ? PyList_New(count - asked_for) : NULL;
+    PyObject *waits = states ? cpu_list(queued, count) : NULL;
+    PyObject *new_threads = waits ? PyList_New(count - asked_for) : NULL;
     for (Py_ssize_t i = asked_for; new_threads != NULL && i < count; i++) {
         PyObject *pair = Py_BuildValue("(kl)", idents[i], tids[i]);
         if (pair == NULL) Py_CLEAR(new_threads);
@@ -422,9 +441,10 @@ static PyObject *wait_and_peek(PyObject *module, PyObject *args) {
         Py_XDECREF(read);
         Py_XDECREF(cpu);
         Py_XDECREF(states);
+        Py_XDECREF(waits);
         return NULL;
     }
-    return Py_BuildValue("(LNNNN)", now, read, cpu, states, new_threads);
+    return Py_BuildValue("(LNNNNN)", now, read, cpu, states, new_threads, waits);
 }
 
 static PyObject *code_at(PyObject *module, PyObject *arg) {
@@ -451,7 +471,8 @@ static PyMethodDef methods[] = {
      "instruction, ...) leaf first, or None where a read failed], [per thread: its CPU "
      "time in ns, or -1], [per thread: (syscall text, stat text or descriptor link or "
      "None), or None where not read], [(ident, TID) of each thread read past those "
-     "asked: born since]). threads: [(thread state address, TID, last instant ns, last "
+     "asked: born since], [per thread: its time on a run queue so far in ns (schedstat), "
+     "-1 where unread: it did not run since its last sample]). threads: [(thread state address, TID, last instant ns, last "
      "CPU ns; -1 unknown)]; kernel: None, or (busy share, (calls on a descriptor, ...), "
      "kernel reads at most); born: None, or ((the thread states known, ...), (idents "
      "not to read, ...), at most how many): the threads the interpreter has at the tick "

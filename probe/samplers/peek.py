@@ -81,6 +81,9 @@ class TickRead(NamedTuple):
     # the text of its /proc/self/task/TID/syscall and, where it says more, of its stat or
     # its descriptor's link (probe.samplers.kernel parses them); None where not read
     kernel: tuple[str, str | None] | None = None
+    # its time on a run queue so far (ns, its schedstat), -1 where not read: it did not
+    # run since its last sample (kernel.RunQueueDelays reads it with the GIL otherwise)
+    queued_ns: int = -1
 
 
 class TickPeek:
@@ -148,12 +151,14 @@ class TickPeek:
         got = module.wait_and_peek(self._pipe[0], timeout_s, threads, self.max_depth, kernel, born)
         if got is None:
             return True
-        self.at_ns, chains, cpus, kernels, new = got
+        self.at_ns, chains, cpus, kernels, new, queued = got
         self.born += len(new)
         read = [(ident, tid) for ident, (_, tid) in states] + new
         self._reads = {
-            ident: TickRead(chain, tid, cpu, texts)
-            for (ident, tid), chain, cpu, texts in zip(read, chains, cpus, kernels, strict=True)
+            ident: TickRead(chain, tid, cpu, texts, wait)
+            for (ident, tid), chain, cpu, texts, wait in zip(
+                read, chains, cpus, kernels, queued, strict=True
+            )
         }
         return False
 

@@ -447,13 +447,15 @@ class StackSampler:
                 if cpu is None:
                     continue
             live.add(tid)
+            # its wait for a CPU so far, read at the tick with its CPU clock (-1: not there)
+            tick_queued = got.queued_ns if got is not None and got.tid == tid else -1
             last = self._last.get(tid)
             self._last[tid] = (ts, cpu)
             if last is None:
                 if self.ticks == 0 or now <= before:
                     # there from the start: its CPU (and wait for a CPU) so far is not
                     # this interval's
-                    self._queued(tid, ran=True, born=False, off_cpu=0)
+                    self._queued(tid, ran=True, born=False, off_cpu=0, at_tick=tick_queued)
                     continue
                 # Born since the last tick: all its CPU is this interval's. A thread that
                 # lives less than a tick (a server's thread per connection: a few ms) is
@@ -482,7 +484,7 @@ class StackSampler:
                 # them: ~0.9 ms a tick, benchmarks/sampler_tick_cost.py).
                 sid = self._stack_id(read)
             ran = last is None or cpu != last[1]
-            queued = self._queued(tid, ran, last is None, wall - cpu_d)
+            queued = self._queued(tid, ran, last is None, wall - cpu_d, tick_queued)
             seen.append((tid, sid, wall, cpu_d, queued, ts))
             self._leaf[tid] = leaf
             self._stack_of[tid] = sid
@@ -620,18 +622,24 @@ class StackSampler:
             return None
         return int(self._draw.choices(sids, weights)[0])
 
-    def _queued(self, tid: int, ran: bool, born: bool, off_cpu: int) -> int:
+    def _queued(self, tid: int, ran: bool, born: bool, off_cpu: int, at_tick: int = -1) -> int:
         """The run-queue delay credited to the thread since its last reading (all of it
         for a thread born in the interval), at most its time off the CPU in the interval:
         a wait longer than a tick is credited when the thread runs again, and what the
-        interval cannot hold stays with the earlier rows as they read."""
+        interval cannot hold stays with the earlier rows as they read. ``at_tick``: the
+        delay so far as the tick read it (no GIL held, no budget spent: with the GIL a
+        read cost the target ~37 us a tick of a one-thread loop at the 5-ms interval,
+        2026-11-29), -1 where it did not."""
         if not ran:
             return 0
-        if self._run_queue_budget <= 0:
+        if at_tick >= 0:
+            now: int | None = at_tick
+        elif self._run_queue_budget <= 0:
             self.run_queue_reads_skipped += 1
             return 0
-        self._run_queue_budget -= 1
-        now = self.run_queue.read(tid)
+        else:
+            self._run_queue_budget -= 1
+            now = self.run_queue.read(tid)
         if now is None:
             return 0
         before = self._queued_at.get(tid)

@@ -36,6 +36,7 @@ class FakeModule:
         self.kernel: dict[int, tuple[str, str | None]] = {}  # TID -> its /proc texts
         self.asked: list[object] = []  # each wait's threads and kernel request
         self.born: dict[int, int] = {}  # threads the next tick finds born (ident -> TID)
+        self.queued: dict[int, int] = {}  # TID -> its run-queue time so far (-1: unread)
         self.born_asked: list[object] = []  # each wait's request for them
 
     def thread_states(self):
@@ -59,6 +60,7 @@ class FakeModule:
             [self.cpu.get(s, -1) for s in states],
             [self.kernel.get(s) for s in states],
             new,
+            [self.queued.get(s, -1) for s in states],
         )
 
     def code_at(self, address):
@@ -246,6 +248,27 @@ def test_a_thread_read_at_the_tick_that_ends_before_the_gil_comes_keeps_its_row(
     assert sampler.wait(0.0) is False
     sampler.sample()
     assert sampler.drain()["samples"] == [] and not sampler._last
+    sampler.close()
+
+
+def test_a_thread_s_wait_for_a_cpu_is_read_at_the_tick_and_not_again_with_the_gil():
+    # TID 70 ran 4 ms of a 10-ms tick; its schedstat said 1 ms on a run queue at the
+    # first tick, 3 ms at the second (read in C beside its CPU clock): its row holds the
+    # 2 ms between, and the GIL-side reader is never asked, its baseline included
+    from tests.unit.test_stack_sampler import RunQueue
+
+    module = FakeModule({7: 70}, {})
+    run_queue = RunQueue({70: 999 * 1_000_000})  # what a read with the GIL would say
+    frames = {7: sys._getframe()}
+    sampler = sampler_on(module, frames, lambda: module.at_ns, lambda tid: 0, run_queue=run_queue)
+    module.cpu[70], module.queued[70] = 0, 1_000_000
+    assert sampler.wait(0.0) is False
+    sampler.sample()
+    module.at_ns, module.cpu[70], module.queued[70] = 10_000_000, 4_000_000, 3_000_000
+    assert sampler.wait(0.0) is False
+    sampler.sample()
+    row = sampler.drain()["samples"][-1]
+    assert _column([row], "queued_ns") == [2_000_000] and run_queue.reads == 0
     sampler.close()
 
 
