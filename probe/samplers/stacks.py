@@ -169,6 +169,23 @@ def thread_cpu_ns(native_id: int) -> int | None:
         return None
 
 
+def _interval(last: tuple[int, int] | None, ts: int, cpu: int, before: int) -> tuple[int, int]:
+    """(wall, CPU) of a thread's interval ending at ``ts`` with its CPU clock at ``cpu``:
+    since its ``last`` reading (instant, CPU clock), or, for a thread born since the last
+    tick (``before``), since it started. All a newborn's CPU is this interval's. A thread
+    that lives less than a tick (a server's thread per connection: a few ms) is seen once
+    or never: skipped, its work was invisible (a Flask route's 2 ms of CPU a request read
+    as none); its CPU after this reading comes with its end, and one never read is
+    placed there too (StackSampler._ends). When in the interval it began is not known:
+    uniformly, its expected age is half the interval (at least its CPU)."""
+    if last is None:
+        span = max(ts - before, 0)
+        cpu_d = min(max(cpu, 0), span)
+        return max(cpu_d, span // 2), cpu_d
+    wall = ts - last[0]
+    return wall, min(max(cpu - last[1], 0), wall)
+
+
 def _threads_by_ident() -> dict[int, threading.Thread]:
     return {t.ident: t for t in threading.enumerate() if t.ident is not None}
 
@@ -451,27 +468,14 @@ class StackSampler:
             tick_queued = got.queued_ns if got is not None and got.tid == tid else -1
             last = self._last.get(tid)
             self._last[tid] = (ts, cpu)
-            if last is None:
-                if self.ticks == 0 or now <= before:
-                    # there from the start: its CPU (and wait for a CPU) so far is not
-                    # this interval's
-                    self._queued(tid, ran=True, born=False, off_cpu=0, at_tick=tick_queued)
-                    continue
-                # Born since the last tick: all its CPU is this interval's. A thread that
-                # lives less than a tick (a server's thread per connection: a few ms) is
-                # seen once or never; skipped, its work was invisible (a Flask route's 2 ms
-                # of CPU a request read as none). Its CPU after this reading comes with
-                # its end, and one never read is placed there too (_ends). When in the
-                # interval it began is not known: uniformly, its expected age is half the
-                # interval (at least its CPU).
-                span = max(ts - before, 0)
-                cpu_d = min(max(cpu, 0), span)
-                wall = max(cpu_d, span // 2)
-            else:
-                wall = ts - last[0]
-                if wall <= 0:
-                    continue
-                cpu_d = min(max(cpu - last[1], 0), wall)
+            if last is None and (self.ticks == 0 or now <= before):
+                # there from the start: its CPU (and wait for a CPU) so far is not this
+                # interval's
+                self._queued(tid, ran=True, born=False, off_cpu=0, at_tick=tick_queued)
+                continue
+            wall, cpu_d = _interval(last, ts, cpu, before)
+            if last is not None and wall <= 0:
+                continue
             read: FrameType | PeekedFrame = frame
             if got is not None and self.peek is not None:
                 read = self.peek.frame(got.chain, self._known_code) or frame
@@ -495,7 +499,7 @@ class StackSampler:
                 row = self._ended_since_the_tick(ident, got, tick_ns, before, now, name)
                 if row is not None:
                     seen.append(row)
-        seen += self._ends(ended, now - before if before else 0)
+        seen += self._ends(ended, interval_ns=now - before if before else 0)
         self.ticks += 1
         if len(self._last) > len(live):
             for tid in [t for t in self._last if t not in live]:
@@ -527,14 +531,7 @@ class StackSampler:
         if tid != got.tid:  # never sampled with the GIL: named by its end, if recorded
             tid = self._tid[ident] = got.tid
             self._new_threads.append((tid, ident, name, now))
-        last = self._last.get(tid)
-        if last is None:  # born since the last tick (see _read_frames)
-            span = max(tick_ns - before, 0)
-            cpu_d = min(max(got.cpu_ns, 0), span)
-            wall = max(cpu_d, span // 2)
-        else:
-            wall = tick_ns - last[0]
-            cpu_d = min(max(got.cpu_ns - last[1], 0), wall)
+        wall, cpu_d = _interval(self._last.get(tid), tick_ns, got.cpu_ns, before)
         if wall <= 0:
             return None
         if got.kernel is not None:
@@ -546,10 +543,10 @@ class StackSampler:
         self._last[tid] = (tick_ns, got.cpu_ns)  # where its end's tail starts (_tail)
         return (tid, sid, wall, cpu_d, 0, tick_ns)
 
-    def _ends(self, ended: Sequence[ThreadEnd], tick_ns: int) -> list[_Row]:
+    def _ends(self, ended: Sequence[ThreadEnd], *, interval_ns: int) -> list[_Row]:
         """Rows from the threads' own readings at their ends (``ThreadEnds``): the CPU of
         a thread read before, since its last reading (``_tail``); then that of each
-        thread never read (``_unseen``). ``tick_ns``: this tick's interval."""
+        thread never read (``_unseen``). ``interval_ns``: this tick's, from the last."""
         rows: list[_Row] = []
         unseen: list[ThreadEnd] = []
         for end in ended:
@@ -558,7 +555,7 @@ class StackSampler:
             if end.tid not in self._last:
                 unseen.append(end)
             elif end.tid in self._stack_of:  # else read only once, at the first tick
-                tail = self._tail(end, tick_ns)
+                tail = self._tail(end, interval_ns)
                 if tail is not None:
                     rows.append(tail)
         for end in unseen:
@@ -567,7 +564,7 @@ class StackSampler:
                 rows.append(row)
         return rows
 
-    def _tail(self, end: ThreadEnd, tick_ns: int) -> _Row | None:
+    def _tail(self, end: ThreadEnd, interval_ns: int) -> _Row | None:
         """The row of the CPU a thread used between its last reading and its end. Only
         the CPU is known: the row is as long as it (what the thread waited on meanwhile,
         no reading says). Its stack: the one read last where it was running there (the
@@ -578,11 +575,11 @@ class StackSampler:
         last, sid = self._last[end.tid], self._stack_of[end.tid]
         running = not self._stack_reason.get(sid)
         life = end.end_ns - end.start_ns
-        if running and 0 < life < tick_ns:
+        if running and 0 < life < interval_ns:
             # how much CPU of threads like it went unread, per one read (Horvitz-Thompson:
             # one that lived L of a tick T is read with probability L/T, so it stands for
             # T/L of them): its CPU x (T/L - 1), at most T - L (its CPU is at most L)
-            self._short.append((sid, max(end.cpu_ns, 0) * (tick_ns - life) / life))
+            self._short.append((sid, max(end.cpu_ns, 0) * (interval_ns - life) / life))
         cpu_d = min(end.cpu_ns - last[1], end.end_ns - last[0])
         if cpu_d <= 0:
             return None  # read after it ended (still in its last frames), or idle since
