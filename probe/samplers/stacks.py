@@ -453,10 +453,12 @@ class StackSampler:
             cpu: int | None
             if got is not None and got.tid == tid and got.cpu_ns >= 0:
                 ts, cpu = tick_ns, got.cpu_ns
+                # its wait for a CPU so far, read with its CPU clock (-1: it did not run)
+                tick_queued = got.queued_ns
                 if got.kernel is not None:
                     self._tick_kernel[tid] = got.kernel
             else:
-                ts, cpu = now, self._thread_cpu(tid)
+                ts, cpu, tick_queued = now, self._thread_cpu(tid), -1
             if cpu is None:
                 # The ident outlived its thread: a new thread reused it between two ticks.
                 tid = self._register_thread(ident, now)
@@ -464,8 +466,6 @@ class StackSampler:
                 if cpu is None:
                     continue
             live.add(tid)
-            # its wait for a CPU so far, read at the tick with its CPU clock (-1: not there)
-            tick_queued = got.queued_ns if got is not None and got.tid == tid else -1
             last = self._last.get(tid)
             self._last[tid] = (ts, cpu)
             if last is None and (self.ticks == 0 or now <= before):
