@@ -55,12 +55,6 @@ __all__ = ["Session", "Settings"]
 _OPEN_REQUEST_GRACE_S = 0.2
 
 
-# The switch interval while the stacks are read with the GIL: samples drift toward the
-# next GIL-releasing call by at most this much (README, "Sampling bias"; the module
-# docstring of probe.samplers.gil for what it costs and how contention lengthens it).
-SHORT_SWITCH_INTERVAL_S = 0.0001
-
-
 @dataclass(frozen=True)
 class Settings:
     hz: float = 100.0
@@ -91,11 +85,9 @@ class Settings:
     # sample_services/tagging_cpu_bound.py its model stage is charged 2.9x its share at
     # 5 ms, 1.5x at 1 ms, 0.6x at 0.2 ms (benchmarks/sampling_bias.py). In effect while
     # the target's own threads do not contend for the GIL (probe.samplers.gil). 0 leaves
-    # the target's own setting throughout; None (the default) leaves it where the stacks
-    # are read at the tick (probe.samplers.peek: the instant the GIL comes no longer
-    # places a sample, a CPU clock or a kernel state) and takes SHORT_SWITCH_INTERVAL_S
-    # where they are read with the GIL.
-    switch_interval_s: float | None = None
+    # the target's own setting throughout. Kept where the stacks are read at the tick
+    # too (probe.samplers.gil's docstring says why).
+    switch_interval_s: float = 0.0001
     # torch.profiler windows once the target runs a forward pass (probe.samplers.
     # torch_windows); windows=0 takes none.
     torch_windows: TorchWindowSettings = TorchWindowSettings()
@@ -187,15 +179,6 @@ class Session:
         self._cpu_throttling = cpu_throttling
         self._throttling_at_start: dict[str, float] | None = None
 
-    @property
-    def switch_interval_s(self) -> float:
-        """The short switch interval the run governs (``probe.samplers.gil``), 0 where it
-        keeps the target's own: see ``Settings.switch_interval_s``."""
-        chosen = self.settings.switch_interval_s
-        if chosen is not None:
-            return chosen
-        return 0.0 if self.stacks.peek is not None else SHORT_SWITCH_INTERVAL_S
-
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
         if self.tree is not None:
@@ -206,9 +189,10 @@ class Session:
             self.memory.start()
         self._saved_switch_interval = sys.getswitchinterval()
         self._throttling_at_start = self._cpu_throttling()
-        interval = self.switch_interval_s
-        if interval > 0:
-            self.switch = SwitchInterval(interval, self._saved_switch_interval)
+        if self.settings.switch_interval_s > 0:
+            self.switch = SwitchInterval(
+                self.settings.switch_interval_s, self._saved_switch_interval
+            )
             self.switch.start()
         spans.activate(self.recorder)
         if self.settings.log_spans:
@@ -384,7 +368,6 @@ class Session:
                 else None
             ),
         }
-        figures["switch_interval_s"] = self.switch_interval_s or self._saved_switch_interval
         if self.switch is not None:
             figures["switch_interval"] = self.switch.figures()
         if self.torch is not None:

@@ -119,14 +119,13 @@ _MAX_HZ = 1000.0
 @click.option(
     "--switch-interval",
     type=FiniteFloat(0, 1, low_open=False),
-    default=None,
+    default=0.0001,
+    show_default=True,
     metavar="SECONDS",
-    help="GIL switch interval while profiling. By default the target's own where stacks "
-    "are read at the sampler's tick (CPython 3.11 with probe's compiled reader: see "
-    "meta.json's collector.stacks_at_tick), else 0.0001, which bounds how far a sample "
-    "read with the GIL drifts toward the next GIL-releasing call; while the target's own "
-    "threads contend for the GIL, 1 ms instead (at most the target's own). A value sets "
-    "the short interval; 0 keeps the target's own throughout.",
+    help="GIL switch interval while profiling: bounds how long the sampler waits for the "
+    "GIL after each tick (and, where stacks cannot be read at the tick, how far a sample "
+    "can drift toward a GIL-releasing call). While the target's own threads contend for "
+    "the GIL, 1 ms instead (at most the target's own). 0 keeps the target's own throughout.",
 )
 @click.option(
     "--torch-windows",
@@ -248,7 +247,7 @@ def run_command(
     memory_interval: float,
     memory_frames: int,
     trace_s: float | None,
-    switch_interval: float | None,
+    switch_interval: float,
     torch_windows: int,
     torch_window_s: float,
     torch_every_s: float,
@@ -285,7 +284,7 @@ def run_command(
         script, args = target[0], target[1:]
     else:
         raise click.UsageError("give a SCRIPT to run, or -m MODULE")
-    if switch_interval is not None and switch_interval < 0:
+    if switch_interval < 0:
         raise click.BadParameter("must be 0 or more", param_hint="--switch-interval")
     resolved = resolve_target(script, module, tuple(args))
     run_dir = prepare_run_dir(out if out is not None else default_run_dir(resolved))
