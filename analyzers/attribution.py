@@ -52,7 +52,9 @@ def split_run_queue_waits(samples: pd.DataFrame) -> pd.DataFrame:
     CPU made two: that wait as a runnable row (``unknown``, the OS scheduler's; no CPU, no
     tick of its own, at the interval's start) and the rest of the interval as the row was.
     ``woken`` marks the rows made from a wait on another thread (``lock``): woken by it,
-    waiting for a CPU (``analyzers.path`` ranks them after the threads doing work).
+    waiting for a CPU (``analyzers.path`` ranks them after the threads doing work);
+    ``on_run_queue`` every row made (the kernel's count, not a sampled instant:
+    ``rules.runnable_beside_idle_cores`` leaves it a wait for a CPU).
 
     Truth for the split: ``render_queue.py``'s worker beside three CPU-bound processes on
     2 cores, 0.92 s on a CPU, 0.97 s on a run queue and 0.06 s blocked by its schedstat,
@@ -76,6 +78,7 @@ def split_run_queue_waits(samples: pd.DataFrame) -> pd.DataFrame:
     waits = rows.assign(
         ts_ns=rows["ts_ns"] - rows["wall_ns"] + queued[split],
         woken=rows["wait_reason"] == "lock",
+        on_run_queue=True,
         wall_ns=queued[split],
         cpu_ns=0,
         wait_reason="unknown",
@@ -83,10 +86,10 @@ def split_run_queue_waits(samples: pd.DataFrame) -> pd.DataFrame:
         kernel_state="R",
         queued_ns=queued[split],
     )
-    blocked = samples.assign(woken=False)
+    blocked = samples.assign(woken=False, on_run_queue=False)
     blocked.loc[split, "wall_ns"] = wall[split] - queued[split]
     blocked.loc[split, "queued_ns"] = 0
-    dtypes = {**samples.dtypes.to_dict(), "woken": "bool"}
+    dtypes = {**samples.dtypes.to_dict(), "woken": "bool", "on_run_queue": "bool"}
     out = pd.concat([blocked, waits.astype(dtypes)], ignore_index=True)
     return out.sort_values("ts_ns", kind="stable", ignore_index=True)
 

@@ -43,6 +43,7 @@ Columns of ``stages``:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,7 +152,10 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int]]:
     brief = frozenset(int(sid) for sid in labels.loc[labels["brief_lock"], "stack_id"])
     att = attribute(samples, brief)
     att["ts_ns"] = samples["ts_ns"].to_numpy() if not samples.empty else []
-    att["woken"] = samples["woken"].to_numpy() if "woken" in samples else False
+    for made in ("woken", "on_run_queue"):  # split_run_queue_waits' rows
+        att[made] = samples[made].to_numpy() if made in samples else False
+    # the row's own CPU reading, before its thread's CPU was shared out (analyzers.path)
+    att["interval_cpu_ns"] = samples["cpu_ns"].to_numpy() if not samples.empty else []
     joined = att.merge(labels, on="stack_id", how="left")
     tasks = run.tables.get("task_samples", pd.DataFrame())
     library = labels.loc[labels["user_function"] == "<library>", "stack_id"]
@@ -159,7 +163,10 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int]]:
     if not made.empty:  # the rows made for the loop's tasks, labelled by their stacks
         made = made.merge(labels, on="stack_id", how="left").assign(awaited=True)
         joined = pd.concat([kept, made], ignore_index=True)
-    bools = ("native", "tensor", "serving", "notify_wait", "brief_lock", "between_tasks", "woken")
+    bools = (
+        *("native", "tensor", "serving", "notify_wait", "brief_lock", "between_tasks"),
+        *("woken", "on_run_queue"),
+    )
     for column in (*bools, "awaited"):
         joined[column] = joined[column].fillna(False).astype(bool) if column in joined else False
     for column in ("user_function", "location", "leaf_call", "function", "idle_role"):
@@ -232,6 +239,27 @@ def idle_notes(idle: pd.DataFrame, settings: Headroom = HEADROOM) -> list[str]:
     return lines
 
 
+def _wait_shares(
+    samples: pd.DataFrame, total: Callable[[np.ndarray], np.ndarray], sampled: np.ndarray
+) -> dict[str, Any]:
+    """Per key (``total`` sums by it): each wait reason's share of the sampled time, of
+    the waits the share awaited in coroutines (an event loop's tasks), and of
+    ``wait_unknown`` the share the kernel counted on a run queue (schedstat rows made by
+    ``split_run_queue_waits``)."""
+    wait = samples["wait_ns"].to_numpy(dtype="float64")
+    reason = samples["reason"].to_numpy(dtype=object)
+
+    def share(mask: Any, of: np.ndarray) -> np.ndarray:
+        return np.nan_to_num(total(np.where(mask, wait, 0.0)) / of)
+
+    kernel = samples["on_run_queue"] if "on_run_queue" in samples else False
+    return {
+        "awaited_share": share(samples["awaited"], total(wait)) if "awaited" in samples else 0.0,
+        **{f"wait_{r}": share(reason == r, sampled) for r in WAIT_REASONS},
+        "run_queue_share": share(kernel & (reason == "unknown"), sampled),
+    }
+
+
 def _sample_split(samples: pd.DataFrame, key: str) -> pd.DataFrame:
     """Per ``key``: sampled time, on-CPU shares and wait shares, top call and line."""
     codes, keys = pd.factorize(samples[key].to_numpy())
@@ -241,9 +269,7 @@ def _sample_split(samples: pd.DataFrame, key: str) -> pd.DataFrame:
         return np.bincount(codes, weights=values, minlength=n)
 
     cpu = samples["cpu_ns"].to_numpy(dtype="float64")
-    wait = samples["wait_ns"].to_numpy(dtype="float64")
-    reason = samples["reason"].to_numpy(dtype=object)
-    sampled = total(cpu + wait)
+    sampled = total(cpu + samples["wait_ns"].to_numpy(dtype="float64"))
     on_cpu = total(cpu)
     with np.errstate(divide="ignore", invalid="ignore"):
         cpu_share = np.nan_to_num(on_cpu / sampled)
@@ -256,16 +282,7 @@ def _sample_split(samples: pd.DataFrame, key: str) -> pd.DataFrame:
                 "native_share": native,
                 "tensor_share": tensor,
                 "python_share": np.where(cpu_share > 0, 1.0 - native, 0.0),
-                # of its waits, the share awaited in coroutines (an event loop's tasks)
-                "awaited_share": np.nan_to_num(
-                    total(np.where(samples["awaited"], wait, 0.0)) / total(wait)
-                )
-                if "awaited" in samples
-                else 0.0,
-                **{
-                    f"wait_{r}": np.nan_to_num(total(np.where(reason == r, wait, 0.0)) / sampled)
-                    for r in WAIT_REASONS
-                },
+                **_wait_shares(samples, total, sampled),
             },
             index=pd.Index(keys, name=key),
         )
@@ -616,6 +633,7 @@ _DEFAULTS: dict[str, Any] = {
     "tensor_share": 0.0,
     "awaited_share": 0.0,
     **{f"wait_{r}": 0.0 for r in WAIT_REASONS},
+    "run_queue_share": 0.0,  # of wait_unknown: the kernel's count (_sample_split)
     "threads": 0,
     "concurrency": 1.0,
     "gpu_util": np.nan,

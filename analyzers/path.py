@@ -167,6 +167,38 @@ def _hand_over(
     return share * taken[bins] * counted, share * (others[bins] == 0)
 
 
+def _ran_while_caught_waiting(
+    samples: pd.DataFrame, other: np.ndarray, time: np.ndarray, waiting: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the factors of the rows' own time on the path, per row an extra factor of its
+    on-CPU time): of what a row caught waiting on another thread took of the main
+    thread's wait, the part its thread ran in the row's interval (``interval_cpu_ns``,
+    its CPU clock's reading, over its wall time) goes to that thread's on-CPU time
+    (where ``attribution`` put its CPU), the rest stays the row's wait.
+
+    Where a tick's work alternates faster than the tick, both threads are caught waiting
+    on each other: render_queue's worker, caught in ``queue.get`` on the queue its main
+    thread was refilling, had run 89% of those rows' intervals by its CPU clock (5-ms
+    switch interval); taken whole as its wait, ``render_all`` read contention/lock at 8%
+    of the path (1 run in 12) where /proc and its own timers put the worker's time off a
+    CPU in ``get`` at 6-12% of its wall, concurrent with the main thread's puts, which
+    are on the path already."""
+    if "interval_cpu_ns" not in samples:
+        return other, np.zeros(len(other))
+    wall = samples["wall_ns"].to_numpy(dtype="float64")
+    read = samples["interval_cpu_ns"].fillna(0).to_numpy(dtype="float64")
+    ran = np.where(waiting & (wall > 0), np.clip(read / np.where(wall > 0, wall, 1.0), 0, 1), 0)
+    moved = other * time * ran
+    threads, codes = np.unique(samples["thread_id"].to_numpy(), return_inverse=True)
+    cpu = samples["cpu_ns"].to_numpy(dtype="float64")
+    thread_cpu = np.bincount(codes, weights=cpu, minlength=len(threads))[codes]
+    thread_moved = np.bincount(codes, weights=moved, minlength=len(threads))[codes]
+    has_cpu = thread_cpu > 0  # a thread with no CPU of its own keeps the wait
+    keep = np.where(has_cpu, 1.0 - ran, 1.0)
+    extra = np.where(has_cpu, thread_moved / np.where(has_cpu, thread_cpu, 1.0), 0.0)
+    return other * keep, extra
+
+
 def critical_path(
     samples: pd.DataFrame, main_thread: int | None, tick_ns: int
 ) -> pd.DataFrame | None:
@@ -177,8 +209,9 @@ def critical_path(
     or it is a server's.
     ``samples`` are attributed rows (``attribution.attribute``) with ``ts_ns``,
     ``serving`` (the stack is in a serving loop), ``brief_lock`` (behind a briefly held
-    lock: ``analyzers.roles``) and ``notify_wait`` (``Condition.wait``:
-    ``analyzers.stacks``), idle capacity already removed;
+    lock: ``analyzers.roles``), ``notify_wait`` (``Condition.wait``:
+    ``analyzers.stacks``) and, where known, ``interval_cpu_ns`` (the row's own CPU
+    reading: ``_ran_while_caught_waiting``), idle capacity already removed;
     ``tick_ns``: the sampler's tick (1/hz), the bins' width."""
     time = (samples["cpu_ns"] + samples["wait_ns"]).to_numpy(dtype="float64")
     is_main = _batch_main(samples, main_thread, time)
@@ -217,9 +250,10 @@ def critical_path(
         kept_ns += np.bincount(rows, weights=waits[rows] * kept * gives[rows], minlength=len(time))
     other = other_ns / np.where(time > 0, time, 1.0)
     own_wait = np.where(lock | main_woken, kept_ns / np.where(waits > 0, waits, 1.0), 1.0)
+    other, on_cpu = _ran_while_caught_waiting(samples, other, time, ~is_main & lock)
     return pd.DataFrame(
         {
-            "cpu": np.where(is_main, 1.0, other),
+            "cpu": np.where(is_main, 1.0, other + on_cpu),
             "wait": np.where(is_main, own_wait, other),
             "waiters": _waiters(samples, (rows, bins, share), time, lock, is_main, tick_ns),
         },

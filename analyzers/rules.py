@@ -284,7 +284,13 @@ def runnable_beside_idle_cores(
     (/proc/PID/task/TID/schedstat, exact) put 0.04-0.11 s of its whole run on a run
     queue; counted as CPU demand, that made the disk-bound scan "CPU-bound in native
     code" at 92% confidence in 2 runs of 19 here and in a CI run. A stage without waits
-    keeps it: nothing else explains it. ``headroom``: the cores the process may use that
+    keeps it: nothing else explains it. The kernel's own count of a wait on a run queue
+    (``run_queue_share``: schedstat, split off by ``attribution.split_run_queue_waits``)
+    is no instant's reading and stays a wait for a core: an idle core on average is not
+    one at every wake (render_queue at a 5-ms switch interval, ~0.9 of 2 cores busy: its
+    worker, woken from ``queue.get``, spent 20 of its 46 ms of runnable time on the path
+    on a run queue by its schedstat; folded into the wait it was woken from, ``render_all``
+    read contention/lock at 6-8% of the path). ``headroom``: the cores the process may use that
     it did not (``allowed_cores`` less its own): idle cores it may not run on (a
     ``taskset``, a container's CPU quota) leave its runnable threads waiting all the same."""
     columns = [f"wait_{r}" for r in WAITS]
@@ -295,13 +301,15 @@ def runnable_beside_idle_cores(
     busy = stages["host_cpu_percent"].astype("float64") / 100.0 * cpu_count
     waits = stages[columns].astype("float64")
     waited = waits.sum(axis=1)
-    fold = (cpu_count - busy >= t.idle_cores) & (waited > 0) & (stages["wait_unknown"] > 0)
+    queued = stages.get("run_queue_share", pd.Series(0.0, index=stages.index))
+    sampled = (stages["wait_unknown"] - queued.astype("float64")).clip(lower=0.0)
+    fold = (cpu_count - busy >= t.idle_cores) & (waited > 0) & (sampled > 0)
     if not fold.any():
         return stages
     out = stages.copy()
-    given = waits[fold].div(waited[fold], axis=0).mul(out.loc[fold, "wait_unknown"], axis=0)
+    given = waits[fold].div(waited[fold], axis=0).mul(sampled[fold], axis=0)
     out.loc[fold, columns] = waits[fold] + given
-    out.loc[fold, "wait_unknown"] = 0.0
+    out.loc[fold, "wait_unknown"] = out.loc[fold, "wait_unknown"] - sampled[fold]
     return out
 
 

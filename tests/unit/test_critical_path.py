@@ -98,6 +98,27 @@ def test_a_producer_stalled_behind_a_lock_takes_the_path_from_consumers_waiting_
     assert on_path(alone).get(2) == pytest.approx(1)
 
 
+def test_a_thread_caught_waiting_that_ran_most_of_its_interval_takes_the_path_as_its_work():
+    # ticks 8-9: the main thread waits on the worker, the worker is caught waiting to be
+    # notified, but its CPU clock says it ran 90% of those ticks (the two handed off
+    # faster than the tick): that part of the path is its work, not its wait
+    samples = rows(
+        *[(1, t, 0.0, 1.0, "lock") for t in range(10)],
+        *[(2, t, 1.0, 0.0, "") for t in range(8)],
+        *[(2, t, 0.0, 0.1, "lock") for t in (8, 9)],
+        notified=frozenset({2}),
+    )
+    read = samples.assign(interval_cpu_ns=samples["cpu_ns"])
+    read.loc[read["thread_id"].eq(2) & read["reason"].eq("lock"), "interval_cpu_ns"] = 0.9 * TICK
+    for frame, waited in ((samples, 2.0), (read, 0.2)):
+        factors = critical_path(frame, 1, TICK)
+        worker = frame["thread_id"] == 2
+        on_cpu = (frame["cpu_ns"] * factors["cpu"])[worker].sum() / TICK
+        wait = (frame["wait_ns"] * factors["wait"])[worker].sum() / TICK
+        assert on_cpu + wait == pytest.approx(10)
+        assert wait == pytest.approx(waited)
+
+
 def test_a_wait_with_nobody_else_running_stays_on_the_main_thread():
     samples = rows(*[(1, t, 0.0, 1.0, "lock") for t in range(10)])
     assert on_path(samples)[1] == pytest.approx(10)

@@ -735,6 +735,15 @@ def test_runnable_time_beside_an_idle_core_goes_to_the_stage_s_waits_in_proporti
     assert row["cpu_share"] == 0.2  # the exact on-CPU time stays
 
 
+def test_the_kernel_s_count_of_a_run_queue_wait_stays_a_wait_for_a_core_beside_an_idle_one():
+    # render_queue's worker, woken from queue.get, on a run queue by its schedstat while
+    # ~1 of 2 cores was busy on average: a measured wait for a core, not a sampled instant
+    table = stage_table(45.0, lock=0.1).assign(run_queue_share=0.2)
+    row = runnable_beside_idle_cores(table, cpu_count=2).loc["read_block"]
+    assert row["wait_unknown"] == pytest.approx(0.2)  # the kernel's 0.2 of the 0.3 stays
+    assert row["wait_lock"] == pytest.approx(0.1 + 0.1)  # the sampled 0.1 goes to the wait
+
+
 def test_runnable_time_stays_cpu_demand_on_busy_cores_without_waits_or_host_figures():
     busy = stage_table(80.0, disk=0.5)  # 1.6 of 2 cores: a core is not free
     no_waits = stage_table(20.0)  # nothing else explains it
