@@ -322,6 +322,21 @@ def _probe_cores(meta: dict[str, Any]) -> float:
     return sum(float(v) for v in own.values()) / duration if duration > 0 else 0.0
 
 
+def ticks_taken(meta: dict[str, Any], hz: float) -> float | None:
+    """The share of the ticks due over the run (its duration over the sampler's mean
+    interval: the pacer's, else 1/``hz``) that the stack sampler took, at most 1. A
+    sampler in the target's process takes a tick only once it holds the GIL; where it
+    waits for it, the ticks it missed leave the rows either side to stand for them.
+    None where the run does not say (no tick count, no duration)."""
+    ticks = _collector_figure(meta, "stack_ticks")
+    duration = float(meta.get("duration_s") or 0.0)
+    pacing = _collector_figure(meta, "stack_pacing") or {}
+    interval = float(pacing.get("mean_interval_s") or (1.0 / hz if hz > 0 else 0.0))
+    if ticks is None or duration <= 0 or interval <= 0:
+        return None
+    return min(1.0, float(ticks) * interval / duration)
+
+
 def run_facts(run: Run, bd: Breakdown) -> RunFacts:
     meta = run.meta
     gpus = meta.get("gpus") or {}
@@ -358,6 +373,7 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
             bd.spans, run.tables["resources"], first_stages, probe_cores
         ),
         sample_hz=bd.sample_hz,
+        ticks_taken=ticks_taken(meta, bd.sample_hz),
         kernel_unavailable=str(
             (_collector_figure(meta, "kernel_states") or {}).get("unavailable") or ""
         ),
@@ -473,6 +489,11 @@ def _doubts_text(primary: Finding) -> str:
     settle = "a run on cores of its own (an idle host, or a `taskset` away from the other load)"
     if len(doubts) > alone:
         settle = f"a longer run{', on cores of its own' if alone else ''}"
+    if primary.evidence.get("ticks_taken") is not None:  # the sampler waited for the GIL
+        settle += (
+            ", `--switch-interval 0.0001` (the default: the GIL comes to the sampler within "
+            "0.1 ms of its tick), or `@probe.stage` for exact stage times"
+        )
     if primary.evidence.get("runner_up"):
         settle += ", or `@probe.stage` on the two stages for their exact times"
     return f" Confidence {primary.confidence:.0%}: {'; '.join(doubts)}. To settle it: {settle}."

@@ -110,6 +110,15 @@ class Thresholds:
         "in equal measure for all we know (issue 12's O_DIRECT reads: cpu/native at 100%, "
         "the thread in disk wait 9 readings in 10)",
     )
+    ticks_taken: float = constant(
+        0.8,
+        "the share of its due ticks the stack sampler took below which the verdict says "
+        "so: each row then stands for several ticks' time, read at one instant. "
+        "render_queue took 0.99 at the 0.1-ms switch interval and 0.24-0.81 at its own "
+        "5 ms (16 runs, 2026-11-29: the sampler waited for the GIL while the two threads "
+        "handed it to each other); its one cpu/native verdict in those came with a 197-ms "
+        "row read in `range`",
+    )
     cpu_consistency: float = constant(
         0.5,
         "a CPU verdict whose process used under half the cores its CPU share implies "
@@ -179,6 +188,9 @@ class RunFacts:
     # used ~1.6 s of CPU: the rest it waited for a core)
     first_request_stage_cpu: dict[str, float] = field(default_factory=dict)  # stage -> s
     sample_hz: float = DEFAULT_HZ  # the stack sampler's rate: samples a second
+    # the share of the ticks due at that rate (or its pacer's) that it took: None where
+    # the run does not say (``diagnosis.ticks_taken``)
+    ticks_taken: float | None = None
     # why the sampler could not read threads' kernel states ("" when it could, or when the
     # run predates them): a native call's time is then CPU or an unnamed wait, unknown
     kernel_unavailable: str = ""
@@ -577,6 +589,7 @@ def with_doubts(
     runner = next((f for f in rest if f.kind != "gpu" or f.subkind != "gpu_starved"), None)
     if runner is not None and primary.share > 0:
         n = facts.sample_hz * sum(float(f.evidence.get("sampled_s", 0.0)) for f in (primary, *rest))
+        n *= facts.ticks_taken if facts.ticks_taken is not None else 1.0
         factor, doubts = _runner_up_doubts(primary, runner, n, t)
         if doubts:
             extra["runner_up"] = runner.stage
@@ -596,6 +609,13 @@ def with_doubts(
         doubts.append(
             f"threads' kernel states could not be read ({facts.kernel_unavailable}): time "
             "in native calls may be waits no rule names (disk, network)"
+        )
+    if facts.ticks_taken is not None and facts.ticks_taken < t.ticks_taken:
+        factor *= facts.ticks_taken
+        extra["ticks_taken"] = round(facts.ticks_taken, 3)
+        doubts.append(
+            f"the stack sampler took {facts.ticks_taken:.0%} of the ticks it was due (the "
+            "GIL was not free when they came): its samples stand for more time each"
         )
     if not doubts:
         return primary

@@ -65,6 +65,7 @@ class Sampler:
         peek = TickPeek()
         self.at_tick = StackSampler(peek=peek) if peek.available else None
         self.setting = "none"
+        self.ticks: dict[str, int] = {}  # samples taken under each setting
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -74,9 +75,11 @@ class Sampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if self.setting.startswith("tick") and self.at_tick is not None:
+            setting = self.setting
+            if setting.startswith("tick") and self.at_tick is not None:
                 if not self.at_tick.wait(0.01):
                     self.at_tick.sample()
+                    self.ticks[setting] = self.ticks.get(setting, 0) + 1
                 continue
             if self._stop.wait(0.01):
                 break
@@ -86,6 +89,7 @@ class Sampler:
                 sys.setswitchinterval(SHORT_S)
             elif self.setting != "none":
                 self.stacks.sample()
+            self.ticks[setting] = self.ticks.get(setting, 0) + (setting != "none")
 
     def __enter__(self) -> Sampler:
         self._thread.start()
@@ -153,17 +157,24 @@ def main() -> None:
     requests = service_request() if args.loop == "service" else decoder_request()
     requests()  # warm-up: first-call allocations
     rates: dict[str, list[float]] = {s: [] for s in settings}
+    seconds = dict.fromkeys(settings, 0.0)
     with Sampler() as sampler:
         for _ in range(args.rounds):
             for setting in random.sample(settings, len(settings)):
                 sampler.use(setting)
                 time.sleep(0.02)  # the sampler's thread sees the new setting
+                started = time.perf_counter()
                 rates[setting].append(requests_per_s(requests))
+                seconds[setting] += time.perf_counter() - started + 0.02
+        ticks = dict(sampler.ticks)
     reference = statistics.median(rates["none"])
-    print(f"{args.loop} loop, {args.rounds} rounds of {BLOCK_S}-s blocks, requests/s over none:")
+    print(f"{args.loop} loop, {args.rounds} rounds of {BLOCK_S}-s blocks, requests/s over none")
+    print("(and the samples the sampler took a second: a setting that makes it wait longer")
+    print("for the GIL samples less often, and costs less for that alone):")
     for setting in settings:
         rate = statistics.median(rates[setting])
-        print(f"  {setting:6s} {rate / reference:.3f}  ({rate:,.0f} req/s)")
+        hz = ticks.get(setting, 0) / seconds[setting] if seconds[setting] else 0.0
+        print(f"  {setting:8s} {rate / reference:.3f}  ({rate:,.0f} req/s, {hz:5.1f} samples/s)")
 
 
 if __name__ == "__main__":

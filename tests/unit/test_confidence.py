@@ -79,3 +79,54 @@ def test_a_native_cpu_verdict_without_the_kernel_s_witness_says_so():
     ]
     python = finding("alpha", 0.9, 30.0, python=0.9)  # Python bytecode is no hidden wait
     assert with_doubts(python, [], RunFacts(process_cores=0.95, kernel_unavailable="x")) == python
+
+
+def test_a_sampler_that_missed_its_ticks_says_so_and_counts_the_samples_it_took():
+    # render_queue at its own 5-ms switch interval: the sampler took 54% of its ticks
+    top = finding("alpha", 0.90, 30.0, python=0.9)
+    facts = RunFacts(process_cores=0.95, ticks_taken=0.54)
+    lowered = with_doubts(top, [finding("beta", 0.05, 2.0)], facts)
+    assert lowered.confidence == pytest.approx(0.9 * 0.54, abs=0.001)
+    assert lowered.evidence["doubts"] == [
+        "the stack sampler took 54% of the ticks it was due (the GIL was not free when "
+        "they came): its samples stand for more time each"
+    ]
+    # the runner-up's sampling error counts the samples taken, not those due
+    close = [finding("beta", 0.40, 0.8, python=1.0)]
+    due = with_doubts(finding("alpha", 0.45, 0.9, python=1.0), close, RunFacts(cpu_count=2))
+    taken = with_doubts(
+        finding("alpha", 0.45, 0.9, python=1.0), close, RunFacts(cpu_count=2, ticks_taken=0.9)
+    )
+    assert "within the sampling error of 170 samples" in " ".join(due.evidence["doubts"])
+    assert "within the sampling error of 153 samples" in " ".join(taken.evidence["doubts"])
+    # most ticks taken: nothing said
+    assert with_doubts(top, [], RunFacts(process_cores=0.95, ticks_taken=0.95)) == top
+
+
+def test_the_ticks_taken_are_the_count_over_the_run_s_duration_at_the_sampler_s_interval():
+    from probe.analyzers.diagnosis import ticks_taken
+
+    meta = {"duration_s": 2.0, "collector": {"stack_ticks": 100}}
+    assert ticks_taken(meta, 100.0) == pytest.approx(0.5)
+    paced = {**meta, "collector": {"stack_ticks": 50, "stack_pacing": {"mean_interval_s": 0.04}}}
+    assert ticks_taken(paced, 100.0) == 1.0  # spaced out for its cost: all due were taken
+    assert ticks_taken({"duration_s": 2.0, "collector": {}}, 100.0) is None
+    assert ticks_taken({"collector": {"stack_ticks": 5}}, 100.0) is None
+
+
+def test_a_run_whose_sampler_missed_most_ticks_says_what_would_settle_it(tmp_path):
+    from probe.analyzers.diagnosis import diagnose
+    from probe.reports.terminal import Verdict
+    from probe.rundir import load
+    from tests.synthetic import RunBuilder
+
+    b = RunBuilder(duration_s=2.0)
+    work = b.stack("main", "render_page")
+    for k in range(200):
+        b.sample(1, k * 10.0, work)
+    b.meta_extra["collector"] = {"stack_ticks": 50}  # a quarter of the 200 due
+    d = diagnose(load(b.write(tmp_path / "run")))
+    assert d.findings[0].evidence["ticks_taken"] == 0.25
+    summary = Verdict.from_diagnosis(d).summary
+    assert "the stack sampler took 25% of the ticks it was due" in summary, summary
+    assert "`--switch-interval 0.0001`" in summary and "`@probe.stage`" in summary
