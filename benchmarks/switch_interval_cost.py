@@ -20,11 +20,13 @@ shuffled each round so that the host's drift falls on all of them alike:
 - ``tick`` and ``tick_own``: as ``short`` and ``own``, the stacks read at the tick's
   instant (``probe.samplers.peek``: the sampler waits in C with the GIL released, reads
   the frames, then takes the GIL), as ``probe run`` samples where the reads are built
-  (``tick_own``: its default there).
+  (``tick``: its default there).
 
-Prints each setting's median requests/s over ``none``'s. Separate processes per setting
-(``throughput.py``) differ by +-4% run to run on this machine class; blocks in one process
-resolve the 1-2% this is about.
+Prints each setting's median requests/s over ``none``'s, and the samples the sampler took
+a second under it: a setting that makes the sampler wait longer for the GIL samples less
+often (5 ms: ~66 a second against ~95 at 0.1 ms, 2026-11-29), which alone costs less.
+Separate processes per setting (``throughput.py``) differ by +-4% run to run on this
+machine class; blocks in one process resolve the 1-2% this is about.
 
     python benchmarks/switch_interval_cost.py [--rounds 100] [--loop service|decoder]
 """

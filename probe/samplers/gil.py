@@ -35,9 +35,12 @@ meta.json.
 
 Where the sampler reads the stacks at its tick (``probe.samplers.peek``: frames, CPU
 clocks and kernel states at one instant, before it asks for the GIL), the instant the
-GIL comes no longer places a sample, and the target's own interval would let a
-one-thread loop keep ~1% more of its throughput (``benchmarks/switch_interval_cost.py``).
-It is not the default (``render_queue.py``'s lock finding: 5 failures in 20 of its test
+GIL comes no longer places a sample, and the target's own interval let a one-thread
+loop keep ~1% more of its throughput (``benchmarks/switch_interval_cost.py``) -- mostly by
+sampling ~30% less often: at 5 ms the sampler waits up to 5 ms a tick for the GIL (66
+against 95 samples a second, 2026-11-29), and where the target's threads hand the GIL to
+each other it loses most of its ticks (``analyzers.diagnosis.ticks_taken``). It is not
+the default (``render_queue.py``'s lock finding: 5 failures in 20 of its test
 at 5 ms, none in 14 at 0.1 ms, 2026-11-29). Making it safe took more than the stacks:
 the CPU clocks and kernel states read at the tick too; threads born since the last tick
 read at it, and a thread read there that ends before the GIL comes kept; each thread's
