@@ -62,6 +62,11 @@ class Comparison:
     notes: list[str]
     # the note naming the applied fixes RUN_A has no recommendation for ("" if none)
     unmatched: str = ""
+    # the range the one fix compared states it realizes (its figure is conservative:
+    # ``evidence.speedup_range``), and the error as the figure is held to it
+    # (``held_error``: only falling short counts; inf outside the range); None without
+    stated_range: tuple[float, float] | None = None
+    held: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +92,12 @@ class Comparison:
             "predicted_speedup": self.predicted,
             "matched_by": self.matched_by,
             "relative_error": self.error,
+            "stated_range": list(self.stated_range) if self.stated_range else None,
+            # null outside the stated range (within_stated_range false), or without one
+            "held_error": self.held if self.held is not None and math.isfinite(self.held) else None,
+            "within_stated_range": (
+                None if self.stated_range is None or self.held is None else math.isfinite(self.held)
+            ),
             "notes": self.notes,
         }
 
@@ -248,9 +259,11 @@ def compare(
         chosen, matched, unmatched = _chosen(a, applied)
         notes += [unmatched] if unmatched else []
         predicted = _predict(chosen) if chosen else None
-    error = None
+    error = held = None
+    stated = _stated_range(chosen)
     if predicted is not None and real.speedup:
         error = abs(predicted - real.speedup) / real.speedup
+        held = held_error(predicted, real.speedup, stated) if stated else None
     return Comparison(
         throughput_a=a.run.get("throughput_per_s"),
         throughput_b=b.run.get("throughput_per_s"),
@@ -269,4 +282,15 @@ def compare(
         error=error,
         notes=notes,
         unmatched=unmatched,
+        stated_range=stated,
+        held=held,
     )
+
+
+def _stated_range(chosen: list[Recommendation]) -> tuple[float, float] | None:
+    """The range the one fix compared states it realizes (``evidence.speedup_range``), if
+    it states one; None for several fixes at once (their combination states none)."""
+    if len(chosen) != 1:
+        return None
+    stated = chosen[0].evidence.get("speedup_range")
+    return (float(stated[0]), float(stated[1])) if stated and len(stated) == 2 else None

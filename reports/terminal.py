@@ -448,10 +448,9 @@ class DiffText:
             how = {"given": "as given", "sweep": "the batch sweep's advice"}.get(
                 c["matched_by"], "the top recommendation"
             )
-            error = c["relative_error"]
             lines.append(
                 f"  predicted    {_x(c['predicted_speedup'])} for {' + '.join(c['applied'])} "
-                f"({how});" + (f" off by {error:.0%}" if error is not None else "")
+                f"({how});" + _prediction_error_text(c)
             )
         else:
             lines.append("  predicted    — (RUN_A's diagnosis has no recommendation to compare)")
@@ -466,6 +465,22 @@ class DiffText:
                 )
         lines += [f"note: {n}" for n in c["notes"]]
         return printable("\n".join(lines))
+
+
+def _prediction_error_text(c: dict[str, Any]) -> str:
+    """How far the realization fell from the prediction: the plain relative error, or,
+    for a fix stating a range (a conservative figure), where it fell against that."""
+    error, stated = c["relative_error"], c.get("stated_range")
+    if error is None:
+        return ""
+    if not stated:
+        return f" off by {error:.0%}"
+    span = f"its stated range {stated[0]:.1f}–{stated[1]:.1f}×"
+    if not c.get("within_stated_range"):
+        return f" outside {span} (off by {error:.0%})"
+    held = c.get("held_error") or 0.0
+    short = f", short of the figure by {held:.0%}" if held > 0 else ""
+    return f" within {span}{short} (a conservative figure; off by {error:.0%})"
 
 
 def _cores_text(run: dict[str, Any]) -> str:

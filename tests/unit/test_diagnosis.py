@@ -425,6 +425,33 @@ def test_diff_of_two_batch_runs_reads_the_gain_from_the_job_s_wall_time(tmp_path
     assert "job wall" in text and "realized 2.00×" in text and "per job, by stage" in text
 
 
+def test_diff_holds_a_conservative_figure_to_its_stated_range_as_the_tests_do(tmp_path):
+    # vectorize_python states 6.5x, a conservative figure, and the range such fixes
+    # realised (4.9-100x): a 7.5x job is no miss, a 6x one falls short of it by 8%,
+    # a 2x one is outside the range (probe diff said "off by 225%" either way)
+    a = batch_job(tmp_path, "a", 3.0)
+    rec = a.recommendations[0]
+    assert rec.id == "vectorize_python" and rec.evidence["speedup_range"][0] > 2.0
+    texts = {}
+    for name, seconds in (("fast", 0.4), ("short", 0.5), ("slow", 1.5)):
+        c = compare(a, batch_job(tmp_path, name, seconds), [rec.id])
+        assert c.stated_range == tuple(rec.evidence["speedup_range"])
+        assert c.held == held_error(c.predicted, c.job_speedup, c.stated_range)
+        texts[name] = (c.to_dict(), DiffText.from_comparison(c).render())
+    fast, short, slow = texts["fast"], texts["short"], texts["slow"]
+    lo, hi = rec.evidence["speedup_range"]
+    assert fast[0]["within_stated_range"] is True and fast[0]["held_error"] == 0.0
+    assert f"within its stated range {lo:.1f}–{hi:.1f}× (a conservative figure" in fast[1]
+    assert short[0]["held_error"] == pytest.approx((6.5 - 6.0) / 6.0, abs=0.01)
+    assert "short of the figure by 8%" in short[1]
+    assert slow[0]["within_stated_range"] is False and slow[0]["held_error"] is None
+    assert f"outside its stated range {lo:.1f}–{hi:.1f}× (off by 225%)" in slow[1]
+    # several fixes at once state no range: the plain error, as before
+    both = compare(a, batch_job(tmp_path, "both", 1.5), [r.id for r in a.recommendations])
+    assert both.stated_range is None and both.held is None
+    assert "off by" in DiffText.from_comparison(both).render()
+
+
 def test_diff_of_batch_runs_names_the_applied_fix_the_diagnosis_lacks(tmp_path):
     # probe diff's error: the batch job's basis note comes first among the notes, and
     # was printed as the error in its place (a CI run: "no requests in either run")
