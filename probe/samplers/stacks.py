@@ -374,6 +374,18 @@ class StackSampler:
         """The thread id of a Python thread ident, once the sampler has seen it."""
         return self._tid.get(ident)
 
+    def _reading(
+        self, tid: int, got: TickRead | None, tick_ns: int, now: int
+    ) -> tuple[int, int | None, int]:
+        """(instant, CPU clock, wait for a CPU so far or -1) of thread ``tid``: the tick's
+        reading where the tick read that thread, else its CPU clock now (None: gone)."""
+        if got is not None and got.tid == tid and got.cpu_ns >= 0:
+            if got.kernel is not None:
+                self._tick_kernel[tid] = got.kernel
+            # its wait for a CPU so far, read with its CPU clock (-1: it did not run)
+            return tick_ns, got.cpu_ns, got.queued_ns
+        return now, self._thread_cpu(tid), -1
+
     def _register_thread(self, ident: int, now: int) -> int:
         """The thread's key (OS TID when known) for a Python ident seen in the frames."""
         thread = self._threads().get(ident)
@@ -450,19 +462,12 @@ class StackSampler:
             if tid is None:
                 tid = self._register_thread(ident, now)
             got = at_tick.get(ident)
-            cpu: int | None
-            if got is not None and got.tid == tid and got.cpu_ns >= 0:
-                ts, cpu = tick_ns, got.cpu_ns
-                # its wait for a CPU so far, read with its CPU clock (-1: it did not run)
-                tick_queued = got.queued_ns
-                if got.kernel is not None:
-                    self._tick_kernel[tid] = got.kernel
-            else:
-                ts, cpu, tick_queued = now, self._thread_cpu(tid), -1
+            ts, cpu, tick_queued = self._reading(tid, got, tick_ns, now)
             if cpu is None:
-                # The ident outlived its thread: a new thread reused it between two ticks.
+                # The ident outlived its thread: a new thread reused it between two ticks
+                # (the tick read the new one, if it read the ident)
                 tid = self._register_thread(ident, now)
-                cpu = self._thread_cpu(tid)
+                ts, cpu, tick_queued = self._reading(tid, got, tick_ns, now)
                 if cpu is None:
                     continue
             live.add(tid)

@@ -210,6 +210,36 @@ def test_a_thread_read_at_the_tick_is_timed_there_not_where_the_gil_came():
     sampler.close()
 
 
+def test_a_thread_that_took_a_gone_thread_s_ident_keeps_the_tick_s_reading():
+    # ident 7 was TID 70's; between two ticks 70 ended and TID 71 took the ident. The
+    # tick read 71 (its CPU clock 3 ms at 20 ms); the GIL came 4 ms later: 71's row ends
+    # at the tick with the tick's clock, as any thread read there does
+    module = FakeModule({7: 70}, {})
+    now, clocks = [0], {70: 0, 71: 0}
+    frames = {7: sys._getframe()}
+
+    class Thread:
+        native_id, name = 70, "seventy"
+
+    sampler = sampler_on(module, frames, lambda: now[0], clocks.get, threads=lambda: {7: Thread()})
+    module.at_ns, module.cpu[70] = 10_000_000, 0
+    assert sampler.wait(0.0) is False
+    now[0] = 11_000_000
+    sampler.sample()
+    sampler.drain()
+    del clocks[70]
+    Thread.native_id, module.states = 71, {7: 71}
+    module.at_ns, module.cpu[71], clocks[71] = 20_000_000, 3_000_000, 5_000_000
+    assert sampler.wait(0.0) is False
+    now[0] = 24_000_000
+    sampler.sample()
+    drained = sampler.drain()["samples"]
+    rows = [r for r, tid in zip(drained, _column(drained, "thread_id"), strict=True) if tid == 71]
+    assert _column(rows, "ts_ns") == [20_000_000]
+    assert _column(rows, "cpu_ns") == [3_000_000]
+    sampler.close()
+
+
 def test_a_thread_read_at_the_tick_that_ends_before_the_gil_comes_keeps_its_row():
     # Thread 7 (TID 70, sampled before) and thread 8 (TID 80, born since the last tick)
     # are read at the 10-ms tick in `parse`; both have ended when the sampler gets the
