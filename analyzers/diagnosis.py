@@ -322,19 +322,27 @@ def _probe_cores(meta: dict[str, Any]) -> float:
     return sum(float(v) for v in own.values()) / duration if duration > 0 else 0.0
 
 
-def ticks_taken(meta: dict[str, Any], hz: float) -> float | None:
-    """The share of the ticks due over the run (its duration over the sampler's mean
-    interval: the pacer's, else 1/``hz``) that the stack sampler took, at most 1. A
-    sampler in the target's process takes a tick only once it holds the GIL; where it
-    waits for it, the ticks it missed leave the rows either side to stand for them.
-    None where the run does not say (no tick count, no duration)."""
+def ticks_taken(meta: dict[str, Any], hz: float, span_s: float) -> float | None:
+    """The share of the ticks due between the first and the last sample (``span_s``
+    apart, one due every mean interval: the pacer's, else 1/``hz``) that the stack
+    sampler took, at most 1. A sampler in the target's process takes a tick only once it
+    holds the GIL; where it waits for it, the ticks it missed leave the rows either side
+    to stand for them. (Over the run's whole duration a 0.1-s script read 0.75-0.79:
+    the session's start and end, before the first tick and after the last.) None where
+    the run does not say (no tick count, no samples)."""
     ticks = _collector_figure(meta, "stack_ticks")
-    duration = float(meta.get("duration_s") or 0.0)
     pacing = _collector_figure(meta, "stack_pacing") or {}
     interval = float(pacing.get("mean_interval_s") or (1.0 / hz if hz > 0 else 0.0))
-    if ticks is None or duration <= 0 or interval <= 0:
+    if ticks is None or span_s <= 0 or interval <= 0:
         return None
-    return min(1.0, float(ticks) * interval / duration)
+    return min(1.0, float(ticks) / (span_s / interval + 1.0))
+
+
+def _samples_span_s(samples: pd.DataFrame) -> float:
+    """Seconds from the first sample row's instant to the last's (0 without two)."""
+    if samples.empty:
+        return 0.0
+    return float(samples["ts_ns"].max() - samples["ts_ns"].min()) / 1e9
 
 
 def run_facts(run: Run, bd: Breakdown) -> RunFacts:
@@ -373,7 +381,7 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
             bd.spans, run.tables["resources"], first_stages, probe_cores
         ),
         sample_hz=bd.sample_hz,
-        ticks_taken=ticks_taken(meta, bd.sample_hz),
+        ticks_taken=ticks_taken(meta, bd.sample_hz, _samples_span_s(run.tables["samples"])),
         kernel_unavailable=str(
             (_collector_figure(meta, "kernel_states") or {}).get("unavailable") or ""
         ),

@@ -103,15 +103,16 @@ def test_a_sampler_that_missed_its_ticks_says_so_and_counts_the_samples_it_took(
     assert with_doubts(top, [], RunFacts(process_cores=0.95, ticks_taken=0.95)) == top
 
 
-def test_the_ticks_taken_are_the_count_over_the_run_s_duration_at_the_sampler_s_interval():
+def test_the_ticks_taken_are_the_count_over_those_due_from_the_first_sample_to_the_last():
     from probe.analyzers.diagnosis import ticks_taken
 
-    meta = {"duration_s": 2.0, "collector": {"stack_ticks": 100}}
-    assert ticks_taken(meta, 100.0) == pytest.approx(0.5)
-    paced = {**meta, "collector": {"stack_ticks": 50, "stack_pacing": {"mean_interval_s": 0.04}}}
-    assert ticks_taken(paced, 100.0) == 1.0  # spaced out for its cost: all due were taken
-    assert ticks_taken({"duration_s": 2.0, "collector": {}}, 100.0) is None
-    assert ticks_taken({"collector": {"stack_ticks": 5}}, 100.0) is None
+    # 2 s from the first sample to the last at 100 Hz: 201 due
+    assert ticks_taken({"collector": {"stack_ticks": 100}}, 100.0, 2.0) == pytest.approx(100 / 201)
+    assert ticks_taken({"collector": {"stack_ticks": 201}}, 100.0, 2.0) == 1.0
+    paced = {"collector": {"stack_ticks": 51, "stack_pacing": {"mean_interval_s": 0.04}}}
+    assert ticks_taken(paced, 100.0, 2.0) == 1.0  # spaced out for its cost: all due taken
+    assert ticks_taken({"collector": {}}, 100.0, 2.0) is None
+    assert ticks_taken({"collector": {"stack_ticks": 5}}, 100.0, 0.0) is None
 
 
 def test_a_run_whose_sampler_missed_most_ticks_says_what_would_settle_it(tmp_path):
