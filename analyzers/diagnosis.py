@@ -500,10 +500,12 @@ def _doubts_text(primary: Finding) -> str:
     if primary.evidence.get("ticks_taken") is not None:  # the sampler waited for the GIL
         settle += (
             ", `--switch-interval 0.0001` (the default: the GIL comes to the sampler within "
-            "0.1 ms of its tick), or `@probe.stage` for exact stage times"
+            "0.1 ms of its tick)"
         )
     if primary.evidence.get("runner_up"):
         settle += ", or `@probe.stage` on the two stages for their exact times"
+    elif primary.evidence.get("ticks_taken") is not None:
+        settle += ", or `@probe.stage` for exact stage times"
     return f" Confidence {primary.confidence:.0%}: {'; '.join(doubts)}. To settle it: {settle}."
 
 
