@@ -189,10 +189,10 @@ def _ran_while_caught_waiting(
     read = samples["interval_cpu_ns"].fillna(0).to_numpy(dtype="float64")
     ran = np.where(waiting & (wall > 0), np.clip(read / np.where(wall > 0, wall, 1.0), 0, 1), 0)
     moved = other * time * ran
-    threads, codes = np.unique(samples["thread_id"].to_numpy(), return_inverse=True)
+    codes, _ = pd.factorize(samples["thread_id"].to_numpy())  # as _waiters groups
     cpu = samples["cpu_ns"].to_numpy(dtype="float64")
-    thread_cpu = np.bincount(codes, weights=cpu, minlength=len(threads))[codes]
-    thread_moved = np.bincount(codes, weights=moved, minlength=len(threads))[codes]
+    thread_cpu = np.bincount(codes, weights=cpu)[codes]
+    thread_moved = np.bincount(codes, weights=moved)[codes]
     has_cpu = thread_cpu > 0  # a thread with no CPU of its own keeps the wait
     keep = np.where(has_cpu, 1.0 - ran, 1.0)
     extra = np.where(has_cpu, thread_moved / np.where(has_cpu, thread_cpu, 1.0), 0.0)
