@@ -5,13 +5,15 @@ threads that never end, asyncio tasks never awaited.
 The services are the memory corpus's (``tests/memory_corpus/services/``), each one's
 truth by construction and checked from outside (``record.py --verify``): 16 KiB of
 ctypes-malloc'd memory a request; a thread a request waiting forever; a pending task a
-request holding its payload; a descriptor a request never closed (its memory flat).
+request holding its payload; a descriptor a request never closed (its memory flat); and
+a served app's session store, its requests known only from probe's middleware.
 """
 
 from __future__ import annotations
 
 import json
 import resource
+import socket
 
 import pytest
 
@@ -21,6 +23,12 @@ pytestmark = pytest.mark.integration
 
 SERVICES = REPO / "tests" / "memory_corpus" / "services"
 NATIVE_LEAK = SERVICES / "native_leak.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def test_a_native_leak_is_called_a_leak_outside_python_s_small_objects_with_a_fix_to_match(
@@ -77,3 +85,46 @@ def test_descriptors_that_pile_up_without_memory_growth_get_a_note_with_the_time
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)  # the target's, inherited
     assert f"its limit of {soft:,} open files in " in note and "Too many open files" in note
     assert note in r.stdout
+
+
+def _login_load(tmp_path, port: int, seconds: float) -> str:
+    spec = tmp_path / "load.toml"
+    spec.write_text(
+        f'url = "http://127.0.0.1:{port}"\nconcurrency = 4\nduration = {seconds}\nwarmup = 0\n'
+        '[[request]]\nmethod = "POST"\npath = "/login"\njson = { user = "ada" }\n'
+    )
+    return str(spec)
+
+
+@pytest.mark.parametrize(
+    ("app", "leaks"),
+    [("session_api:app", True), ("session_api:app_ttl", False)],
+    ids=["sessions-kept-forever", "sessions-expired"],
+)
+def test_a_served_app_s_leak_is_judged_per_request_counted_by_the_middleware(
+    run_probe, tmp_path, app, leaks
+):
+    """An undecorated FastAPI app under uvicorn (session_api.py; its truth measured from
+    outside, without probe, in its docstring): one 9-KB session kept a login is a leak
+    per request, the requests counted by probe's own middleware; the same store expiring
+    sessions after 2 s fills for 2 s, then churns: never a leak."""
+    port = free_port()
+    r = run_probe(
+        "--load", _login_load(tmp_path, port, 10), "-m", "uvicorn", app,
+        "--app-dir", str(SERVICES), "--port", str(port), "--log-level", "critical",
+        timeout=180,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    diagnosis = json.loads((r.run_dir / "diagnosis.json").read_text())
+    leak = diagnosis["leak"]
+    assert diagnosis["run"]["requests"] > 500  # the middleware's spans: the work axis
+    if leaks:
+        assert leak["state"] == "leak", leak["reason"]
+        assert leak["basis"] == "requests", leak
+        # 9.0 KB of Python objects a session (tracemalloc, the service's docstring): the
+        # floor's per-request slope within a quarter of it
+        assert 6_800 < leak["bytes_per_request"] < 11_300, leak
+        assert any(rec["id"] == "fix_leak" for rec in diagnosis["recommendations"])
+    else:
+        assert leak["state"] != "leak", leak["reason"]
+        assert all(rec["id"] != "fix_leak" for rec in diagnosis["recommendations"])

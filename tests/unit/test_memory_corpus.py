@@ -157,6 +157,9 @@ HELD_BY = {
     "staircase": "large",  # 256-KB buffers
     "thread_leak": "threads",  # a thread a request that never ends
     "task_leak": "asyncio tasks",  # a pending task a request
+    "session_api": "small",  # a dict and 120 short strings a login
+    "bursty_ledger": "small",  # a dict and 60 short strings a job
+    "bursty_ledger_plain": "small",
 }
 
 
