@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from probe.analyzers.leaks.recorded import judge_recorded
+from probe.analyzers.leaks.recorded import RecordedSettings, judge_recorded
 from probe.analyzers.leaks.trend import (
     Trend,
     estimate_onset,
@@ -468,7 +468,10 @@ def final_verdict(
     (``early``: the first ones, (t_s, bytes)), against the requests finished when ``work``
     counts them ((t_s, requests done) on the same clock), with the live Python heap as
     its witness when ``heap`` gives it ((t_s, allocated blocks)), with ``malloc_in_use``
-    and ``full_collection`` as ``judge_recorded``'s (``probe run``'s witnesses).
+    and ``full_collection`` as ``judge_recorded``'s (``probe run``'s witnesses). Where
+    ``work`` counted the requests over all of ``early``, a live "no leak" or "undetermined"
+    is judged that way too, per request, and gives way to a leak found so: the live tests
+    judge in time, and a leak that follows bursty work climbs in time by steps.
 
     ``traced_start``: the process was traced from its start (its readings have
     tracemalloc's own memory taken out), and when that was stopped, if it was. The series
@@ -488,9 +491,43 @@ def final_verdict(
     # series to it: judged whole (a leak the end cut short of confirmation was missed)
     ends = bool(early) and elapsed_s - early[-1][0] <= 2 * s.interval_s + 1.0
     unanswered = v.state == UNDETERMINED and ends
-    if v.detected or len(early) < 8 or not (briefly or unanswered):
+    # the requests counted over the whole series: the live tests judge in time, and a
+    # leak that follows bursty work climbs in time by steps they read as no trend (a
+    # served session store under bursts of load: "no significant upward trend" where
+    # ``probe run`` read 9.3 KB a request); judged per request as ``probe run`` judges it
+    per_request = ends and _counted_throughout(work, early)
+    if v.detected or len(early) < 8 or not (briefly or unanswered or per_request):
         return v
     readings, regime, slowed = _one_regime(early, traced_start)
+    run = _judged_whole(detector, readings, slowed, work, heap, malloc_in_use, full_collection)
+    if not (briefly or unanswered) and run.state != LEAK:
+        return v  # the live tests' answer stands unless the work says leak
+    return replace(
+        run,
+        reason=f"{run.reason} (judged on the whole series{regime}: watched for "
+        f"{elapsed_s:.0f} s, {_why_whole(briefly, unanswered)})",
+    )
+
+
+def _why_whole(briefly: bool, unanswered: bool) -> str:
+    """Why the last word was judged on the whole series (``final_verdict``'s reasons)."""
+    if briefly:
+        return "less than warm-up plus a window and a half"
+    if unanswered:
+        return "the live tests' answer was still open at the end"
+    return "its requests counted throughout, against which it grew steadily"
+
+
+def _judged_whole(
+    detector: LiveLeakDetector,
+    readings: list[tuple[float, float]],
+    slowed: str,
+    work: list[tuple[float, float]] | None,
+    heap: list[tuple[float, float]] | None,
+    malloc_in_use: list[float] | None,
+    full_collection: dict[str, Any] | None,
+) -> LeakVerdict:
+    """The recorded-run verdict on the readings of one regime (``final_verdict``'s)."""
     run = judge_recorded(
         *_columns(readings),
         requests_done=_columns(work) if work else None,
@@ -502,15 +539,21 @@ def final_verdict(
     )
     if slowed and run.state == UNDETERMINED:
         run = replace(run, settle=_OUTLIVE_THE_TRACING)
-    why = (
-        "less than warm-up plus a window and a half"
-        if briefly
-        else "the live tests' answer was still open at the end"
-    )
-    return replace(
-        run,
-        reason=f"{run.reason} (judged on the whole series{regime}: watched for "
-        f"{elapsed_s:.0f} s, {why})",
+    return run
+
+
+def _counted_throughout(
+    work: list[tuple[float, float]] | None, early: list[tuple[float, float]]
+) -> bool:
+    """Whether ``work`` counts requests over all of ``early`` (no hole: the count was
+    kept from the first reading to the last), enough of them for a work axis."""
+    if not work or not early:
+        return False
+    enough = RecordedSettings().min_requests
+    return (
+        work[0][0] <= early[0][0] + 1.0
+        and work[-1][0] >= early[-1][0] - 1.0
+        and work[-1][1] - work[0][1] >= enough
     )
 
 

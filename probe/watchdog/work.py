@@ -31,6 +31,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,11 @@ class RequestCounter(spans.SpanRecorder):
         super().__init__()
         self._shared = SharedCount(path) if path is not None else None
         self.count = 0
+        if self._shared is not None:
+            # a forked child (gunicorn's workers, a multiprocessing pool) inherits the
+            # mapping: its own count written there would overwrite the watched process's
+            ref = weakref.ref(self)
+            os.register_at_fork(after_in_child=lambda: _unshare(ref))
 
     def thread_buffer(self) -> spans.ThreadSpans:
         buf = _CountingBuffer(0, None, "")
@@ -117,6 +123,12 @@ class RequestCounter(spans.SpanRecorder):
         """Mark the count unknown (requests no longer reach this counter)."""
         if self._shared is not None:
             self._shared.give_up()
+
+
+def _unshare(ref: weakref.ReferenceType[RequestCounter]) -> None:
+    counter = ref()
+    if counter is not None:
+        counter._shared = None
 
 
 def read_count(fd: int) -> int | None:

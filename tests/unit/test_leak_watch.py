@@ -17,6 +17,7 @@ from probe.analyzers.leaks import (
     DetectorSettings,
     LiveLeakDetector,
     estimate_onset,
+    final_verdict,
     snapshot_growth,
     trend,
 )
@@ -150,3 +151,58 @@ def test_growth_ranks_sites_that_climb_with_the_trend_first():
     }
     assert growth["growing_types"] == [{"type": "dict", "count_grew": 10}]
     assert snapshot_growth([]) == {"top_sites": [], "growing_types": [], "growing_containers": []}
+
+
+def _bursty(seed: int, kept_per_request: float, fills_to: float | None = None):
+    """40 s read 20 times a second of a service served in bursts (0.4-2.5 s of ~300
+    requests a second, then ~2.7 s idle, as session_api.py was driven): its readings
+    (t, bytes) on a 70-MB base with a 1-MB saw-tooth, and the requests done by each.
+    ``kept_per_request`` bytes stay per request; with ``fills_to``, only until that many
+    are kept (a store with a bound: its fill is its warm-up)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(0.0, 40.0, 0.05)
+    rate = np.zeros_like(t)
+    start = 2.0
+    while start < 40.0:
+        length = rng.uniform(0.4, 2.5)
+        rate[(t >= start) & (t < start + length)] = 300.0
+        start += length + 2.7
+    done = np.cumsum(rate * 0.05)
+    kept = kept_per_request * done
+    if fills_to is not None:
+        kept = np.minimum(kept, fills_to)
+    saw = 1e6 * ((t * 0.7) % 1.0)
+    y = 70 * MB + kept + saw + rng.normal(0, 5e4, len(t))
+    readings = [(float(a), float(b)) for a, b in zip(t, y, strict=True)]
+    work = [(float(a), float(n)) for a, n in zip(t, done, strict=True)]
+    return readings, work
+
+
+def _watched(readings):
+    detector = LiveLeakDetector(DetectorSettings(interval_s=0.05, warmup_s=5.0, window_s=8.0))
+    for a, b in readings:
+        detector.add(a, b)
+    return detector
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_leak_that_follows_bursty_work_is_called_a_leak_per_request_at_the_end(seed):
+    readings, work = _bursty(seed, kept_per_request=9_000)
+    detector = _watched(readings)
+    v = final_verdict(detector, readings, readings[-1][0], work=work)
+    assert v.state == "leak" and v.basis == "requests", v.reason
+    assert 8_000 < v.bytes_per_request < 10_000
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_bounded_store_filled_by_bursty_work_is_never_called_a_leak(seed):
+    readings, work = _bursty(seed, kept_per_request=9_000, fills_to=5 * MB)
+    v = final_verdict(_watched(readings), readings, readings[-1][0], work=work)
+    assert v.state != "leak", v.reason
+
+
+def test_a_count_with_a_hole_leaves_the_live_answer_standing():
+    readings, work = _bursty(0, kept_per_request=9_000)
+    detector = _watched(readings)
+    late = [w for w in work if w[0] >= 10.0]  # counted from 10 s on only
+    assert final_verdict(detector, readings, readings[-1][0], work=late) == detector.verdict

@@ -81,9 +81,20 @@ def fed(
     return detector, readings
 
 
+def work_of(d: dict[str, Any], t: np.ndarray) -> list[tuple[float, float]] | None:
+    """The requests finished by each reading (t_s from the series' first), as probe
+    watch's agent counts them; None where the series knows no requests."""
+    if not d["requests"]:
+        return None
+    done = np.searchsorted(np.sort(np.array(d["requests"])), t, side="right")
+    return [(float(a), float(n)) for a, n in zip(t - t[0], done, strict=True)]
+
+
 def live(d: dict[str, Any]) -> LeakVerdict:
     """The verdict ``probe watch`` gives the series: its agent reads the same witnesses
-    (live blocks, malloc's bytes, a full collection as the process exits)."""
+    (live blocks, malloc's bytes, a full collection as the process exits) and counts the
+    requests finished (``probe.request`` spans, a served app's through probe's
+    middleware)."""
     t = np.array(d["rss"]["t_s"])
     detector, readings = fed(d, QUICK)
     ht, blocks = heap_of(d)
@@ -94,6 +105,7 @@ def live(d: dict[str, Any]) -> LeakVerdict:
         detector,
         readings,
         readings[-1][0],
+        work=work_of(d, t),
         heap=heap,
         malloc_in_use=None if in_use is None else list(in_use),
         full_collection=None if full is None else {**full, "at_s": full["at_s"] - t[0]},

@@ -86,3 +86,24 @@ def test_an_unreadable_or_short_file_reads_as_unknown(tmp_path):
     finally:
         os.close(fd)
     assert read_count(10_000) is None  # a closed descriptor
+
+
+def test_a_forked_child_s_requests_do_not_overwrite_the_watched_process_s_count(counter):
+    made, fd = counter
+    made.start()
+    for i in range(5):
+        with probe.request(id=i):
+            pass
+    pid = os.fork()
+    if pid == 0:  # the child (a gunicorn worker, a pool's process): serves 50 of its own
+        code = 1
+        try:
+            for i in range(50):
+                with probe.request(id=i):
+                    pass
+            code = 0 if made.count == 55 else 2  # it still counts, in its own memory
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert read_count(fd) == 5
