@@ -430,6 +430,7 @@ def _leak(run: Run, bd: Breakdown) -> LeakVerdict:
         heap=blocks,
         malloc_in_use=in_use,
         full_collection=_full_collection(run.meta),
+        cpu=_cpu_used(root),
     )
     verdict = covering_the_run(verdict, t_s, float(run.meta.get("duration_s") or 0.0))
     # what grows, whenever the floor rose: evidence for a leak and for an open question
@@ -440,6 +441,15 @@ def _leak(run: Run, bd: Breakdown) -> LeakVerdict:
     onset = None if verdict.onset_s is None else verdict.onset_s - t0
     piles = _piling_up(run, root, t_s, ends)
     return replace(verdict, onset_s=onset, top_sites=sites, growing_types=types, piling_up=piles)
+
+
+def _cpu_used(root: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
+    """The target's CPU seconds so far at each of its readings (user and system), the
+    leak's work axis where no requests are counted; None where unread."""
+    if not {"cpu_user_s", "cpu_system_s"} <= set(root.columns):
+        return None
+    used = root["cpu_user_s"].astype("float64") + root["cpu_system_s"].astype("float64")
+    return root["ts_ns"].to_numpy() / 1e9, used.to_numpy(dtype="float64", na_value=np.nan)
 
 
 def _piling_up(

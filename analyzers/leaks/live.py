@@ -461,6 +461,7 @@ def final_verdict(
     heap: list[tuple[float, float]] | None = None,
     malloc_in_use: list[float] | None = None,
     full_collection: dict[str, Any] | None = None,
+    cpu: list[tuple[float, float]] | None = None,
 ) -> LeakVerdict:
     """The last word when the process has ended: the live verdict, or -- for a process
     watched for less than ``first_judged_s``, which the live tests never judged, or one
@@ -468,7 +469,8 @@ def final_verdict(
     (``early``: the first ones, (t_s, bytes)), against the requests finished when ``work``
     counts them ((t_s, requests done) on the same clock), with the live Python heap as
     its witness when ``heap`` gives it ((t_s, allocated blocks)), with ``malloc_in_use``
-    and ``full_collection`` as ``judge_recorded``'s (``probe run``'s witnesses). Where
+    and ``full_collection`` as ``judge_recorded``'s (``probe run``'s witnesses), ``cpu``
+    ((t_s, the process's CPU seconds so far)) its axis where no requests are counted. Where
     ``work`` counted the requests over all of ``early``, a live "no leak" or "undetermined"
     is judged that way too, per request, and gives way to a leak found so: the live tests
     judge in time, and a leak that follows bursty work climbs in time by steps.
@@ -499,7 +501,9 @@ def final_verdict(
     if v.detected or len(early) < 8 or not (briefly or unanswered or per_request):
         return v
     readings, regime, slowed = _one_regime(early, traced_start)
-    run = _judged_whole(detector, readings, slowed, work, heap, malloc_in_use, full_collection)
+    run = _judged_whole(
+        detector, readings, slowed, (work, cpu), heap, malloc_in_use, full_collection
+    )
     if not (briefly or unanswered) and run.state != LEAK:
         return v  # the live tests' answer stands unless the work says leak
     return replace(
@@ -522,15 +526,18 @@ def _judged_whole(
     detector: LiveLeakDetector,
     readings: list[tuple[float, float]],
     slowed: str,
-    work: list[tuple[float, float]] | None,
+    axes: tuple[list[tuple[float, float]] | None, list[tuple[float, float]] | None],
     heap: list[tuple[float, float]] | None,
     malloc_in_use: list[float] | None,
     full_collection: dict[str, Any] | None,
 ) -> LeakVerdict:
-    """The recorded-run verdict on the readings of one regime (``final_verdict``'s)."""
+    """The recorded-run verdict on the readings of one regime (``final_verdict``'s);
+    ``axes``: the requests done and the CPU seconds used, (t_s, so far) each."""
+    work, cpu = axes
     run = judge_recorded(
         *_columns(readings),
         requests_done=_columns(work) if work else None,
+        cpu=_columns(cpu) if cpu else None,
         limit_bytes=detector.limit_bytes,
         slowed=slowed,
         heap=_columns(heap) if heap else None,

@@ -40,6 +40,7 @@ floors on a line (both halves climb), so it is growth; one step is not.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -109,6 +110,11 @@ class RecordedSettings:
     min_requests: int = constant(
         20, "fewer requests in the serving window make a coarse axis: judge against time"
     )
+    min_cpu_s: float = constant(
+        0.5,
+        "the process's CPU clock as read from /proc counts in 10-ms ticks (USER_HZ = 100): "
+        "40 floors need 40 distinct readings of it, 0.4 s, rounded up",
+    )
     min_coverage: float = constant(
         0.5,
         "memory readings over less than half the run cannot tell a warm-up that levels off "
@@ -140,9 +146,15 @@ def judge_recorded(
     heap: tuple[np.ndarray, np.ndarray] | None = None,
     malloc_in_use: np.ndarray | None = None,
     full_collection: dict[str, Any] | None = None,
+    cpu: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> LeakVerdict:
     """Judge a recorded memory series against the work when ``request_end_s`` gives it
-    (the requests' end times) or ``requests_done`` ((t_s, done)); ``heap``: Python's live
+    (the requests' end times) or ``requests_done`` ((t_s, done)); where neither counts
+    enough requests, against the process's CPU time when ``cpu`` gives it ((t_s, CPU
+    seconds used so far)): a worker whose jobs come in bursts with idle gaps between them
+    climbs in time by steps, which read as a warm-up slowing down (bursty_ledger.py,
+    undecorated, 36 s: "the newer half climbs at 0.59 of the older", undetermined), and
+    along its CPU as the line its per-job leak is. Else against time. ``heap``: Python's live
     heap read beside it ((t_s, allocated blocks)), ``malloc_in_use`` the bytes malloc held
     at those readings (NaN where unread). All on the series' clock. ``full_collection``:
     what was alive before and after a full cyclic collection at the run's end
@@ -162,14 +174,15 @@ def judge_recorded(
     whole = (t, y)
     serving = t >= t[0] + s.warmup_share * (t[-1] - t[0])
     t, y = t[serving], y[serving]
-    x, basis = _work_axis(t, _finished_by(t, request_end_s, requests_done), s.min_requests)
+    along = _axis(t, request_end_s, requests_done, cpu, s)
+    x, basis = along(t), along.basis
     fx, fy = bin_floors(x, y, s.bins)
     level = float(np.median(fy))
     if len(fy) < s.min_floors:
         return _undetermined(f"too few readings after warm-up ({len(fy)} floors)", len(fy), level)
     in_use = None if heap is None or malloc_in_use is None else _clean(heap[0], malloc_in_use)
     heap = None if heap is None else _clean(*heap)
-    kept = _heap_kept_pace(heap, (t[0], t[-1]), request_end_s, requests_done, basis, s)
+    kept = _heap_kept_pace(heap, (t[0], t[-1]), along, s)
     state, reason, judged_from = _judge(x, y, fx, fy, s, slowed=slowed, kept=kept)
     if slowed and state == LEAK:
         state, reason = UNDETERMINED, f"{reason}, but with the service slowed by {slowed}"
@@ -203,7 +216,7 @@ def _rated(
     fx, fy = fx[fx >= judged_from], fy[fx >= judged_from]
     tr = trend(fx, fy)
     # the rate in time too (what the report draws and the limit is reached by)
-    in_time = trend(*bin_floors(t[part], y[part], s.bins)) if basis == "requests" else tr
+    in_time = trend(*bin_floors(t[part], y[part], s.bins)) if basis != "time" else tr
     leak = state == LEAK
     return LeakVerdict(
         state=state,
@@ -306,13 +319,12 @@ def _open_shape(
 def _heap_kept_pace(
     heap: tuple[np.ndarray, np.ndarray] | None,
     judged_s: tuple[float, float],
-    request_end_s: np.ndarray | None,
-    requests_done: tuple[np.ndarray, np.ndarray] | None,
-    basis: str,
+    along: _Axis,
     s: RecordedSettings,
 ) -> str:
     """How Python's live heap grew over the judged span (``judged_s``) along the same
-    axis as the floor (requests finished, or seconds), when it grew steadily: its floors
+    axis as the floor (``along``: requests finished, CPU seconds, or seconds), when it
+    grew steadily: its floors
     significantly up in both halves, the newer at ``steady_pace`` of the older or more, by
     ``min_heap_rise`` of its level. "" when it did not, was read too rarely to tell, or
     was not read at all (``heap`` None).
@@ -322,8 +334,8 @@ def _heap_kept_pace(
         return ""
     inside = (heap[0] >= judged_s[0]) & (heap[0] <= judged_s[1])
     t, blocks = heap[0][inside], heap[1][inside]
-    x = _finished_by(t, request_end_s, requests_done) if basis == "requests" else t
-    if x is None or len(x) < 2 or x[-1] <= x[0]:
+    x = along(t)
+    if len(x) < 2 or x[-1] <= x[0]:
         return ""
     fx, fy = bin_floors(x, blocks, s.bins)
     half = len(fy) // 2
@@ -340,7 +352,7 @@ def _heap_kept_pace(
     )
     if not steady:
         return ""
-    unit = "a request" if basis == "requests" else "a second"
+    unit = {"requests": "a request", "cpu": "a CPU second"}.get(along.basis, "a second")
     return (
         f"Python's live heap grew steadily with it, {tr.slope:,.0f} blocks {unit} "
         f"(the newer half at {newer.slope / older.slope:.2f} of the older's pace)"
@@ -441,25 +453,63 @@ def _finished_by(
     if request_end_s is not None and len(request_end_s):
         ends = np.sort(np.asarray(request_end_s, dtype="float64"))
         return np.searchsorted(ends, t, side="right").astype("float64")
-    if requests_done is None:
+    done = _ordered(requests_done)
+    if done is None:
         return None
-    wt, wn = (np.asarray(a, dtype="float64") for a in requests_done)
-    keep = np.isfinite(wt) & np.isfinite(wn)
+    # a running maximum: the count never goes back (a reading out of order is the clock's)
+    return np.interp(t, done[0], np.maximum.accumulate(done[1]))
+
+
+@dataclass(frozen=True)
+class _Axis:
+    """What the floors are judged along: ``basis`` ("requests", "cpu" or "time"), and
+    its value at any instants (the readings', the live heap's)."""
+
+    basis: str
+    at: Callable[[np.ndarray], np.ndarray] | None = None  # None: the time itself
+
+    def __call__(self, t: np.ndarray) -> np.ndarray:
+        return t if self.at is None else self.at(t)
+
+
+def _axis(
+    t: np.ndarray,
+    request_end_s: np.ndarray | None,
+    requests_done: tuple[np.ndarray, np.ndarray] | None,
+    cpu: tuple[np.ndarray, np.ndarray] | None,
+    s: RecordedSettings,
+) -> _Axis:
+    """The requests finished, when enough finish within the readings' span ``t``; else
+    the process's CPU seconds, when they rise by ``min_cpu_s`` over it; else time."""
+    done = _finished_by(t, request_end_s, requests_done)
+    if done is not None and done[-1] - done[0] >= s.min_requests:
+
+        def finished(at: np.ndarray) -> np.ndarray:
+            by = _finished_by(at, request_end_s, requests_done)
+            return np.zeros_like(at) if by is None else by
+
+        return _Axis("requests", finished)
+    used = _ordered(cpu)
+    if used is not None:
+        # a running maximum: the clock never goes back (a reading out of order is /proc's)
+        ct, cv = used[0], np.maximum.accumulate(used[1])
+        along = _Axis("cpu", lambda at: np.interp(at, ct, cv))
+        x = along(t)
+        if x[-1] - x[0] >= s.min_cpu_s:
+            return along
+    return _Axis("time")
+
+
+def _ordered(pairs: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(t, value) with the unreadable pairs dropped, in time order; None under two."""
+    if pairs is None:
+        return None
+    pt, pv = (np.asarray(a, dtype="float64") for a in pairs)
+    keep = np.isfinite(pt) & np.isfinite(pv)
     if keep.sum() < 2:
         return None
-    order = np.argsort(wt[keep], kind="stable")
-    # a running maximum: the count never goes back (a reading out of order is the clock's)
-    return np.interp(t, wt[keep][order], np.maximum.accumulate(wn[keep][order]))
-
-
-def _work_axis(t: np.ndarray, done: np.ndarray | None, min_requests: int) -> tuple[np.ndarray, str]:
-    """Requests finished by each reading (``done``), when enough finish within the
-    readings' span; else the time itself."""
-    if done is None:
-        return t, "time"
-    if done[-1] - done[0] < min_requests:
-        return t, "time"
-    return done, "requests"
+    order = np.argsort(pt[keep], kind="stable")
+    return pt[keep][order], pv[keep][order]
 
 
 def _undetermined(reason: str, points: int, level: float = 0.0) -> LeakVerdict:

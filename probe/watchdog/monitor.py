@@ -142,6 +142,9 @@ class Monitor:
         # none once the count has stopped being kept (``probe.watchdog.work``)
         self._work: list[tuple[float, float]] | None = []
         self._heap: list[tuple[float, float]] = []  # (t, live Python blocks), the same span
+        # (t, CPU seconds used so far), once a second over the same span: the short life's
+        # work axis where no requests are counted
+        self._cpu: list[tuple[float, float]] = []
         self._in_use: list[float] = []  # malloc's bytes in use at those readings (NaN: unread)
         self._last_in_use = math.nan  # the last value read of them
         self._full_collection: dict[str, Any] | None = None  # taken once, at the end
@@ -287,6 +290,9 @@ class Monitor:
         limit = (counts or {}).get("open files limit")
         if limit is not None:
             self.open_files_limit = int(limit)
+        used = (counts or {}).get("cpu seconds")
+        if used is not None and len(self._early) < _SHORT_LIFE_READINGS:
+            self._cpu.append((now, float(used)))
         blocks = in_use = None
         if self._attribution is not None:
             blocks = self._safely(self._attribution.python_blocks)
@@ -364,6 +370,7 @@ class Monitor:
                 self.elapsed_s,
                 self._traced,
                 work=self._work or None,
+                cpu=self._cpu or None,
                 heap=self._heap or None,
                 malloc_in_use=self._in_use
                 if any(not math.isnan(b) for b in self._in_use)

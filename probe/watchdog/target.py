@@ -119,7 +119,8 @@ def _memory_reader(proc: Any, metric: str) -> Callable[[], float | None]:
 def counts_reader(proc: Any) -> Callable[[], dict[str, float] | None]:
     """The process's threads and open descriptors, and its soft limit of them, read from
     /proc through psutil (the descriptors' directory is listed: a read costs with their
-    number, ~0.1 ms for a thousand); None once it is gone or hidden."""
+    number, ~0.1 ms for a thousand), and the CPU seconds it has used (user and system: the
+    leak's work axis where no requests are counted); None once it is gone or hidden."""
     import psutil
 
     def read() -> dict[str, float] | None:
@@ -130,6 +131,11 @@ def counts_reader(proc: Any) -> Callable[[], dict[str, float] | None]:
             }
         except (psutil.Error, OSError):  # gone or hidden
             return None
+        try:
+            cpu = proc.cpu_times()
+            counts["cpu seconds"] = float(cpu.user + cpu.system)
+        except (psutil.Error, OSError):
+            pass
         try:
             soft, _ = proc.rlimit(psutil.RLIMIT_NOFILE)
         except (psutil.Error, OSError, AttributeError):  # not ours to read, or no rlimit

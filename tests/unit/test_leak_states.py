@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from probe.analyzers.analysis import analyze
 from probe.analyzers.diagnosis import diagnose, run_facts
@@ -276,3 +277,40 @@ def test_a_fall_then_a_climb_is_told_as_a_fall():
         _, reason, _ = _one_step(fx, fy, fx, fy, RecordedSettings(), False, "")
         assert "rose -" not in reason and "of -" not in reason, reason
         assert "fell" in reason or "fall of" in reason, reason
+
+
+def _bursts(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """36 s read 10 times a second of a worker busy in bursts (0.3-2.5 s of a full core,
+    then 0.2-1.5 s idle, as bursty_ledger.py): the readings' times and the CPU seconds
+    it had used by each."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(0.0, 36.0, 0.1)
+    busy = np.zeros_like(t)
+    start = 0.5
+    while start < 36.0:
+        length = rng.uniform(0.3, 2.5)
+        busy[(t >= start) & (t < start + length)] = 1.0
+        start += length + rng.uniform(0.2, 1.5)
+    return t, np.cumsum(busy * 0.1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_an_undecorated_leak_that_follows_bursty_work_is_judged_along_the_cpu_it_used(seed):
+    t, cpu = _bursts(seed)
+    rng = np.random.default_rng(100 + seed)
+    # 1 MB kept a CPU second of work, on a 60-MB base with a 2-MB saw-tooth
+    y = 60e6 + 1e6 * cpu + 2e6 * ((t * 0.9) % 1.0) + rng.normal(0, 1e5, len(t))
+    v = judge_recorded(t, y, cpu=(t, cpu))
+    assert v.state == "leak" and v.basis == "cpu", v.reason
+    # a store bounded at 8 MB that the same work fills: warm-up along the CPU too
+    bounded = 60e6 + np.minimum(1e6 * cpu, 8e6) + 2e6 * ((t * 0.9) % 1.0)
+    assert judge_recorded(t, bounded, cpu=(t, cpu)).state != "leak"
+
+
+def test_a_process_that_hardly_used_a_cpu_is_judged_in_time():
+    t = np.arange(0.0, 20.0, 0.1)
+    y = 60e6 + 1e6 * t
+    v = judge_recorded(t, y, cpu=(t, 0.01 * t))  # 0.2 s of CPU in 20 s: a coarse clock
+    assert v.state == "leak" and v.basis == "time"
+    requests = (t, 50.0 * t)  # counted requests come first
+    assert judge_recorded(t, y, requests_done=requests, cpu=(t, t)).basis == "requests"

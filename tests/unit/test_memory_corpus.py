@@ -54,6 +54,11 @@ def malloc_in_use_of(d: dict[str, Any]) -> np.ndarray | None:
     return None if read is None else np.array(read, dtype="float64")
 
 
+def cpu_of(d: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The process's CPU seconds so far at each resource reading (the sidecar's)."""
+    return np.array(d["cpu"]["t_s"]), np.array(d["cpu"]["seconds"])
+
+
 def recorded(d: dict[str, Any]) -> LeakVerdict:
     """The verdict ``probe run`` gives the series (``diagnosis._leak``'s witnesses)."""
     t, y = np.array(d["rss"]["t_s"]), np.array(d["rss"]["bytes"])
@@ -62,6 +67,7 @@ def recorded(d: dict[str, Any]) -> LeakVerdict:
         t,
         y,
         request_end_s=ends,
+        cpu=cpu_of(d),
         heap=heap_of(d),
         malloc_in_use=malloc_in_use_of(d),
         full_collection=d.get("full_collection"),
@@ -106,6 +112,7 @@ def live(d: dict[str, Any]) -> LeakVerdict:
         readings,
         readings[-1][0],
         work=work_of(d, t),
+        cpu=[(float(a), float(b)) for a, b in zip(cpu_of(d)[0] - t[0], cpu_of(d)[1], strict=True)],
         heap=heap,
         malloc_in_use=None if in_use is None else list(in_use),
         full_collection=None if full is None else {**full, "at_s": full["at_s"] - t[0]},
