@@ -504,8 +504,8 @@ def final_verdict(
     run = _judged_whole(
         detector, readings, slowed, (work, cpu), heap, malloc_in_use, full_collection
     )
-    if not (briefly or unanswered) and run.state != LEAK:
-        return v  # the live tests' answer stands unless the work says leak
+    if not (briefly or unanswered) and (run.state != LEAK or run.basis != "requests"):
+        return v  # the live tests' answer stands unless the requests say leak
     return replace(
         run,
         reason=f"{run.reason} (judged on the whole series{regime}: watched for "
