@@ -202,6 +202,37 @@ def test_a_rise_the_live_blocks_follow_by_a_tenth_is_a_leak_of_python_objects():
     assert v.state == "leak", v.reason
 
 
+def store_that_follows_the_load(keeps_climbing: bool = False):
+    """session_api.py's app_ttl under probe run (10 s, 2026-12-01): the store of the last
+    2 s of sessions fills over the first 6 s (longer on a slower host), then its size
+    moves with the request rate while RSS keeps setting new highs, 3 MB/s here (the
+    allocator keeps each high).
+    ``keeps_climbing``: the live blocks climb on instead, 3,000 a second (sessions kept)."""
+    t = np.arange(0.0, 10.0, 0.1)
+    rss = 200e6 + 3e6 * t + (np.arange(len(t)) % 3) * 1e4
+    rng = np.random.default_rng(11)
+    filled = np.minimum(t, 6.0) / 6.0
+    blocks = 150_000 + 150_000 * filled + rng.integers(-8_000, 8_000, len(t))
+    if keeps_climbing:
+        blocks = blocks + 3_000 * t
+    in_use = 150e6 + 10e6 * filled + rng.uniform(-0.3e6, 0.3e6, len(t))
+    return t, rss, (t, blocks), in_use
+
+
+def test_a_rise_whose_live_heap_paused_after_filling_is_undetermined_as_a_load_sized_heap():
+    t, rss, heap, in_use = store_that_follows_the_load()
+    v = judge_recorded(t, rss, heap=heap, malloc_in_use=in_use)
+    assert v.state == UNDETERMINED, v.reason
+    assert "what is alive did not keep climbing with it" in v.reason
+    assert "levels off" in v.settle
+
+
+def test_a_rise_whose_live_blocks_climb_in_both_halves_stays_a_leak():
+    t, rss, heap, in_use = store_that_follows_the_load(keeps_climbing=True)
+    v = judge_recorded(t, rss, heap=heap, malloc_in_use=in_use)
+    assert v.state == "leak", v.reason
+
+
 def garbage_in_cycles():
     """search_flask in a 6-s run: RSS, malloc's bytes and the live blocks all climbing
     together (connections and their page caches in reference cycles, no full collection
