@@ -630,11 +630,11 @@ def _against_a_pause_of_what_is_alive(
     request. Measured on ``session_api.py``'s ``app_ttl`` (sessions expire after 2 s) in
     10-s runs under ``probe run --load``: its floor crept ~5 MB after the store filled
     while the store's size moved +-10% with the request rate, and one CI run read
-    "rises steadily, 5.6 MB after warm-up" (2026-12-01); over 22 runs here neither
-    witness climbed in both halves, while each of the memory corpus's 34 leaking series
-    has one that does. ``native`` and ``python``: the judged part's (times, bytes in use)
-    and (times, allocated blocks). Too few readings in a half to tell: the verdict
-    stands."""
+    "rises steadily, 5.6 MB after warm-up" (2026-12-01); over 30 runs here (8 beside a
+    CPU hog) neither witness climbed in both halves, while each of the memory corpus's
+    34 leaking series has one that does. ``native`` and ``python``: the judged part's
+    (times, bytes in use) and (times, allocated blocks). Too few readings in a half to
+    tell: the verdict stands."""
     if verdict.state != LEAK:
         return verdict
     climbs = [_climbs_in_both_halves(*native, s), _climbs_in_both_halves(*python, s)]
