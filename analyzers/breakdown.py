@@ -35,6 +35,9 @@ Columns of ``stages``:
 ``gpu_util``       mean GPU utilisation (%) at the stage's samples (NaN: no GPU data)
 ``host_cpu_percent`` mean host CPU utilisation (%) at the stage's samples
 ``top_call``       the call most waited in, ``top_line`` the hottest on-CPU line
+``top_packages``   the packages whose code ran most of the on-CPU time, by the sampled
+                   leaf frames' files (``h11 35%, asyncio 30%, starlette 9%``): what
+                   ``<library>`` is, where no frame of the service's own code ran
 ``queued``         without spans, on a batch job's path: threads waiting on a lock in
                    the stage while it ran, on average (``analyzers.path``; 0 otherwise)
 =================  ===================================================================
@@ -60,7 +63,7 @@ from probe.analyzers.spantree import (
     latency_ns,
     request_mask,
 )
-from probe.analyzers.stacks import label_stacks
+from probe.analyzers.stacks import LIBRARY, UNKNOWN, label_stacks, package_of
 from probe.analyzers.tasks import loop_lag, loop_lag_notes, with_task_waits
 from probe.rundir.reader import Run
 from probe.rundir.schema import BLOCKING_REASONS, WAIT_REASONS
@@ -158,7 +161,7 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int]]:
     att["interval_cpu_ns"] = samples["cpu_ns"].to_numpy() if not samples.empty else []
     joined = att.merge(labels, on="stack_id", how="left")
     tasks = run.tables.get("task_samples", pd.DataFrame())
-    library = labels.loc[labels["user_function"] == "<library>", "stack_id"]
+    library = labels.loc[labels["user_function"] == LIBRARY, "stack_id"]
     kept, made = with_task_waits(joined, tasks, library)
     if not made.empty:  # the rows made for the loop's tasks, labelled by their stacks
         made = made.merge(labels, on="stack_id", how="left").assign(awaited=True)
@@ -171,7 +174,7 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int]]:
         joined[column] = joined[column].fillna(False).astype(bool) if column in joined else False
     for column in ("user_function", "location", "leaf_call", "function", "idle_role"):
         joined[column] = joined[column].fillna(
-            "" if column in ("leaf_call", "idle_role") else "<unknown>"
+            "" if column in ("leaf_call", "idle_role") else UNKNOWN
         )
     return _charged_to_their_tasks(joined), brief
 
@@ -189,7 +192,7 @@ def _charged_to_their_tasks(samples: pd.DataFrame) -> pd.DataFrame:
     task = samples["user_function"].where(~between).loc[order]
     by_thread = task.groupby(samples["thread_id"].loc[order])
     ran = by_thread.ffill().fillna(by_thread.bfill())
-    return samples.assign(user_function=ran.reindex(samples.index).fillna("<library>"))
+    return samples.assign(user_function=ran.reindex(samples.index).fillna(LIBRARY))
 
 
 def _idle_capacity(samples: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -302,9 +305,24 @@ def _sample_split(samples: pd.DataFrame, key: str) -> pd.DataFrame:
     if not busy.empty:
         hot = busy.groupby([key, "location"])["cpu_ns"].sum()
         out["top_line"] = hot.groupby(level=0).idxmax().map(lambda k: k[1])
+        out["top_packages"] = _top_packages(busy, key)
     else:
-        out["top_line"] = ""
-    return out.fillna({"top_call": "", "top_line": ""})
+        out["top_line"] = out["top_packages"] = ""
+    return out.fillna({"top_call": "", "top_line": "", "top_packages": ""})
+
+
+def _top_packages(busy: pd.DataFrame, key: str, most: int = 3) -> pd.Series:
+    """Per ``key``: its ``most`` packages by on-CPU time, with their shares of it."""
+    files = busy["filename"].fillna("").astype(str)
+    names = {f: package_of(f) for f in files.unique()}
+    cpu = busy.groupby([busy[key], files.map(names).rename("package")])["cpu_ns"].sum()
+    shares = cpu / cpu.groupby(level=0).transform("sum")
+
+    def words(of: pd.Series) -> str:
+        top = of.droplevel(0).sort_values(ascending=False).head(most)
+        return ", ".join(f"{name} {share:.0%}" for name, share in top.items())
+
+    return shares.groupby(level=0).apply(words)
 
 
 def _reading_at(table: pd.DataFrame, column: str, ts_ns: np.ndarray) -> np.ndarray:
@@ -525,7 +543,7 @@ def _on_the_path(
     path) the threads that ran the service's own code, summed, and None."""
     factors = critical_path(samples, main, round(1e9 / hz))
     if factors is None:
-        users = samples.loc[samples["user_function"] != "<library>", "thread_id"].unique()
+        users = samples.loc[samples["user_function"] != LIBRARY, "thread_id"].unique()
         return samples[samples["thread_id"].isin(users)], None
     queued = factors["waiters"].groupby(samples["user_function"]).sum()
     scaled = samples.assign(
@@ -640,6 +658,7 @@ _DEFAULTS: dict[str, Any] = {
     "host_cpu_percent": np.nan,
     "top_call": "",
     "top_line": "",
+    "top_packages": "",
     "queued": 0.0,
 }
 

@@ -46,6 +46,7 @@ from probe.analyzers.run_queue import (
     throttled_share,
     throttling_note,
 )
+from probe.analyzers.stacks import NOT_THE_SERVICE
 from probe.analyzers.vocabulary import kind_words, speedup_range_words, subkind_words
 from probe.rundir.reader import Run
 
@@ -477,6 +478,8 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
         return "Nothing to judge: the run recorded no stack samples and no spans."
     what = f"{primary.kind}/{primary.subkind}"
     where = f"`{primary.stage}`"
+    packages = primary.evidence.get("top_packages")
+    library = primary.stage in NOT_THE_SERVICE
     path = "request time" if bd.requests.count and bd.source == "spans" else "sampled time"
     if primary.share < THRESHOLDS.bottleneck_share:
         return (
@@ -487,6 +490,12 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
         f"{kind_words(primary.kind)} in {where} ({primary.share:.0%} of "
         f"{path}, {subkind_words(primary.subkind)})"
     )
+    if library:  # no frame of the service's own code: say whose code it is
+        text = (
+            f"{kind_words(primary.kind)} in library code, no frame of the service's own "
+            f"({where}, {primary.share:.0%} of {path}, {subkind_words(primary.subkind)}"
+            + (f"; its CPU in {packages})" if packages else ")")
+        )
     best = next((r for r in recs if r.id != "fix_leak"), None)
     if best is not None:
         ceiling = f"ceiling {best.ceiling:.1f}×" if math.isfinite(best.ceiling) else "no ceiling"
@@ -494,6 +503,8 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
         bounds = "; ".join(words for words in (stated, ceiling) if words)
         about = f"about {best.estimated_speedup:.1f}× faster ({bounds})"
         text += f". Best fix: {best.title[0].lower()}{best.title[1:]}, {about}"
+    elif library:
+        text += ": the server's or the libraries' own work, no code of the service's to change"
     return text + "." + _doubts_text(primary)
 
 

@@ -40,6 +40,7 @@ from probe.analyzers.breakdown import Breakdown
 from probe.analyzers.constants import constant
 from probe.analyzers.leaks.growth import what_holds
 from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, allowed_cores, stage_rows
+from probe.analyzers.stacks import NOT_THE_SERVICE
 
 __all__ = [
     "FIXES",
@@ -231,7 +232,9 @@ class Fix:
 
     ``finding_rule`` runs once per finding (a stage holding ``finding_share`` of the
     path) with that stage's breakdown row; ``run_rule`` once per run. Exactly one is set.
-    ``constants`` names the ``Model`` fields the rule uses."""
+    ``constants`` names the ``Model`` fields the rule uses. ``rewrites_stage``: the fix
+    is a change to the stage's own code, so it is proposed only for a stage that is the
+    service's (not ``stacks.NOT_THE_SERVICE``)."""
 
     id: str
     title: str  # ``{stage}`` is the stage it targets
@@ -241,6 +244,7 @@ class Fix:
     constants: tuple[str, ...] = ()
     finding_rule: FindingRule | None = None
     run_rule: RunRule | None = None
+    rewrites_stage: bool = False
 
     def __post_init__(self) -> None:
         if (self.finding_rule is None) == (self.run_rule is None):
@@ -704,6 +708,7 @@ FIXES: tuple[Fix, ...] = (
         scope="throughput",
         constants=("io_workers_max", "contention_cpu"),
         finding_rule=_concurrent_io,
+        rewrites_stage=True,
     ),
     Fix(
         id="vectorize_python",
@@ -720,6 +725,7 @@ FIXES: tuple[Fix, ...] = (
         scope="path",
         constants=("vectorize", "vectorize_least", "vectorize_most"),
         finding_rule=_vectorize_python,
+        rewrites_stage=True,
     ),
     Fix(
         id="dynamic_batching",
@@ -735,6 +741,7 @@ FIXES: tuple[Fix, ...] = (
         scope="throughput",
         constants=("batch",),
         finding_rule=_dynamic_batching,
+        rewrites_stage=True,
     ),
     Fix(
         id="multiprocess",
@@ -748,6 +755,7 @@ FIXES: tuple[Fix, ...] = (
         ),
         scope="throughput",
         finding_rule=_multiprocess,
+        rewrites_stage=True,
     ),
     Fix(
         id="reduce_lock_scope",
@@ -761,6 +769,7 @@ FIXES: tuple[Fix, ...] = (
         ),
         scope="path",
         finding_rule=_reduce_lock_scope,
+        rewrites_stage=True,
     ),
     Fix(
         id="fp16",
@@ -812,6 +821,7 @@ FIXES: tuple[Fix, ...] = (
         ),
         scope="path",
         finding_rule=_split_cpu_gpu_pipeline,
+        rewrites_stage=True,
     ),
     Fix(
         id="multi_instance",
@@ -899,8 +909,14 @@ def proposed(
     )
     recs: list[Recommendation] = []
     for finding, row in _staged_findings(ctx):
+        # A stage with no frame of the service's code (a server's loop and parser under
+        # ``python -m uvicorn``, a library's own thread) is no code to rewrite: uvicorn
+        # answering a route that does nothing read "Vectorise the Python loops in
+        # <library>: 5.5x" (h11's parser and asyncio's loop, tests/serving_corpus/
+        # stall_api.truth.md)
+        ours = finding.stage not in NOT_THE_SERVICE
         for fix in FIXES:
-            if fix.finding_rule is not None:
+            if fix.finding_rule is not None and (ours or not fix.rewrites_stage):
                 proposal = fix.finding_rule(ctx, finding, row)
                 if proposal is not None:
                     recs.append(fix.recommendation(proposal))

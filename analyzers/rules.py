@@ -496,6 +496,7 @@ def classify(bd: Breakdown, facts: RunFacts, t: Thresholds = THRESHOLDS) -> list
                 "sampled_s": round(float(row["sampled_s"]), 3),
                 "top_call": str(row["top_call"]),
                 "top_line": str(row["top_line"]),
+                "top_packages": str(row.get("top_packages", "")),
             }
         )
         findings.append(

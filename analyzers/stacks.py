@@ -47,7 +47,21 @@ from probe.analyzers.roles import (
 )
 from probe.rundir.schema import MODULE_CALL_FILE, MODULE_CALLS
 
-__all__ = ["is_library_file", "label_stacks"]
+__all__ = [
+    "LIBRARY",
+    "NOT_THE_SERVICE",
+    "UNKNOWN",
+    "is_library_file",
+    "label_stacks",
+    "package_of",
+]
+
+# The user function of a stack with no frame of the service's own code (a server's loop
+# under ``python -m uvicorn``, a thread a library started), and of one with no frame.
+LIBRARY = "<library>"
+UNKNOWN = "<unknown>"
+# Stages that are not the service's code: no fix there is a change the user can make.
+NOT_THE_SERVICE = (LIBRARY, UNKNOWN)
 
 # Owners of calls that run a numeric library's kernels (np.exp, torch.matmul, um.square).
 _TENSOR_OWNERS = ("np", "numpy", "torch", "F", "nn", "um", "umr", "jnp", "cp", "tf", "scipy")
@@ -65,6 +79,24 @@ def is_library_file(filename: str, library_paths: Iterable[str] = ()) -> bool:
     if any(marker in filename for marker in _LIBRARY_MARKERS):
         return True
     return any(filename.startswith(p.rstrip(os.sep) + os.sep) for p in library_paths if p)
+
+
+def package_of(filename: str) -> str:
+    """The top-level package or module a file belongs to: ``h11`` for
+    ``.../site-packages/h11/_state.py``, ``asyncio`` for the standard library's
+    ``.../lib/python3.11/asyncio/events.py``, ``os`` for ``<frozen os>``; a file of no
+    library, its own name (``app.py``)."""
+    if filename.startswith("<frozen "):
+        return filename[len("<frozen ") : -1].split(".")[0]
+    path = filename.replace(os.sep, "/")
+    for marker in ("/site-packages/", "/dist-packages/", "/lib/python3"):
+        if marker in path:
+            rest = path.rsplit(marker, 1)[1]
+            if marker == "/lib/python3":  # past the version's own folder
+                rest = rest.split("/", 1)[1] if "/" in rest else rest
+            head = rest.split("/", 1)[0]
+            return head[:-3] if head.endswith(".py") else head
+    return os.path.basename(path) or filename
 
 
 # Builtins that take nanoseconds: a sample on their call is the interpreter's loop, not
@@ -147,7 +179,7 @@ def _user_function(
     if user is None:  # the model's top: a model called from library code only
         user = first(ids[model:])
     if user is None:
-        return "<library>" if ids else "<unknown>"
+        return LIBRARY if ids else UNKNOWN
     ufn, ufile = by_id[user]
     return f"{ufn} ({os.path.basename(ufile)})"
 
@@ -174,7 +206,7 @@ def label_stacks(
         strict=True,
     ):
         ids = [int(f) for f in str(frame_ids).split(";") if f]
-        function, filename = by_id.get(ids[-1] if ids else -1, ("<unknown>", ""))
+        function, filename = by_id.get(ids[-1] if ids else -1, (UNKNOWN, ""))
         line = int(leaf_line) if pd.notna(leaf_line) else 0
         call = str(leaf_call)
         named = [by_id.get(f, ("", "")) for f in ids]
@@ -193,7 +225,7 @@ def label_stacks(
                 in_serving_loop(named),
                 waits_to_be_notified(function, filename),
                 enters_a_brief_lock(named, call),
-                user == "<library>" and in_pool_worker(named),
+                user == LIBRARY and in_pool_worker(named),
             )
         )
     flags = [c for c, t in _COLUMNS.items() if t == "bool"]

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from probe.analyzers.constants import constant
+from probe.analyzers.stacks import NOT_THE_SERVICE
 
 __all__ = ["AWAITED_IO", "LOOP_LAG", "LoopLag", "loop_lag", "loop_lag_notes", "with_task_waits"]
 
@@ -105,7 +106,7 @@ class LoopLag:
 
 LOOP_LAG = LoopLag()
 _LOOP_COLUMNS = ["readings", "lagged_share", "ready_mean", "busy_share", "gil_share", "busiest"]
-_NOT_THE_SERVICE = ("", "<library>", "<unknown>")
+_NOT_THE_SERVICE = ("", *NOT_THE_SERVICE)
 
 
 def loop_lag(loop_samples: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:

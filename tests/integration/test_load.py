@@ -208,3 +208,33 @@ def test_a_server_that_never_answers_is_a_timeout_not_a_resend():
 
     answer = asyncio.run(scenario())
     assert (answer.status, answer.error, answer.resent) == (0, "no answer in 0.2 s", False)
+
+
+def test_a_route_that_does_nothing_is_bound_in_library_code_with_no_rewrite_of_it_advised(
+    run_probe, tmp_path
+):
+    # truth (tests/serving_corpus/stall_api.truth.md, py-spy and /proc on the plain
+    # server): one core busy in h11, FastAPI, asyncio, uvicorn and Starlette, no frame of
+    # the service's own. It read "Vectorise the Python loops in <library>: 5.5x".
+    from probe.analyzers.recommendations import FIXES
+
+    port = free_port()
+    mix = tmp_path / "noop.toml"
+    mix.write_text(
+        f'url = "http://127.0.0.1:{port}"\nconcurrency = 8\nduration = 5\nwarmup = 1\n'
+        '[[request]]\npath = "/noop"\n'
+    )
+    r = run_probe(
+        "--load", mix, "-m", "uvicorn", "stall_api:app",
+        "--app-dir", str(CORPUS), "--port", str(port), "--log-level", "critical",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    d = json.loads((r.run_dir / "diagnosis.json").read_text())
+    primary = d["primary"]
+    assert (primary["kind"], primary["stage"]) == ("cpu", "<library>"), primary
+    assert "library code, no frame of the service's own" in primary["summary"]
+    finding = next(f for f in d["findings"] if f["stage"] == "<library>")
+    assert "h11" in finding["evidence"]["top_packages"]  # the truth's largest
+    rewrites = {fix.id for fix in FIXES if fix.rewrites_stage}
+    advised = {rec["id"] for rec in d["recommendations"]}
+    assert not advised & rewrites, d["recommendations"]

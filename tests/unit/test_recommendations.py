@@ -156,3 +156,58 @@ def test_blocking_calls_in_threads_get_the_thread_pool_sketch():
     rec = next(r for r in d.recommendations if r.id == "concurrent_io")
     assert "ThreadPoolExecutor(max_workers=" in rec.how and "# handle() calls download" in rec.how
     assert "asyncio.Semaphore" not in rec.how
+
+
+def _interpreting(b: RunBuilder, filename: str) -> None:
+    """One thread interpreting Python for the whole run, every frame in ``filename``
+    (a quarter of its time in a second file of the same kind: asyncio's loop beside h11)
+    but at its start, where the service's own module was imported (``app.py``)."""
+    parse = b.stack("serve", "handle_events", "next_event", filename=filename)
+    loop = b.stack(
+        "serve", "_run_once", filename=filename.replace("h11/_connection", "asyncio/events")
+    )
+    b.sample(1, 0.0, b.stack("<module>", filename="/srv/app.py"), cpu_ms=0.0)
+    for k in range(1, 141):
+        b.sample(1, 10.0 * k, parse if k % 4 else loop)
+    add_cpu(b, 1400.0, 1.0)
+
+
+def test_no_fix_rewrites_a_stage_that_is_library_code_and_the_verdict_names_the_packages(
+    tmp_path,
+):
+    # uvicorn answering a route that does nothing: every frame is uvicorn's, h11's or
+    # asyncio's, and the verdict read "Vectorise the Python loops in <library>: 5.5x"
+    # (tests/serving_corpus/stall_api.truth.md)
+    site = "/usr/lib/python3.11/site-packages/h11/_connection.py"
+    b = RunBuilder(duration_s=1.4)
+    _interpreting(b, site)
+    library = diagnose(load(b.write(tmp_path / "library")))
+    assert (library.primary["kind"], library.primary["stage"]) == ("cpu", "<library>")
+    rewrites = {fix.id for fix in FIXES if fix.rewrites_stage}
+    proposed = library.recommendations + library.minor_recommendations
+    assert "vectorize_python" in rewrites and not {r.id for r in proposed} & rewrites
+    summary = library.primary["summary"]
+    assert "library code, no frame of the service's own" in summary
+    assert "its CPU in h11 75%, asyncio 25%" in summary
+    # what is still the user's to change: more instances of the server, on the idle core
+    assert "Best fix: run one instance per core" in summary
+    # the same time in the service's own file is the service's to vectorise
+    b = RunBuilder(duration_s=1.4)
+    _interpreting(b, "/srv/h11/_connection.py")
+    own = diagnose(load(b.write(tmp_path / "own")))
+    assert own.primary["stage"] == "next_event (_connection.py)"
+    assert "vectorize_python" in {r.id for r in own.recommendations}
+    assert "library code" not in own.primary["summary"]
+
+
+def test_a_file_s_package_is_its_top_level_package_or_module():
+    from probe.analyzers.stacks import package_of
+
+    lib = "/root/.pyenv/versions/3.11.7/lib/python3.11"
+    assert package_of(f"{lib}/site-packages/h11/_state.py") == "h11"
+    assert package_of(f"{lib}/site-packages/six.py") == "six"
+    assert package_of(f"{lib}/asyncio/selector_events.py") == "asyncio"
+    assert package_of(f"{lib}/selectors.py") == "selectors"
+    assert package_of("/usr/lib/python3/dist-packages/yaml/reader.py") == "yaml"
+    assert package_of("<frozen os>") == "os"
+    assert package_of("/srv/service/app.py") == "app.py"
