@@ -74,11 +74,26 @@ def _patch_uvicorn(module: ModuleType) -> None:
 def _patch_uvicorn_cycle(module: ModuleType) -> None:
     """uvicorn's h11 and httptools protocols make a request's cycle once they have parsed
     its head, then start its task on the event loop: the instant goes in the scope, and
-    the middleware counts the wait for the task's first step (``routes.Phases``)."""
+    the middleware counts the wait for the task's first step (``routes.Phases``).
+
+    The cycle's task is also where an app loaded before ``install`` gets its request
+    spans: ``probe.watchdog.start()`` called from the app's module under ``python -m
+    uvicorn`` (uvicorn is loading it then) or from its lifespan (loaded by then), where
+    the patch of ``Config.load`` comes too late for the app it loads."""
+    from probe.serving.asgi import RequestSpans
     from probe.serving.routes import RECEIVED_KEY
 
     cycle = module.RequestResponseCycle
     init = cycle.__init__
+    run_asgi = cycle.run_asgi
+
+    @functools.wraps(run_asgi)
+    def run_asgi_with_request_spans(self: Any, app: Any) -> Any:
+        if not isinstance(app, RequestSpans):
+            app = RequestSpans(app)
+        return run_asgi(self, app)
+
+    cycle.run_asgi = run_asgi_with_request_spans
 
     @functools.wraps(init)
     def init_and_stamp(self: Any, *args: Any, **kwargs: Any) -> None:

@@ -8,8 +8,9 @@
 
 A daemon thread reads the process's own RSS every ``interval``, runs the live leak
 detector (``analyzers.leaks.LiveLeakDetector``), counts the requests the service finishes
-(``probe.request``: the axis a leak's retention is judged on at the end, as ``probe
-watch`` judges it), and on a leak logs one JSON line on the
+(``probe.request``, and each HTTP request of an app served by a server ``probe run``
+wraps, undecorated, as ``probe watch``'s agent counts them: the axis a leak's retention is
+judged on at the end), and on a leak logs one JSON line on the
 ``probe.watch`` logger, posts to the webhook and flips the Prometheus gauges; then it
 arms tracemalloc and, a snapshot later, sends what grows (``probe.leak.attribution``).
 Once started, nothing it does raises into the service: failures are logged. ``start``
@@ -134,7 +135,7 @@ def start(
     from probe.watchdog.limits import memory_limit
     from probe.watchdog.monitor import Monitor
     from probe.watchdog.session import alert_sinks
-    from probe.watchdog.work import RequestCounter
+    from probe.watchdog.work import RequestCounter, count_served_requests
 
     config = WatchConfig.build(
         interval=interval,
@@ -163,7 +164,10 @@ def start(
             # the requests it finishes (probe.request) are the leak's work axis, as probe
             # watch's agent counts them; none while another recorder (probe run) is in place
             work = RequestCounter()
-            tracker = SiteTracker(snapshot_s=config.snapshot_s, work=work if work.start() else None)
+            counted = work.start()
+            if counted:  # an undecorated served app's requests too, as the agent counts them
+                count_served_requests()
+            tracker = SiteTracker(snapshot_s=config.snapshot_s, work=work if counted else None)
             if config.traced_start_s > 0:
                 tracker.arm()
         monitor = Monitor.from_config(

@@ -50,7 +50,7 @@ from probe.atomicfile import write_atomic
 from probe.samplers.heap import full_collection_witness, malloc_in_use_reader, type_name
 from probe.samplers.ticker import CostBudget
 from probe.watchdog.formats import AttributionSnapshot, TracingState
-from probe.watchdog.work import RequestCounter, SharedCount, read_count
+from probe.watchdog.work import RequestCounter, SharedCount, count_served_requests, read_count
 
 __all__ = ["Agent", "AgentLink", "SiteTracker"]
 
@@ -358,23 +358,6 @@ class SiteTracker:
         return {type_name(t): n for t, n in counts.most_common(self._top_types)}
 
 
-def _count_served_requests() -> None:
-    """A served app's requests are its work too: the servers ``probe run`` wraps
-    (``probe.serving``: uvicorn, gunicorn, Werkzeug, hypercorn, waitress, Django's) are
-    wrapped here the same way as the service imports them, so each HTTP request is a
-    ``probe.request`` span, which the agent's counter counts. Without it an undecorated
-    app's leak is judged against time: a login API keeping 9 KB a session under bursts of
-    load read "no significant upward trend" under ``probe watch`` where ``probe run`` read
-    9.3 KB a request (tests/memory_corpus/services/session_api.py). A server that cannot be
-    patched leaves the service as it is (``probe.serving.hooks``)."""
-    try:
-        from probe import serving
-
-        serving.install()
-    except Exception:  # noqa: BLE001 -- the service runs on unwrapped; time is the axis
-        pass
-
-
 class Agent:
     """Runs a ``SiteTracker`` in a child process, driven through files in ``directory``.
 
@@ -406,7 +389,7 @@ class Agent:
         except OSError:
             self._counter = None  # no work axis: the watcher judges against time
         if self._counter is not None:
-            _count_served_requests()
+            count_served_requests()
         try:
             self._heap = SharedCount(self.directory / "blocks")
             self._heap.set(sys.getallocatedblocks())

@@ -539,3 +539,74 @@ def test_a_served_app_s_requests_are_its_work_axis_so_a_leak_under_bursts_is_cau
     else:
         assert proc.returncode != 3, stderr
         assert verdict["state"] != "leak", verdict["reason"]
+
+
+# where a service starts its watchdog: in its module (uvicorn is loading it then: 0.54's
+# `python -m uvicorn` loads it once to check it, and again through Config.load), or when
+# the app starts serving (its lifespan: the app is loaded, and each connection's protocol
+# takes it as it is, so only the cycle's task can wrap it)
+_AT_IMPORT = """
+import atexit, json, sys
+import probe.watchdog
+
+probe.watchdog.start()  # at defaults: a life of seconds is judged at stop()
+sys.path.insert(0, {sessions!r})
+from session_api import app  # noqa: E402
+
+def _last_word():
+    with open({verdict!r}, "w") as f:
+        json.dump(probe.watchdog.stop(), f)
+
+atexit.register(_last_word)  # after uvicorn's stop, the store still held
+"""
+_IN_LIFESPAN = """
+import json, sys
+from contextlib import asynccontextmanager
+import probe.watchdog
+
+sys.path.insert(0, {sessions!r})
+from session_api import app  # noqa: E402
+
+@asynccontextmanager
+async def lifespan(_app):
+    probe.watchdog.start()
+    yield
+    with open({verdict!r}, "w") as f:
+        json.dump(probe.watchdog.stop(), f)
+
+app.router.lifespan_context = lifespan
+"""
+
+
+@pytest.mark.parametrize("started", [_AT_IMPORT, _IN_LIFESPAN], ids=["at-import", "in-lifespan"])
+def test_the_in_process_watchdog_counts_an_undecorated_app_s_requests_under_uvicorn(
+    tmp_path, started
+):
+    # the same leaking login API, its requests counted through probe's middleware as
+    # probe watch's agent counts them, so that the leak is judged per login as probe watch
+    # and probe run judge it. Before, the in-process watchdog counted @probe.request
+    # alone: this app's logins were not its work axis, and it judged them in time
+    port = free_port()
+    verdict_file = tmp_path / "verdict.json"
+    source = started.format(sessions=str(SESSIONS), verdict=str(verdict_file))
+    (tmp_path / "watched_sessions.py").write_text(source)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "watched_sessions:app", "--app-dir", str(tmp_path),
+         "--port", str(port), "--log-level", "critical"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _listening(port, proc)
+        logins = _serve_in_bursts(port)
+        proc.send_signal(signal.SIGINT)  # uvicorn's own stop
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr
+    verdict = json.loads(verdict_file.read_text())
+    assert logins > 500
+    assert verdict["basis"] == "requests", verdict["reason"]
+    assert verdict["state"] == "leak", verdict["reason"]
+    assert 6_800 < verdict["bytes_per_request"] < 11_300, verdict  # 9.0 KB, within 25%
