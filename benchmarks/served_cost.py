@@ -1,0 +1,124 @@
+"""Throughput a served app keeps under `probe run`, beside py-spy's, on a real server.
+
+A FastAPI route served by uvicorn (``tests/serving_corpus/stall_api.py``; ``/noop``
+answers at once, so the server's and the framework's own work per request is all there
+is: the case where a per-request cost of the profiler shows most) is driven by ``probe
+load`` (closed loop, its own process) for ``--duration`` seconds after a 1-s warm-up, run
+three ways in each round, in a shuffled order: plain, under ``py-spy record -r 100``
+(the reference's external sampler at 100 Hz, launching the server), and under ``probe
+run --no-report`` (the in-run cost; the verdict comes after the load and is
+``overhead.py``'s business). Printed: each round's requests a second each way, then per
+way the median of its rounds' ratios to plain -- ratios of runs made side by side, since
+this machine kind moves by a fifth between minutes.
+
+    python benchmarks/served_cost.py [--rounds 5] [--duration 6] [--route /noop]
+    python benchmarks/served_cost.py -- --no-http-spans     # probe run's own options
+
+The load generator shares the two cores with the server (and with probe's helper
+process): what a client on this host sees, not a server's throughput alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+APP_DIR = REPO / "tests" / "serving_corpus"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise SystemExit(f"the server on port {port} never listened")
+
+
+def served(cmd: list[str], port: int, route: str, clients: int, duration: float) -> float:
+    """Start ``cmd`` (a server on ``port``), load it, stop it; its requests a second."""
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        _listening(port, proc)
+        load = subprocess.run(
+            [sys.executable, "-m", "probe.cli", "load", f"http://127.0.0.1:{port}{route}",
+             "-c", str(clients), "-d", str(duration), "--warmup", "1", "--json"],
+            capture_output=True, text=True, check=True, timeout=duration + 120,
+        )  # fmt: skip
+        return float(json.loads(load.stdout)["total"]["throughput_per_s"])
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)  # uvicorn's own stop (py-spy passes it on)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--duration", type=float, default=6.0, help="seconds of load a run")
+    p.add_argument("--clients", type=int, default=8)
+    p.add_argument("--route", default="/noop", help="stall_api's route (default /noop)")
+    p.add_argument("probe_args", nargs="*", help="after --: options for probe run")
+    args = p.parse_args()
+    py_spy = shutil.which("py-spy")
+    if py_spy is None:
+        print("py-spy not found (pip install '.[bench]'): probe's ratio only")
+    ratios: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(1, args.rounds + 1):
+            ways = ["plain", "probe"] + (["py-spy"] if py_spy else [])
+            random.shuffle(ways)
+            rates: dict[str, float] = {}
+            for way in ways:
+                port = _free_port()
+                plain = [sys.executable, "-m", "uvicorn", "stall_api:app", "--app-dir",
+                         str(APP_DIR), "--port", str(port), "--log-level", "critical"]  # fmt: skip
+                cmd = {
+                    "plain": plain,
+                    "py-spy": [str(py_spy), "record", "-r", "100", "-f", "raw", "-o",
+                               f"{tmp}/py-spy-{k}.txt", "--", *plain],
+                    "probe": [sys.executable, "-m", "probe.cli", "run", "--no-report",
+                              "--out", f"{tmp}/run-{k}", *args.probe_args, "-m", *plain[2:]],
+                }[way]  # fmt: skip
+                rates[way] = served(cmd, port, args.route, args.clients, args.duration)
+            for way in rates:
+                ratios.setdefault(way, []).append(rates[way] / rates["plain"])
+            print(f"round {k}: " + ", ".join(f"{w} {rates[w]:.0f}/s" for w in sorted(rates)))
+    for way in sorted(ratios):
+        if way != "plain":
+            kept = ratios[way]
+            print(
+                f"{way}: keeps {statistics.median(kept):.3f} of plain's requests a second "
+                f"(rounds {min(kept):.3f}-{max(kept):.3f})"
+            )
+
+
+if __name__ == "__main__":
+    main()
