@@ -486,15 +486,16 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
             f"No dominant bottleneck: the largest stage, {where}, takes {primary.share:.0%} "
             f"of {path} ({what}, {subkind_words(primary.subkind)})." + _doubts_text(primary)
         )
-    text = (
-        f"{kind_words(primary.kind)} in {where} ({primary.share:.0%} of "
-        f"{path}, {subkind_words(primary.subkind)})"
-    )
     if library:  # no frame of the service's own code: say whose code it is
         text = (
             f"{kind_words(primary.kind)} in library code, no frame of the service's own "
             f"({where}, {primary.share:.0%} of {path}, {subkind_words(primary.subkind)}"
             + (f"; its CPU in {packages})" if packages else ")")
+        )
+    else:
+        text = (
+            f"{kind_words(primary.kind)} in {where} ({primary.share:.0%} of "
+            f"{path}, {subkind_words(primary.subkind)})"
         )
     best = next((r for r in recs if r.id != "fix_leak"), None)
     if best is not None:

@@ -89,7 +89,7 @@ def package_of(filename: str) -> str:
     if filename.startswith("<frozen "):
         return filename[len("<frozen ") : -1].split(".")[0]
     path = filename.replace(os.sep, "/")
-    for marker in ("/site-packages/", "/dist-packages/", "/lib/python3"):
+    for marker in _LIBRARY_MARKERS:  # installed packages first, then the standard library
         if marker in path:
             rest = path.rsplit(marker, 1)[1]
             if marker == "/lib/python3":  # past the version's own folder
