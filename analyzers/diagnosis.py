@@ -505,7 +505,7 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
         about = f"about {best.estimated_speedup:.1f}× faster ({bounds})"
         text += f". Best fix: {best.title[0].lower()}{best.title[1:]}, {about}"
     elif library:
-        text += ": the server's or the libraries' own work, no code of the service's to change"
+        text += ": time in the server's or the libraries' own code, none of the service's to change"
     return text + "." + _doubts_text(primary)
 
 
