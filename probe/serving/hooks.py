@@ -77,9 +77,10 @@ def _patch_uvicorn_cycle(module: ModuleType) -> None:
     the middleware counts the wait for the task's first step (``routes.Phases``).
 
     The cycle's task is also where an app loaded before ``install`` gets its request
-    spans: ``probe.watchdog.start()`` called from the app's module under ``python -m
-    uvicorn`` (uvicorn is loading it then) or from its lifespan (loaded by then), where
-    the patch of ``Config.load`` comes too late for the app it loads."""
+    spans: ``probe.watchdog.start()`` called from the app's lifespan (loaded by then; each
+    connection's protocol holds it as loaded), or from its module where the server loads
+    it once, while the patch of ``Config.load`` comes too late for that load (uvicorn
+    0.54's ``python -m uvicorn`` loads it twice: to check it, then through ``load``)."""
     from probe.serving.asgi import RequestSpans
     from probe.serving.routes import RECEIVED_KEY
 
