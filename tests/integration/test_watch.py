@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -500,6 +501,23 @@ def _listening(port: int, proc: subprocess.Popen[str], timeout: float = 60) -> N
     raise AssertionError("the app never listened")
 
 
+def _bursts_then_stop(
+    proc: subprocess.Popen[str], port: int, stop: Callable[[], None]
+) -> tuple[int, str]:
+    """Serve ``proc``'s app in bursts once it listens, ``stop`` it (uvicorn's own Ctrl-C),
+    and wait for it (killed if anything failed on the way); (logins, its stderr)."""
+    try:
+        _listening(port, proc)
+        logins = _serve_in_bursts(port)
+        stop()
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return logins, stderr
+
+
 @pytest.mark.parametrize(
     ("app", "leaks"),
     [("session_api:app", True), ("session_api:app_ttl", False)],
@@ -520,16 +538,12 @@ def test_a_served_app_s_requests_are_its_work_axis_so_a_leak_under_bursts_is_cau
                   "--log-level", "critical"),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    try:
-        _listening(port, proc)
-        logins = _serve_in_bursts(port)
+
+    def stop() -> None:  # the watched uvicorn, a child of probe watch
         for child in psutil.Process(proc.pid).children():
-            child.send_signal(signal.SIGINT)  # uvicorn's own stop
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+            child.send_signal(signal.SIGINT)
+
+    logins, stderr = _bursts_then_stop(proc, port, stop)
     verdict = json.loads((out / "leak.json").read_text())["verdict"]
     assert logins > 500
     if leaks:
@@ -595,15 +609,7 @@ def test_the_in_process_watchdog_counts_an_undecorated_app_s_requests_under_uvic
          "--port", str(port), "--log-level", "critical"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    try:
-        _listening(port, proc)
-        logins = _serve_in_bursts(port)
-        proc.send_signal(signal.SIGINT)  # uvicorn's own stop
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    logins, stderr = _bursts_then_stop(proc, port, lambda: proc.send_signal(signal.SIGINT))
     assert proc.returncode == 0, stderr
     verdict = json.loads(verdict_file.read_text())
     assert logins > 500
