@@ -10,7 +10,9 @@ concurrent I/O.
 16 workers, the count the diagnosis recommends. ``--compressed`` is a second, separate
 fix: ask for the quarter-size, zlib-compressed image (``?small=1``), which decode inflates.
 Measured on this machine class under ``probe run`` (150 requests): ~26 images/s
-sequential, ~310 fixed (11.9x); the diagnosis of the default run predicted 14x.
+sequential, ~310 fixed (11.9x); the diagnosis of the default run predicted 14x. Without
+probe (2026-12-02, three pairs, 600 requests fixed): ~26 sequential, ~350-370 fixed
+(13.5-14.3x), against 12.9x predicted: probe costs the 16 threads more than the one.
 
     python sample_services/image_io_bound.py [--requests N] [--fixed] [--compressed]
 """
