@@ -10,7 +10,8 @@ where installed, under ``py-spy record -r 100``. The service prints its own thro
 figure is each arm's median over the plain runs' median, with the pairs' range, and
 probe's stack-sampler ticks and their mean interval from meta.json.
 
-    python benchmarks/many_threads_cost.py [--rounds 8] [--requests 600]
+    python benchmarks/many_threads_cost.py [--rounds 8] [--requests 600] [--no-py-spy]
+        [--extra FLAGS ...]
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def throughput(cmd: list[str]) -> float:
     return float(found.group(1))
 
 
-def arms(requests: int, tmp: Path, py_spy: str | None) -> dict[str, list[str] | None]:
+def arms(
+    requests: int, tmp: Path, py_spy: str | None, extra: list[str]
+) -> dict[str, list[str] | None]:
     service = [str(SAMPLE), "--requests", str(requests), "--fixed"]
     probe = [sys.executable, "-m", "probe.cli", "run", "--no-report", "--out"]
     commands: dict[str, list[str] | None] = {
@@ -47,6 +50,8 @@ def arms(requests: int, tmp: Path, py_spy: str | None) -> dict[str, list[str] | 
         + service,
         "py-spy -r 100": None,
     }
+    for i, flags in enumerate(extra):  # more arms: `probe run` with these flags
+        commands[f"probe {flags}"] = [*probe, str(tmp / f"extra-{i}"), *flags.split(), *service]
     if py_spy:
         raw = str(tmp / "py-spy.txt")
         commands["py-spy -r 100"] = [py_spy, "record", "-r", "100", "-f", "raw", "-o", raw]
@@ -64,19 +69,29 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--requests", type=int, default=600)
+    p.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="FLAGS",
+        help="one more arm: `probe run` with these flags (e.g. '--switch-interval 0'); repeatable",
+    )
+    p.add_argument("--no-py-spy", action="store_true", help="leave py-spy's arm out")
     args = p.parse_args()
     rates: dict[str, list[float]] = {}
     ticks: dict[str, list[tuple[int, float]]] = {"probe": [], "probe --sampler-share 0": []}
+    py_spy = None if args.no_py_spy else shutil.which("py-spy")
     with tempfile.TemporaryDirectory() as tmp:
         commands = {
-            k: v for k, v in arms(args.requests, Path(tmp), shutil.which("py-spy")).items() if v
+            k: v for k, v in arms(args.requests, Path(tmp), py_spy, args.extra).items() if v
         }
         for _ in range(args.rounds):
             order = list(commands)
             random.shuffle(order)
             for name in order:
-                for run_dir in (Path(tmp) / "paced", Path(tmp) / "fixed-rate"):
-                    shutil.rmtree(run_dir, ignore_errors=True)
+                for run_dir in Path(tmp).iterdir():
+                    if run_dir.is_dir():
+                        shutil.rmtree(run_dir, ignore_errors=True)
                 rates.setdefault(name, []).append(throughput(commands[name]))
                 if name in ticks:
                     run_dir = Path(tmp) / ("paced" if name == "probe" else "fixed-rate")
