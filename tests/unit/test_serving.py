@@ -314,3 +314,34 @@ def test_a_django_class_based_view_is_found_by_the_request_s_verb():
     assert handler is not None and handler[1].endswith("_ClassView.get")
     _, fallback = django_route(_Match("v/", _as_view()), "DELETE")
     assert fallback is not None and fallback[1].endswith("_ClassView.dispatch")
+
+
+def test_a_handler_s_location_is_read_once_and_an_unhashable_one_each_time(monkeypatch):
+    from probe.serving import routes
+
+    unwrapped = []
+
+    def counting_unwrap(function):
+        unwrapped.append(function)
+        return function
+
+    monkeypatch.setattr(routes.inspect, "unwrap", counting_unwrap)
+
+    def endpoint():  # a fresh function: no earlier request has read it
+        pass
+
+    class Unhashable:  # __eq__ without __hash__: a callable the cache cannot key
+        def __eq__(self, other):
+            return False
+
+        def __call__(self):
+            pass
+
+    first_line = endpoint.__code__.co_firstlineno
+    for _ in range(3):
+        assert routes.code_location(endpoint) == (f"{__file__}:{first_line}", endpoint.__qualname__)
+    assert unwrapped == [endpoint]
+    handler = Unhashable()
+    for _ in range(2):
+        assert routes.code_location(handler)[0].startswith(f"{__file__}:")
+    assert unwrapped == [endpoint, handler, handler]
