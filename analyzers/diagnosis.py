@@ -516,9 +516,14 @@ def _doubts_text(primary: Finding) -> str:
         return ""
     # a longer run on a host busy with other work measures the same mix again
     alone = bool(primary.evidence.get("without_other_load"))
+    # a stage that both computes and waits measures the same split however long it runs
+    mixed = bool(primary.evidence.get("mixed_with"))
+    others = len(doubts) - mixed
     settle = "a run on cores of its own (an idle host, or a `taskset` away from the other load)"
-    if len(doubts) > alone:
+    if others > alone:
         settle = f"a longer run{', on cores of its own' if alone else ''}"
+    elif others == 0:
+        settle = ""
     if primary.evidence.get("ticks_taken") is not None:  # the sampler waited for the GIL
         settle += (
             ", `--switch-interval 0.0001` (the default: the GIL comes to the sampler within "
@@ -528,6 +533,14 @@ def _doubts_text(primary: Finding) -> str:
         settle += ", or `@probe.stage` on the two stages for their exact times"
     elif primary.evidence.get("ticks_taken") is not None:
         settle += ", or `@probe.stage` for exact stage times"
+    if mixed and primary.stage not in NOT_THE_SERVICE:  # library code: no call of its to mark
+        split = (
+            "`@probe.stage` on the stage's waiting call and on its computation apart (each "
+            "part then reads as one kind)"
+        )
+        settle = f"{settle}, or {split}" if settle else split
+    if not settle:
+        return f" Confidence {primary.confidence:.0%}: {'; '.join(doubts)}."
     return f" Confidence {primary.confidence:.0%}: {'; '.join(doubts)}. To settle it: {settle}."
 
 

@@ -595,6 +595,11 @@ def with_doubts(
         factor, doubts = _runner_up_doubts(primary, runner, n, t)
         if doubts:
             extra["runner_up"] = runner.stage
+    mixed_factor, mixed_with, mixed = _mixed_stage_doubt(primary, t)
+    if mixed:
+        factor *= mixed_factor
+        doubts.append(mixed)
+        extra["mixed_with"] = mixed_with
     if primary.kind == "cpu" and facts.process_cores > 0:
         cpu = float(primary.evidence.get("python", 0.0)) + float(
             primary.evidence.get("native", 0.0)
@@ -645,6 +650,43 @@ def _runner_up_doubts(
             f"the sampling error of {n:,.0f} samples"
         )
     return max(lead / t.clear_lead, 0.1), doubts
+
+
+def _mixed_stage_doubt(primary: Finding, t: Thresholds) -> tuple[float, str, str]:
+    """The confidence factor, the rival part and the doubt where another kind of cause
+    nearly matches, inside the primary's own stage, the part its kind names: a stage
+    58% on a CPU and 39% waiting on the network is neither plainly CPU- nor I/O-bound.
+    Its lead is held to ``clear_lead`` as a runner-up stage's is (Amdahl: a rival at half
+    the leader's time leaves which to fix first open). The kind is chosen by the single
+    largest part (``_stage_kind``), so where two are close it flips between runs: Flask
+    under gunicorn's sync worker on a do-nothing route read io/network at 74% in one run
+    and cpu/native at 82% in the next (README, "Library code"; the worker 0.66 of a core
+    by /proc). Only CPU and I/O verdicts: a lock's serialised waiters and a GPU's waits
+    are read by rules of their own. The GIL's waits rival nothing here: they are other
+    threads' CPU (``_stage_kind`` leaves them out where the stage does not hold the GIL)."""
+    if primary.kind not in ("cpu", "io") or primary.rule == "gpu_sync_without_gpu":
+        return 1.0, "", ""
+    part = {k: float(primary.evidence.get(k, 0.0) or 0.0) for k in ("python", "native", *WAITS)}
+    cpu = part["python"] + part["native"]
+    waits = {k: v for k, v in part.items() if k in WAITS and k != "gil"}
+    if primary.kind == "cpu":
+        own, own_words = cpu + (part["gil"] if primary.subkind == "gil" else 0.0), "on a CPU"
+        rivals = waits
+    else:
+        own, own_words = part.get(primary.subkind, 0.0), subkind_words(primary.subkind)
+        rivals = {"cpu": cpu, **{k: v for k, v in waits.items() if k != primary.subkind}}
+    if own <= 0 or not rivals:
+        return 1.0, "", ""
+    rival = max(rivals, key=lambda k: rivals[k])
+    lead = (own - rivals[rival]) / own
+    if lead >= t.clear_lead:
+        return 1.0, "", ""
+    words = "on a CPU" if rival == "cpu" else subkind_words(rival)
+    doubt = (
+        f"`{primary.stage}` spends {rivals[rival]:.0%} of its time {words} against "
+        f"{own:.0%} {own_words}: either could be what limits it"
+    )
+    return max(lead / t.clear_lead, 0.1), rival, doubt
 
 
 # A runner-up at this share of the leader's or more "takes nearly as much": a wording,

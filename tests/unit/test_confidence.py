@@ -131,3 +131,59 @@ def test_a_run_whose_sampler_missed_most_ticks_says_what_would_settle_it(tmp_pat
     summary = Verdict.from_diagnosis(d).summary
     assert "the stack sampler took 25% of the ticks it was due" in summary, summary
     assert "`--switch-interval 0.0001`" in summary and "`@probe.stage`" in summary
+
+
+def test_a_stage_nearly_as_much_waiting_as_on_a_cpu_is_not_confidently_cpu_bound():
+    # gunicorn's sync worker on a do-nothing route: 58% on a CPU, 39% waiting on the
+    # network for its clients; the next run of the same case read io/network
+    top = with_doubts(
+        finding("<library>", 0.98, 30.0, python=0.11, native=0.47, network=0.39), [],
+        RunFacts(cpu_count=2, process_cores=0.66),
+    )  # fmt: skip
+    assert top.evidence["doubts"] == [
+        "`<library>` spends 39% of its time waiting on the network against 58% on a CPU: "
+        "either could be what limits it"
+    ]
+    assert top.evidence["mixed_with"] == "network"
+    # the lead (0.58 - 0.39) / 0.58 = 0.33, against clear_lead 0.5
+    assert top.confidence == pytest.approx(0.9 * 0.33 / 0.5, abs=0.01)
+
+
+def test_an_io_verdict_on_a_stage_mostly_on_a_cpu_keeps_little_confidence():
+    # the single largest part names the kind: network 45% beats native 40%, yet the
+    # stage is 55% on a CPU
+    io = Finding(
+        kind="io", subkind="network", stage="fetch", share=0.9, confidence=0.8,
+        rule="wait_network",
+        evidence={"sampled_s": 30.0, "python": 0.15, "native": 0.40, "network": 0.45},
+    )  # fmt: skip
+    top = with_doubts(io, [], RunFacts(cpu_count=2, process_cores=0.6))
+    assert top.confidence == pytest.approx(0.08)  # the floor: 0.1 of its own
+    assert top.evidence["doubts"] == [
+        "`fetch` spends 55% of its time on a CPU against 45% waiting on the network: "
+        "either could be what limits it"
+    ]
+
+
+def test_waits_for_the_gil_or_a_minor_wait_do_not_make_a_stage_mixed():
+    # other threads' CPU, not a rival cause; and a wait under half the CPU's time
+    for parts in ({"python": 0.55, "gil": 0.40}, {"python": 0.70, "network": 0.30}):
+        top = finding("loop", 0.95, 30.0, **parts)
+        assert with_doubts(top, [], RunFacts(cpu_count=2, process_cores=0.7)) == top
+
+
+def test_a_mixed_stage_is_settled_by_marking_its_parts_not_by_a_longer_run():
+    from probe.analyzers.diagnosis import _doubts_text
+
+    parts = {"python": 0.20, "native": 0.30, "disk": 0.45}
+    facts = RunFacts(cpu_count=2, process_cores=0.5)
+    own = with_doubts(finding("load_batch", 0.9, 30.0, **parts), [], facts)
+    said = _doubts_text(own)
+    assert "either could be what limits it" in said and "a longer run" not in said
+    assert said.endswith(
+        "To settle it: `@probe.stage` on the stage's waiting call and on its computation "
+        "apart (each part then reads as one kind)."
+    )
+    # in library code there is no call of the service's to mark: the doubt stands alone
+    library = with_doubts(finding("<library>", 0.9, 30.0, **parts), [], facts)
+    assert _doubts_text(library).endswith("either could be what limits it.")
