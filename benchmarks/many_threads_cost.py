@@ -74,7 +74,8 @@ def main() -> int:
         action="append",
         default=[],
         metavar="FLAGS",
-        help="one more arm: `probe run` with these flags (e.g. '--switch-interval 0'); repeatable",
+        help="one more arm: `probe run` with these flags, repeatable: --extra '--hz 10' (a "
+        "space in it), or --extra=--no-http-spans (one flag alone needs the '=')",
     )
     p.add_argument("--no-py-spy", action="store_true", help="leave py-spy's arm out")
     args = p.parse_args()
