@@ -539,9 +539,8 @@ def _doubts_text(primary: Finding) -> str:
             "part then reads as one kind)"
         )
         settle = f"{settle}, or {split}" if settle else split
-    if not settle:
-        return f" Confidence {primary.confidence:.0%}: {'; '.join(doubts)}."
-    return f" Confidence {primary.confidence:.0%}: {'; '.join(doubts)}. To settle it: {settle}."
+    to_settle = f" To settle it: {settle}." if settle else ""
+    return f" Confidence {primary.confidence:.0%}: {'; '.join(doubts)}.{to_settle}"
 
 
 def _run_block(
