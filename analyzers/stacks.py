@@ -51,6 +51,8 @@ __all__ = [
     "LIBRARY",
     "NOT_THE_SERVICE",
     "UNKNOWN",
+    "callers_of",
+    "in_comprehension",
     "is_library_file",
     "label_stacks",
     "package_of",
@@ -230,3 +232,59 @@ def label_stacks(
         )
     flags = [c for c, t in _COLUMNS.items() if t == "bool"]
     return pd.DataFrame(rows, columns=list(_COLUMNS)).astype(dict.fromkeys(flags, bool))
+
+
+def callers_of(
+    stacks: pd.DataFrame, frames: pd.DataFrame, stage: str, library_paths: Iterable[str] = ()
+) -> frozenset[str]:
+    """``name (file.py)`` of the service's own functions that call ``stage`` (a
+    ``name (file.py)`` of ``label_stacks``) directly in some stack: the first frame of the
+    service's code outward from the stage's outermost frame (comprehensions count as the
+    function that wrote them; recursion is the stage's own)."""
+    if stacks.empty or frames.empty:
+        return frozenset()
+    paths = tuple(library_paths)
+    labels = {
+        int(fid): (
+            f"{fn} ({os.path.basename(str(fname or ''))})",
+            is_library_file(str(fname or ""), paths) or str(fn).endswith(_INLINE_SCOPES),
+        )
+        for fid, fn, fname in zip(
+            frames["frame_id"], frames["function"], frames["filename"], strict=True
+        )
+    }
+    found: set[str] = set()
+    for frame_ids in stacks["frame_ids"].fillna(""):
+        named = [labels.get(int(f), ("", True)) for f in str(frame_ids).split(";") if f]
+        at = next((i for i, (label, _) in enumerate(named) if label == stage), None)
+        if at is None:
+            continue
+        outward = (label for label, library in reversed(named[:at]) if not library)
+        caller = next((label for label in outward if label != stage), None)
+        if caller is not None:
+            found.add(caller)
+    return frozenset(found)
+
+
+def in_comprehension(
+    stacks: pd.DataFrame, frames: pd.DataFrame, library_paths: Iterable[str] = ()
+) -> frozenset[int]:
+    """The stacks whose deepest frame of the service's own code is a comprehension or a
+    generator expression: a loop over items, where ``label_stacks`` charges the function
+    that wrote it (``analyzers.batching.glue_share`` tells the two apart)."""
+    if stacks.empty or frames.empty:
+        return frozenset()
+    paths = tuple(library_paths)
+    own = {
+        int(fid): (str(fn).endswith(_INLINE_SCOPES), is_library_file(str(fname or ""), paths))
+        for fid, fn, fname in zip(
+            frames["frame_id"], frames["function"], frames["filename"], strict=True
+        )
+    }
+    found = set()
+    for sid, frame_ids in zip(stacks["stack_id"], stacks["frame_ids"].fillna(""), strict=True):
+        ids = [int(f) for f in str(frame_ids).split(";") if f]
+        deepest = next((f for f in reversed(ids) if not own.get(f, (False, True))[1]), None)
+        if deepest is not None and own[deepest][0]:
+            found.add(int(sid))
+    return frozenset(found)

@@ -71,8 +71,16 @@ def _against_lines(against: dict[str, Any] | None, predicted: dict[str, Any] | N
         figure = f"{against['throughput_per_s']:.1f}/s → {predicted['throughput_per_s']:.1f}/s"
     else:
         figure = f"job {against['wall_s']:.2f} s → {predicted['wall_s']:.2f} s"
-    return [
+    lines = [
         f"  {against['run']}: {figure} predicted ({predicted['speedup']:.2f}×; "
         f"`{against['stage']}` is {against['share']:.0%} of its path at batch "
         f"{against['run_batch']})"
     ]
+    around, floor = against.get("glue_from") or [], predicted.get("floor_speedup")
+    if around and floor is not None:
+        names = ", ".join(f"`{n}`" for n in around)
+        lines.append(
+            f"  {names} around the call ({against['glue_share']:.0%} of the run) counted once "
+            f"a batch: {floor:.2f}× if that work is per request"
+        )
+    return lines

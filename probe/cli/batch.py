@@ -167,17 +167,38 @@ def _against(run_dir: Path | None, stage: str, run_batch: int) -> dict[str, Any]
     except LookupError as e:
         raise ProbeError(f"{run_dir}: {e}; name it with --stage") from None
     served = d.breakdown.requests.count > 0
+    # a batch job's loop around the call runs once a call (analyzers.batching); a served
+    # request runs its handler whatever the batch, and spans time their stage exactly
+    glue, around = (0.0, []) if served or d.breakdown.source == "spans" else _glue(run, d, name)
     return {
         "share_from": d.breakdown.source,
         "stacks_at_tick": _stacks_at_tick(run.meta),
         "run": str(run_dir.resolve()),
         "stage": name,
         "share": round(share, 6),
+        "glue_share": round(glue, 6),
+        "glue_from": around,
         "run_batch": run_batch,
         "basis": "throughput" if served else "job",
         "throughput_per_s": d.run.get("throughput_per_s") if served else None,
         "wall_s": None if served else d.run.get("wall_s"),
     }
+
+
+def _glue(run: Any, d: Any, stage: str) -> tuple[float, list[str]]:
+    """The stage's callers' own share of the run while it was called, and their names."""
+    from probe.analyzers.batching import glue_share
+    from probe.analyzers.stacks import callers_of, in_comprehension, label_stacks
+
+    library = (run.meta.get("python") or {}).get("library_paths", ())
+    stacks, frames = run.tables["stacks"], run.tables["frames"]
+    callers = callers_of(stacks, frames, stage, library)
+    if not callers:
+        return 0.0, []
+    labels = label_stacks(stacks, frames, library)[["stack_id", "user_function"]]
+    samples = run.tables["samples"][["ts_ns", "stack_id"]].merge(labels, on="stack_id")
+    samples["comprehension"] = samples["stack_id"].isin(in_comprehension(stacks, frames, library))
+    return glue_share(samples, d.breakdown.stages, stage, callers)
 
 
 def _document(
@@ -197,6 +218,7 @@ def _document(
         curve,
         run_share=against["share"] if against else None,
         run_batch=against["run_batch"] if against else 1,
+        run_glue=against["glue_share"] if against else 0.0,
         sla_s=sla_s,
         rate=rate,
     )
@@ -204,7 +226,7 @@ def _document(
         raise ProbeError(f"no batch size of {target} was timed enough to judge")
     return {
         "target": target,
-        "predicted": _predicted(against, advice.speedup_over_run),
+        "predicted": _predicted(against, advice.speedup_over_run, advice.floor_over_run),
         "input": source,
         "sizes": list(settings.sizes),
         "time_per_size_s": settings.min_time_s,
@@ -221,14 +243,18 @@ def _document(
     }
 
 
-def _predicted(against: dict[str, Any] | None, speedup: float | None) -> dict[str, Any] | None:
+def _predicted(
+    against: dict[str, Any] | None, speedup: float | None, floor: float | None
+) -> dict[str, Any] | None:
     """The run's own figure at the advised size: its rate times the speedup (or its job's
-    wall time over it)."""
+    wall time over it); ``floor_speedup``: the speedup with the loop around the call
+    counted once a request."""
     if against is None or speedup is None:
         return None
     rate, wall = against["throughput_per_s"], against["wall_s"]
     return {
         "speedup": round(speedup, 4),
+        "floor_speedup": None if floor is None else round(floor, 4),
         "throughput_per_s": None if not rate else round(rate * speedup, 3),
         "wall_s": None if not wall else round(wall / speedup, 4),
     }

@@ -11,6 +11,7 @@ import pytest
 from probe.analyzers.batching import (
     advise,
     batch_curve,
+    glue_share,
     linear_fit,
     span_calls,
     spans_advice,
@@ -98,6 +99,43 @@ def test_the_rest_of_a_request_turns_the_stage_speedup_into_amdahls():
     ratio = (1.0 + 0.1 * chosen) / chosen / 1.1
     assert a.speedup_over_run == pytest.approx(1 / (0.4 + 0.6 * ratio))
     assert a.to_dict()["basis"] == "service"
+
+
+def test_the_loop_around_the_call_is_paid_once_a_batch_and_its_floor_once_a_request():
+    # the stage 60% of the run at batch 1, its caller's own code (stacking a batch) 10%
+    curve = batch_curve(calls(LINEAR))
+    a = advise(curve, run_share=0.6, run_glue=0.1)
+    assert a.rest_s == pytest.approx(1.1e-3 * 0.3 / 0.6)
+    assert a.glue_s == pytest.approx(1.1e-3 * 0.1 / 0.6)
+    # a batch of b: b x r + c + L(b); at batch 1 the run's own cycle, L(1) / p
+    cycle = {b: b * a.rest_s + a.glue_s + (1.0 + 0.1 * b) / 1e3 for b in LINEAR}
+    assert cycle[1] == pytest.approx(1.1e-3 / 0.6)
+    b = a.batch
+    assert a.speedup_over_run == pytest.approx((b / cycle[b]) / (1 / cycle[1]))
+    # the floor: the caller's share counted once a request, Amdahl as without it
+    ratio = (1.0 + 0.1 * b) / b / 1.1
+    assert a.floor_over_run == pytest.approx(1 / (0.4 + 0.6 * ratio))
+    assert a.floor_over_run < a.speedup_over_run
+    # no caller's share: the two are one
+    plain = advise(curve, run_share=0.6)
+    assert plain.glue_s == 0.0 and plain.floor_over_run == pytest.approx(plain.speedup_over_run)
+    assert a.to_dict()["floor_over_run"] == pytest.approx(a.floor_over_run, abs=1e-3)
+
+
+def test_the_callers_share_counts_their_samples_while_the_stage_ran_only():
+    # serve ran 4 samples during score's calls (t 10-40) and 4 before them (its set-up);
+    # one of the 4 in a comprehension over the batch's items (once a request)
+    samples = pd.DataFrame(
+        {"ts_ns": [1, 2, 3, 4, 10, 15, 20, 30, 35, 40], "user_function": ["serve"] * 4
+         + ["score", "serve", "serve", "serve", "serve", "score"],
+         "comprehension": [False] * 7 + [True, False, False]}
+    )  # fmt: skip
+    stages = pd.DataFrame({"path_share": [0.2, 0.5, 0.3]}, index=["score", "serve", "other"])
+    share, named = glue_share(samples, stages, "score", frozenset({"serve", "other"}))
+    assert named == ["serve"] and share == pytest.approx(0.5 * 3 / 8)
+    # a stage never sampled, or callers outside the table, give nothing
+    assert glue_share(samples, stages, "missing", frozenset({"serve"})) == (0.0, [])
+    assert glue_share(samples, stages, "score", frozenset({"gone"})) == (0.0, [])
 
 
 def test_a_run_at_a_size_the_sweep_missed_falls_back_to_the_stage_and_says_so():

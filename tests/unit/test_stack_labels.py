@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from probe.analyzers.stacks import label_stacks
+from probe.analyzers.stacks import callers_of, in_comprehension, label_stacks
 
 TORCH = "/usr/lib/python3/site-packages/torch/nn/modules/module.py"
 FRAMES = [  # (function, file): the service's own files are relative, torch's installed
@@ -46,3 +46,53 @@ def test_a_model_called_from_library_code_alone_counts_for_its_top_module():
 
 def test_outside_a_model_the_deepest_frame_of_the_service_s_code_stands():
     assert user_functions([0, 1], [0, 8]) == ["infer (service.py)", "main (service.py)"]
+
+
+def callers(stage: str, *stacks: list[int], frames: list[tuple[str, str]]) -> frozenset[str]:
+    table = pd.DataFrame(
+        {"frame_id": range(len(frames)), "function": [f for f, _ in frames],
+         "filename": [p for _, p in frames], "first_line": 1}
+    )  # fmt: skip
+    stack_table = pd.DataFrame(
+        {"stack_id": range(len(stacks)), "frame_ids": [";".join(map(str, s)) for s in stacks]}
+    )
+    return callers_of(stack_table, table, stage)
+
+
+LOOP = [
+    ("<module>", "job.py"),  # 0
+    ("serve", "job.py"),  # 1
+    ("<listcomp>", "job.py"),  # 2
+    ("score", "job.py"),  # 3
+    ("stack", "/usr/lib/python3/site-packages/numpy/_core/shape_base.py"),  # 4
+    ("wrapper", "/usr/lib/python3/site-packages/retry/api.py"),  # 5
+    ("other", "job.py"),  # 6
+]
+
+
+def test_a_stage_s_caller_is_the_next_frame_of_the_service_s_code_outward():
+    # serve -> score; serve -> <listcomp> -> score (the comprehension is serve's);
+    # serve -> a library's wrapper -> score (the library is not the caller)
+    assert callers("score (job.py)", [0, 1, 3], [0, 1, 2, 3], [0, 1, 5, 3], frames=LOOP) == {
+        "serve (job.py)"
+    }
+    # a recursive stage is its own callee; its caller is outside the recursion
+    assert callers("score (job.py)", [0, 6, 3, 3, 3, 4], frames=LOOP) == {"other (job.py)"}
+
+
+def test_a_stage_called_only_from_library_code_or_never_has_no_caller():
+    assert callers("score (job.py)", [5, 3], frames=LOOP) == frozenset()
+    assert callers("score (job.py)", [0, 1, 4], frames=LOOP) == frozenset()
+
+
+def test_a_stack_whose_own_deepest_frame_is_a_comprehension_is_told_apart():
+    table = pd.DataFrame(
+        {"frame_id": range(len(LOOP)), "function": [f for f, _ in LOOP],
+         "filename": [p for _, p in LOOP], "first_line": 1}
+    )  # fmt: skip
+    stacks = pd.DataFrame(
+        {"stack_id": [0, 1, 2, 3], "frame_ids": ["0;1;2", "0;1;2;4", "0;1;4", "0;1;2;6"]}
+    )
+    # in serve's comprehension, itself or in a library under it: yes; serve calling numpy,
+    # or a function the comprehension called: no
+    assert in_comprehension(stacks, table) == {0, 1}
