@@ -9,7 +9,8 @@ A stage's time splits into components: interpreting Python, native code, and wai
 by reason. Runnable-but-not-running time that is not the GIL (``unknown``: the OS had no
 core for the thread) is CPU demand and joins the CPU components, where the host had no
 core free; beside an idle core it is the stage's waits' (``runnable_beside_idle_cores``).
-The largest component names the stage's kind/subkind.
+The largest component names the stage's kind/subkind, the on-CPU time competing as one
+component (python and native then say which of the two it is).
 """
 
 from __future__ import annotations
@@ -397,8 +398,12 @@ def _stage_kind(
     if facts.has_gpu and pd.notna(gpu_util):
         evidence["gpu_util_percent"] = round(float(gpu_util), 1)
     contends = holds >= t.finding_share
-    ranked = comp if contends else {k: v for k, v in comp.items() if k != "gil"}
-    top = max(ranked, key=lambda k: ranked[k]) if any(ranked.values()) else "python"
+    # on-CPU time competes as one part against each wait: which of python and native it
+    # is says how to speed it up, not whether it limits the stage (a stage 55% on a CPU,
+    # 30 of it Python and 25 native, and 45% on the network had read as network I/O)
+    ranked = {"cpu": comp["python"] + comp["native"]}
+    ranked.update({k: v for k, v in comp.items() if k in WAITS and (contends or k != "gil")})
+    top = max(ranked, key=lambda k: ranked[k]) if any(ranked.values()) else "cpu"
     if top == "gpu_sync":
         if not facts.has_gpu:  # a run without a GPU never yields a gpu kind
             return "cpu", "native", "gpu_sync_without_gpu", evidence
@@ -482,12 +487,14 @@ def classify(bd: Breakdown, facts: RunFacts, t: Thresholds = THRESHOLDS) -> list
         holds = float(held.get(name, 1.0))
         kind, subkind, rule, evidence = _stage_kind(row, facts, t, holds=holds)
         comp = _components(row)
-        # the component that named the kind (GPU subkinds: the waits on the GPU)
-        component = (
-            max(comp.values())
-            if rule == "serialised_by_lock"
-            else comp.get(subkind, comp["gpu_sync"])
-        )
+        # the component that named the kind (GPU subkinds: the waits on the GPU; on-CPU
+        # kinds: the CPU, whichever of python and native holds more of it)
+        if rule == "serialised_by_lock":
+            component = max(comp.values())
+        elif rule in ("cpu_native", "cpu_python"):
+            component = comp["python"] + comp["native"]
+        else:
+            component = comp.get(subkind, comp["gpu_sync"])
         evidence.update(
             {
                 "path_share": round(share, 4),
@@ -657,8 +664,8 @@ def _mixed_stage_doubt(primary: Finding, t: Thresholds) -> tuple[float, str, str
     nearly matches, inside the primary's own stage, the part its kind names: a stage
     58% on a CPU and 39% waiting on the network is neither plainly CPU- nor I/O-bound.
     Its lead is held to ``clear_lead`` as a runner-up stage's is (Amdahl: a rival at half
-    the leader's time leaves which to fix first open). The kind is chosen by the single
-    largest part (``_stage_kind``), so where two are close it flips between runs: Flask
+    the leader's time leaves which to fix first open). The kind is chosen by the largest
+    part (``_stage_kind``), so where two are close it flips between runs: Flask
     under gunicorn's sync worker on a do-nothing route read io/network at 74% in one run
     and cpu/native at 82% in the next (README, "Library code"; the worker 0.66 of a core
     by /proc). Only CPU and I/O verdicts: a lock's serialised waiters and a GPU's waits

@@ -4,9 +4,11 @@ CPU time contradicts a CPU verdict."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
-from probe.analyzers.rules import Finding, RunFacts, with_doubts
+from probe.analyzers.breakdown import Breakdown, _complete, _empty_requests
+from probe.analyzers.rules import Finding, RunFacts, classify, with_doubts
 
 
 def finding(stage: str, share: float, sampled_s: float, kind: str = "cpu", **components) -> Finding:
@@ -187,3 +189,32 @@ def test_a_mixed_stage_is_settled_by_marking_its_parts_not_by_a_longer_run():
     # in library code there is no call of the service's to mark: the doubt stands alone
     library = with_doubts(finding("<library>", 0.9, 30.0, **parts), [], facts)
     assert _doubts_text(library).endswith("either could be what limits it.")
+
+
+def one_stage_run(**shares: float) -> Breakdown:
+    """A batch job of one function, sampled 30 s: ``cpu``, ``native`` (of the CPU) and
+    ``wait_<reason>`` shares of its time."""
+    row = {"path_s": 30.0, "path_share": 1.0, "wall_share": 1.0, "sampled_s": 30.0,
+           "self_s": 30.0, "threads": 1, "category": "function"}  # fmt: skip
+    row |= {"cpu_share": shares.pop("cpu"), "native_share": shares.pop("native")}
+    row |= shares
+    stages = _complete(pd.DataFrame([row], index=["fetch (job.py)"]))
+    return Breakdown(
+        source="samples", wall_s=30.0, stages=stages, requests=_empty_requests(),
+        sampled_s=30.0, cpu_s=30.0 * row["cpu_share"], python_cpu_s=0.0, tensor_cpu_s=0.0,
+    )  # fmt: skip
+
+
+def test_a_stage_more_on_a_cpu_than_waiting_is_cpu_bound_however_its_cpu_splits():
+    # 55% on a CPU (30 Python, 25 native) against 45% on the network: the network was the
+    # largest single part, and the stage read as network I/O
+    facts = RunFacts(cpu_count=2, process_cores=0.55)
+    (top,) = classify(one_stage_run(cpu=0.55, native=25 / 55, wait_network=0.45), facts)
+    assert (top.kind, top.subkind) == ("cpu", "python")
+    # still doubted (the network holds over half of what the CPU does): the clarity of
+    # the CPU's 0.55, not Python's 0.30, times the lead (0.10 / 0.55) over clear_lead 0.5
+    assert top.evidence["mixed_with"] == "network"
+    assert top.confidence == pytest.approx((0.2 + 0.8 * 0.55 / 0.6) * (0.10 / 0.55) / 0.5, abs=2e-3)
+    # a wait longer than all the CPU's time names the kind
+    (io,) = classify(one_stage_run(cpu=0.40, native=0.5, wait_network=0.60), facts)
+    assert (io.kind, io.subkind) == ("io", "network")
