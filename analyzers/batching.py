@@ -31,10 +31,10 @@ The model (what a dynamic batcher does: Triton's ``max_batch_size`` and
   ``1 - p - g``. Counted per request, it had the bundled batch_scorer's job gaining
   1.54-1.71x where it realised 1.96-2.06x (stacking one row, a generator and a list's
   extend once a request: 0.14-0.24 s of the ~2.5-s plain job at batch 1, 0.02-0.03 s at
-  128, by in-process timers; tests/serving_corpus/batching.truth.md). A caller whose own code does per-request
-  work inline would gain less than that says: the figure with ``g`` counted per request
-  (``floor_over_run``) is reported beside it. A served run has none: each request runs
-  its handler whatever the batch.
+  128, by in-process timers; tests/serving_corpus/batching.truth.md). A caller whose own
+  code does per-request work inline would gain less than that says: the figure with
+  ``g`` counted per request (``floor_over_run``) is reported beside it. A served run has
+  none: each request runs its handler whatever the batch.
 * **Latency** below that ceiling: a request waits at most for its batch to fill (the
   maximum queue delay ``d``), for the batch in service to finish, and for its own:
   ``p99 <= d + 2 x (b x r + L99(b))``. A bound, not a mean: a request arriving as a batch

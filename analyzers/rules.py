@@ -398,12 +398,7 @@ def _stage_kind(
     if facts.has_gpu and pd.notna(gpu_util):
         evidence["gpu_util_percent"] = round(float(gpu_util), 1)
     contends = holds >= t.finding_share
-    # on-CPU time competes as one part against each wait: which of python and native it
-    # is says how to speed it up, not whether it limits the stage (a stage 55% on a CPU,
-    # 30 of it Python and 25 native, and 45% on the network had read as network I/O)
-    ranked = {"cpu": comp["python"] + comp["native"]}
-    ranked.update({k: v for k, v in comp.items() if k in WAITS and (contends or k != "gil")})
-    top = max(ranked, key=lambda k: ranked[k]) if any(ranked.values()) else "cpu"
+    top = _leading_part(comp, contends)
     if top == "gpu_sync":
         if not facts.has_gpu:  # a run without a GPU never yields a gpu kind
             return "cpu", "native", "gpu_sync_without_gpu", evidence
@@ -445,6 +440,17 @@ def _stage_kind(
             evidence,
         )
     )
+
+
+def _leading_part(comp: dict[str, float], contends: bool) -> str:
+    """``cpu`` or the wait reason that leads the stage's time. On-CPU time competes as one
+    part against each wait: which of python and native it is says how to speed it up,
+    not whether it limits the stage (a stage 55% on a CPU, 30 of it Python and 25
+    native, and 45% on the network had read as network I/O). The GIL's waits only where
+    the stage contends for it (``_stage_kind``)."""
+    ranked = {"cpu": comp["python"] + comp["native"]}
+    ranked.update({k: v for k, v in comp.items() if k in WAITS and (contends or k != "gil")})
+    return max(ranked, key=lambda k: ranked[k]) if any(ranked.values()) else "cpu"
 
 
 def _held_back_by_the_gil(
