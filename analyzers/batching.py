@@ -145,11 +145,8 @@ class BatchAdvice:
         if self.run_batch is None or self.run_batch not in self.curve.index:
             return None
         per_request = self.rest_s + self.glue_s / self.run_batch
-
-        def rate(b: int) -> float:
-            return b / (b * per_request + float(self.curve.loc[b, "p50_s"]))
-
-        return rate(self.batch) / rate(self.run_batch)
+        rates = _with_ceilings(self.curve, per_request, 0.0, None)["throughput"]
+        return float(rates[self.batch] / rates[self.run_batch])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -389,7 +386,7 @@ def glue_share(
     """(the share of the run's path its ``callers``' own code took while ``stage`` was
     being called, those callers by name): the loop around the call (module doc).
     ``samples``: one row per sample, ``ts_ns``, ``user_function`` (``label_stacks``) and
-    ``comprehension`` (``stacks.in_comprehension``); ``stages``: the breakdown's function
+    ``comprehension`` (both ``stacks.label_stacks``'); ``stages``: the breakdown's function
     table, ``path_share`` by name. While: between the stage's first and last sample -- a
     caller's own time before the loop (its set-up, a script's imports when the caller is
     ``<module>``) is not the loop's. Not in a comprehension of the caller's: that loops

@@ -168,7 +168,7 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int]]:
         joined = pd.concat([kept, made], ignore_index=True)
     bools = (
         *("native", "tensor", "serving", "notify_wait", "brief_lock", "between_tasks"),
-        *("woken", "on_run_queue"),
+        *("woken", "on_run_queue", "comprehension"),
     )
     for column in (*bools, "awaited"):
         joined[column] = joined[column].fillna(False).astype(bool) if column in joined else False

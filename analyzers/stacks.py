@@ -52,7 +52,6 @@ __all__ = [
     "NOT_THE_SERVICE",
     "UNKNOWN",
     "callers_of",
-    "in_comprehension",
     "is_library_file",
     "label_stacks",
     "package_of",
@@ -147,6 +146,10 @@ _COLUMNS = {
     "notify_wait": "bool",
     "brief_lock": "bool",  # waits for a stdlib primitive's briefly held lock (roles)
     "between_tasks": "bool",  # a pool worker outside its tasks, no code of the service's
+    # the deepest frame of the service's own code is a comprehension or a generator
+    # expression: a loop over items, charged to the function that wrote it
+    # (analyzers.batching.glue_share tells the two apart)
+    "comprehension": "bool",
 }
 
 
@@ -213,6 +216,7 @@ def label_stacks(
         call = str(leaf_call)
         named = [by_id.get(f, ("", "")) for f in ids]
         user = _user_function(ids, by_id, library)
+        deepest = next((f for f in reversed(ids) if not library.get(f, True)), None)
         rows.append(
             (
                 int(sid),
@@ -228,6 +232,7 @@ def label_stacks(
                 waits_to_be_notified(function, filename),
                 enters_a_brief_lock(named, call),
                 user == LIBRARY and in_pool_worker(named),
+                deepest is not None and by_id[deepest][0].endswith(_INLINE_SCOPES),
             )
         )
     flags = [c for c, t in _COLUMNS.items() if t == "bool"]
@@ -263,28 +268,4 @@ def callers_of(
         caller = next((label for label in outward if label != stage), None)
         if caller is not None:
             found.add(caller)
-    return frozenset(found)
-
-
-def in_comprehension(
-    stacks: pd.DataFrame, frames: pd.DataFrame, library_paths: Iterable[str] = ()
-) -> frozenset[int]:
-    """The stacks whose deepest frame of the service's own code is a comprehension or a
-    generator expression: a loop over items, where ``label_stacks`` charges the function
-    that wrote it (``analyzers.batching.glue_share`` tells the two apart)."""
-    if stacks.empty or frames.empty:
-        return frozenset()
-    paths = tuple(library_paths)
-    own = {
-        int(fid): (str(fn).endswith(_INLINE_SCOPES), is_library_file(str(fname or ""), paths))
-        for fid, fn, fname in zip(
-            frames["frame_id"], frames["function"], frames["filename"], strict=True
-        )
-    }
-    found = set()
-    for sid, frame_ids in zip(stacks["stack_id"], stacks["frame_ids"].fillna(""), strict=True):
-        ids = [int(f) for f in str(frame_ids).split(";") if f]
-        deepest = next((f for f in reversed(ids) if not own.get(f, (False, True))[1]), None)
-        if deepest is not None and own[deepest][0]:
-            found.add(int(sid))
     return frozenset(found)

@@ -188,16 +188,15 @@ def _against(run_dir: Path | None, stage: str, run_batch: int) -> dict[str, Any]
 def _glue(run: Any, d: Any, stage: str) -> tuple[float, list[str]]:
     """The stage's callers' own share of the run while it was called, and their names."""
     from probe.analyzers.batching import glue_share
-    from probe.analyzers.stacks import callers_of, in_comprehension, label_stacks
+    from probe.analyzers.stacks import callers_of, label_stacks
 
     library = (run.meta.get("python") or {}).get("library_paths", ())
     stacks, frames = run.tables["stacks"], run.tables["frames"]
     callers = callers_of(stacks, frames, stage, library)
     if not callers:
         return 0.0, []
-    labels = label_stacks(stacks, frames, library)[["stack_id", "user_function"]]
+    labels = label_stacks(stacks, frames, library)[["stack_id", "user_function", "comprehension"]]
     samples = run.tables["samples"][["ts_ns", "stack_id"]].merge(labels, on="stack_id")
-    samples["comprehension"] = samples["stack_id"].isin(in_comprehension(stacks, frames, library))
     return glue_share(samples, d.breakdown.stages, stage, callers)
 
 

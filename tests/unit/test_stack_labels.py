@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from probe.analyzers.stacks import callers_of, in_comprehension, label_stacks
+from probe.analyzers.stacks import callers_of, label_stacks
 
 TORCH = "/usr/lib/python3/site-packages/torch/nn/modules/module.py"
 FRAMES = [  # (function, file): the service's own files are relative, torch's installed
@@ -91,8 +91,11 @@ def test_a_stack_whose_own_deepest_frame_is_a_comprehension_is_told_apart():
          "filename": [p for _, p in LOOP], "first_line": 1}
     )  # fmt: skip
     stacks = pd.DataFrame(
-        {"stack_id": [0, 1, 2, 3], "frame_ids": ["0;1;2", "0;1;2;4", "0;1;4", "0;1;2;6"]}
-    )
-    # in serve's comprehension, itself or in a library under it: yes; serve calling numpy,
-    # or a function the comprehension called: no
-    assert in_comprehension(stacks, table) == {0, 1}
+        {"stack_id": [0, 1, 2, 3], "frame_ids": ["0;1;2", "0;1;2;4", "0;1;4", "0;1;2;6"],
+         "leaf_line": 1, "leaf_call": ""}
+    )  # fmt: skip
+    labels = label_stacks(stacks, table)
+    # in serve's comprehension, itself or in a library under it: yes, and still serve's;
+    # serve calling numpy, or a function the comprehension called: no
+    assert list(labels["comprehension"]) == [True, True, False, False]
+    assert list(labels["user_function"])[:3] == ["serve (job.py)"] * 3
