@@ -110,7 +110,8 @@ def main() -> None:
                 rates[way] = served(cmd, port, args.route, args.clients, args.duration)
             for way in rates:
                 ratios.setdefault(way, []).append(rates[way] / rates["plain"])
-            print(f"round {k}: " + ", ".join(f"{w} {rates[w]:.0f}/s" for w in sorted(rates)))
+            # in the order they ran: a way after probe's (or py-spy's) end may read lower
+            print(f"round {k}: " + ", ".join(f"{w} {rates[w]:.0f}/s" for w in rates))
     for way in sorted(ratios):
         if way != "plain":
             kept = ratios[way]

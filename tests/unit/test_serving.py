@@ -5,10 +5,12 @@ of a sync route, and the import hook that applies the patches."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import sys
 import textwrap
 import threading
+import weakref
 
 import pytest
 
@@ -124,6 +126,47 @@ def test_outside_a_request_the_worker_call_is_left_as_it_was(recorder):
 def test_without_a_recorder_or_for_lifespan_the_app_runs_untouched(shop):
     sent = call_asgi(AsgiSpans(shop), "GET", "/items/7")  # no recorder active
     assert sent[0]["status"] == 200
+
+
+def test_a_context_copied_during_a_request_does_not_keep_its_scope_alive(recorder):
+    """uvicorn schedules its keep-alive timer from inside the request's last send: the
+    timer copies the request's context and, cancelled, stays in the loop's heap until a
+    purge. What the middleware puts in the context must not hold the scope (and all the
+    app hung on it) there; gc is off, so only reference counts free it."""
+
+    class Marker:
+        pass
+
+    kept: list[asyncio.TimerHandle] = []
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def send(message):
+        if message["type"] == "http.response.body":  # as uvicorn's on_response_complete
+            timer = asyncio.get_running_loop().call_later(60, lambda: None)
+            timer.cancel()
+            kept.append(timer)
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def one_request() -> weakref.ref:
+        scope = {"type": "http", "method": "GET", "path": "/", "headers": [], "app_state": Marker()}
+        marker = weakref.ref(scope["app_state"])
+        await AsgiSpans(app)(scope, receive, send)
+        return marker
+
+    gc.disable()
+    try:
+        marker = asyncio.run(one_request())
+        assert kept and kept[0]._context is not None  # the copy is still held
+        assert marker() is None
+    finally:
+        gc.enable()
+    [span] = recorded(recorder)
+    assert span["attrs"]["status"] == 200
 
 
 @pytest.fixture
