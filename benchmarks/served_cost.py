@@ -9,7 +9,10 @@ three ways in each round, in a shuffled order: plain, under ``py-spy record -r 1
 run --no-report`` (the in-run cost; the verdict comes after the load and is
 ``overhead.py``'s business). Printed: each round's requests a second each way, then per
 way the median of its rounds' ratios to plain -- ratios of runs made side by side, since
-this machine kind moves by a fifth between minutes.
+this machine kind moves by a fifth between minutes -- and the server's CPU a request,
+read from /proc: in its main thread (the event loop, where the app and a profiler's
+in-process hooks run) and in its other threads (probe's sampler and collector; none
+under plain or py-spy, whose sampling is a process of its own).
 
     python benchmarks/served_cost.py [--rounds 5] [--duration 6] [--route /noop]
     python benchmarks/served_cost.py -- --no-http-spans     # probe run's own options
@@ -54,19 +57,63 @@ def _listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) 
     raise SystemExit(f"the server on port {port} never listened")
 
 
-def served(cmd: list[str], port: int, route: str, clients: int, duration: float) -> float:
-    """Start ``cmd`` (a server on ``port``), load it, stop it; its requests a second."""
+_TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def _threads_cpu_s(pid: int) -> dict[int, float]:
+    """Each thread's CPU seconds so far (user + system, from /proc)."""
+    out: dict[int, float] = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) * _TICK_S
+    return out
+
+
+def _server_pid(proc: subprocess.Popen[bytes]) -> int:
+    """The server's process: py-spy's child under py-spy; the command's own otherwise
+    (``probe run`` runs its target in its own process)."""
+    try:
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            children = [int(c) for c in f.read().split()]
+    except OSError:
+        children = []
+    with open(f"/proc/{proc.pid}/comm") as f:
+        return children[0] if f.read().strip() == "py-spy" and children else proc.pid
+
+
+def served(
+    cmd: list[str], port: int, route: str, clients: int, duration: float
+) -> tuple[float, float, float]:
+    """Start ``cmd`` (a server on ``port``), load it, stop it: its requests a second, and
+    the server's CPU a request (us) in its main thread and in its other threads, read
+    from /proc over the load's middle (its first and last 0.3 s left out)."""
     proc = subprocess.Popen(
         cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
     )
     try:
         _listening(port, proc)
-        load = subprocess.run(
+        server = _server_pid(proc)
+        load = subprocess.Popen(
             [sys.executable, "-m", "probe.cli", "load", f"http://127.0.0.1:{port}{route}",
              "-c", str(clients), "-d", str(duration), "--warmup", "1", "--json"],
-            capture_output=True, text=True, check=True, timeout=duration + 120,
+            stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
-        return float(json.loads(load.stdout)["total"]["throughput_per_s"])
+        time.sleep(1.3)
+        before, began = _threads_cpu_s(server), time.monotonic()
+        time.sleep(max(0.1, duration - 0.6))
+        after, window_s = _threads_cpu_s(server), time.monotonic() - began
+        out, _ = load.communicate(timeout=duration + 120)
+        if load.returncode != 0:
+            raise SystemExit(f"probe load failed (exit status {load.returncode})")
+        rate = float(json.loads(out)["total"]["throughput_per_s"])
+        spent = {tid: cpu - before.get(tid, 0.0) for tid, cpu in after.items()}
+        per_request_us = 1e6 / (rate * window_s)
+        main_us = spent.pop(server, 0.0) * per_request_us
+        return rate, main_us, sum(spent.values()) * per_request_us
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)  # uvicorn's own stop (py-spy passes it on)
@@ -91,6 +138,7 @@ def main() -> None:
     if py_spy is None:
         print("py-spy not found (pip install '.[bench]'): probe's ratio only")
     ratios: dict[str, list[float]] = {}
+    cpu: dict[str, list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(1, args.rounds + 1):
             ways = ["plain", "probe"] + (["py-spy"] if py_spy else [])
@@ -107,18 +155,28 @@ def main() -> None:
                     "probe": [sys.executable, "-m", "probe.cli", "run", "--no-report",
                               "--out", f"{tmp}/run-{k}", *args.probe_args, "-m", *plain[2:]],
                 }[way]  # fmt: skip
-                rates[way] = served(cmd, port, args.route, args.clients, args.duration)
+                rates[way], main_us, others_us = served(
+                    cmd, port, args.route, args.clients, args.duration
+                )
+                cpu.setdefault(way, []).append((main_us, others_us))
             for way in rates:
                 ratios.setdefault(way, []).append(rates[way] / rates["plain"])
             # in the order they ran: a way after probe's (or py-spy's) end may read lower
             print(f"round {k}: " + ", ".join(f"{w} {rates[w]:.0f}/s" for w in rates))
     for way in sorted(ratios):
-        if way != "plain":
-            kept = ratios[way]
-            print(
-                f"{way}: keeps {statistics.median(kept):.3f} of plain's requests a second "
+        main_us = statistics.median(m for m, _ in cpu[way])
+        others_us = statistics.median(o for _, o in cpu[way])
+        kept = ratios[way]
+        print(
+            f"{way}: server CPU {main_us:.0f} us a request in its main thread, "
+            f"{others_us:.0f} in its others (medians)"
+            + (
+                ""
+                if way == "plain"
+                else f"; keeps {statistics.median(kept):.3f} of plain's requests a second "
                 f"(rounds {min(kept):.3f}-{max(kept):.3f})"
             )
+        )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import gc
 import inspect
 import json
@@ -375,6 +376,10 @@ def _journal_line(tid, records):
     return json.JSONEncoder(separators=(",", ":"), default=str).encode([[tid], records])
 
 
+class _Flag(enum.IntEnum):
+    on = 1
+
+
 class _Unencodable:
     def __str__(self):
         return "<written as its str>"
@@ -391,6 +396,17 @@ def test_the_compiled_journal_line_is_json_s_own_byte_for_byte():
                     {"served": True, "status": 200, "route": "/items/{id}", "t": 0.5,
                      "obj": _Unencodable(), "nested": {"a": [1, "ü"]}}))  # fmt: skip
     records.append((-5, 0, "neg", "span", 0, -1, "x", {}))
+    # a served request's attrs (written without the encoder), then dicts it is handed:
+    # a key that is not a str, a value past 64 bits, a float, an int subclass
+    flat = {"served": True, "error": False, "route": None, "status": 200, "lag": -3}
+    records.extend(
+        (200 + i, None, "GET /x", "request", 1, 2, "r", {**flat, text: text})
+        for i, text in enumerate(odd_text)
+    )
+    records.extend(
+        (300, None, "GET /y", "request", 1, 2, None, {**flat, **odd})
+        for odd in ({1: "int key"}, {"big": 2**64}, {"t": 1.5}, {"k": _Flag.on})
+    )
     line = spans.encode_batch(7, records)
     if not spans.uses_compiled_path():
         assert line is None  # the writer encodes it

@@ -9,6 +9,9 @@ import subprocess
 import sys
 import threading
 import time
+import types
+
+import pytest
 
 from probe.samplers.waits import WaitClassifier, callee_at, enclosing_reason
 
@@ -339,3 +342,73 @@ def test_an_installed_package_is_named_from_its_own_root_inside_the_stdlib_s_fol
     assert module_path(inside) == "torch/cuda/__init__.py"
     assert module_path(queue.__file__) == "queue.py"
     assert module_path("/srv/app/queue.py") == ""
+
+
+def _code_objects(module):
+    """Every code object of a module's functions and methods, nested ones included."""
+    seen, todo = (
+        [],
+        [
+            f.__code__
+            for obj in vars(module).values()
+            for f in ([obj] if callable(obj) else []) + list(getattr(obj, "__dict__", {}).values())
+            if isinstance(getattr(f, "__code__", None), types.CodeType)
+        ],
+    )
+    while todo:
+        code = todo.pop()
+        seen.append(code)
+        todo.extend(c for c in code.co_consts if isinstance(c, type(code)))
+    return seen
+
+
+def test_instructions_read_from_the_bytes_are_dis_s_own():
+    """The sampler decodes a call site's bytecode itself (dis is ~10x slower); what it
+    reads must be what dis reads, instruction by instruction, names included."""
+    import asyncio.base_events
+    import json.decoder
+    import socket as socket_module
+
+    from probe.samplers import waits
+
+    if not waits._RAW_BYTECODE:
+        pytest.skip(f"dis is used as it is on Python {sys.version_info[:2]}")
+    named = waits._LOADS | waits._ATTRS  # the instructions whose names the walk reads
+    compared = 0
+    for module in (asyncio.base_events, json.decoder, socket_module, threading, waits):
+        for code in _code_objects(module):
+            ours = waits._instructions(code)
+            theirs = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
+            assert [(i.offset, i.opcode, i.opname, i.arg) for i in ours] == [
+                (i.offset, i.opcode, i.opname, i.arg) for i in theirs
+            ], code
+            for mine, reference in zip(ours, theirs, strict=True):
+                if mine.opname in named:
+                    assert mine.argval == reference.argval, (code, mine.offset)
+            compared += len(ours)
+    assert compared > 10_000
+
+
+def test_every_site_is_classified_as_through_dis(monkeypatch):
+    """The bytes read directly, and the sites skipped without decoding (no call there),
+    change no answer: every instruction of real modules' functions, both ways."""
+    import asyncio.base_events
+    import concurrent.futures.thread
+    import socket as socket_module
+
+    from probe.samplers import waits
+
+    if not waits._RAW_BYTECODE:
+        pytest.skip(f"dis is used as it is on Python {sys.version_info[:2]}")
+    codes = [
+        code
+        for module in (asyncio.base_events, concurrent.futures.thread, socket_module, queue)
+        for code in _code_objects(module)
+    ]
+    sites = [(code, i.offset) for code in codes for i in dis.get_instructions(code)]
+    direct = WaitClassifier()
+    answers = [direct.classify(code, offset) for code, offset in sites]
+    monkeypatch.setattr(waits, "_RAW_BYTECODE", False)
+    through_dis = WaitClassifier()
+    assert answers == [through_dis.classify(code, offset) for code, offset in sites]
+    assert sum(1 for callee, reason, _ in answers if reason) > 20  # blocking calls among them
