@@ -16,6 +16,11 @@ under plain or py-spy, whose sampling is a process of its own).
 
     python benchmarks/served_cost.py [--rounds 5] [--duration 6] [--route /noop]
     python benchmarks/served_cost.py -- --no-http-spans     # probe run's own options
+    python benchmarks/served_cost.py --baseline OLD         # and another checkout's probe
+
+``--baseline OLD`` runs a second checkout's ``probe run`` (``git worktree add OLD REV``,
+its extensions built in place: ``python setup.py build_ext --inplace`` there) as a
+fourth way in the same rounds: what a change buys, measured side by side.
 
 The load generator shares the two cores with the server (and with probe's helper
 process): what a client on this host sees, not a server's throughput alone.
@@ -86,13 +91,22 @@ def _server_pid(proc: subprocess.Popen[bytes]) -> int:
 
 
 def served(
-    cmd: list[str], port: int, route: str, clients: int, duration: float
+    cmd: list[str],
+    port: int,
+    route: str,
+    clients: int,
+    duration: float,
+    env: dict[str, str] | None = None,
 ) -> tuple[float, float, float]:
     """Start ``cmd`` (a server on ``port``), load it, stop it: its requests a second, and
     the server's CPU a request (us) in its main thread and in its other threads, read
     from /proc over the load's middle (its first and last 0.3 s left out)."""
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        cmd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
     )
     try:
         _listening(port, proc)
@@ -132,6 +146,12 @@ def main() -> None:
     p.add_argument("--duration", type=float, default=6.0, help="seconds of load a run")
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--route", default="/noop", help="stall_api's route (default /noop)")
+    p.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="another checkout of probe (its built extensions in place) run as a fourth way, "
+        "'baseline', through PYTHONPATH: a change's cost against the code before it",
+    )
     p.add_argument("probe_args", nargs="*", help="after --: options for probe run")
     args = p.parse_args()
     py_spy = shutil.which("py-spy")
@@ -142,21 +162,25 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(1, args.rounds + 1):
             ways = ["plain", "probe"] + (["py-spy"] if py_spy else [])
+            ways += ["baseline"] if args.baseline else []
             random.shuffle(ways)
             rates: dict[str, float] = {}
             for way in ways:
                 port = _free_port()
                 plain = [sys.executable, "-m", "uvicorn", "stall_api:app", "--app-dir",
                          str(APP_DIR), "--port", str(port), "--log-level", "critical"]  # fmt: skip
+                probe_run = [sys.executable, "-m", "probe.cli", "run", "--no-report", "--out",
+                             f"{tmp}/{way}-{k}", *args.probe_args, "-m", *plain[2:]]  # fmt: skip
                 cmd = {
                     "plain": plain,
                     "py-spy": [str(py_spy), "record", "-r", "100", "-f", "raw", "-o",
                                f"{tmp}/py-spy-{k}.txt", "--", *plain],
-                    "probe": [sys.executable, "-m", "probe.cli", "run", "--no-report",
-                              "--out", f"{tmp}/run-{k}", *args.probe_args, "-m", *plain[2:]],
+                    "probe": probe_run,
+                    "baseline": probe_run,
                 }[way]  # fmt: skip
+                env = {**os.environ, "PYTHONPATH": args.baseline} if way == "baseline" else None
                 rates[way], main_us, others_us = served(
-                    cmd, port, args.route, args.clients, args.duration
+                    cmd, port, args.route, args.clients, args.duration, env
                 )
                 cpu.setdefault(way, []).append((main_us, others_us))
             for way in rates:
