@@ -34,6 +34,8 @@ TICK_NS = 10_000_000
 # the firings kept per loop: 40 s at one a tick, longer than any request we time
 _KEPT = 4096
 
+# Each loop's LoopLag, for as long as the loop lives: a LoopLag holds its loop weakly,
+# or the entry would keep the loop (and every loop made since) alive.
 _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLag] = (
     weakref.WeakKeyDictionary()
 )
@@ -42,10 +44,10 @@ _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, LoopLag] = (
 class LoopLag:
     """One loop's timer and its recent firings: (perf_counter_ns fired, ns late)."""
 
-    __slots__ = ("__weakref__", "_armed", "_due", "_loop", "_open", "firings")
+    __slots__ = ("_armed", "_due", "_loop", "_open", "firings")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        self._loop = weakref.ref(loop)
         self._open = 0
         self._armed = False  # one timer pending at most
         self._due = 0
@@ -85,13 +87,16 @@ class LoopLag:
         return max(0, worst)
 
     def _arm(self, now: int) -> None:
+        loop = self._loop()
+        if loop is None or loop.is_closed():
+            return
         self._armed = True
         self._due = now + TICK_NS
-        self._loop.call_later(TICK_NS / 1e9, self._fire)
+        loop.call_later(TICK_NS / 1e9, self._fire)
 
     def _fire(self) -> None:
         now = perf_counter_ns()
         self._armed = False
         self.firings.append((now, max(0, now - self._due)))
-        if self._open > 0 and not self._loop.is_closed():
+        if self._open > 0:
             self._arm(now)

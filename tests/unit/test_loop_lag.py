@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
+import weakref
 
 from probe.serving.loop_lag import TICK_NS, LoopLag
 
@@ -80,3 +82,15 @@ def test_an_idle_loop_has_no_timer_once_its_requests_are_done():
 
 def test_outside_an_asyncio_loop_there_is_nothing_to_measure():
     assert LoopLag.of_running_loop() is None
+
+
+def test_a_loop_that_ran_requests_is_freed_once_it_is_done():
+    async def main() -> weakref.ref[asyncio.AbstractEventLoop]:
+        lag = LoopLag.of_running_loop()
+        assert lag is not None
+        lag.closed(lag.opened())  # its timer armed, as a request arms it
+        return weakref.ref(asyncio.get_running_loop())
+
+    loop = asyncio.run(main())
+    gc.collect()
+    assert loop() is None
