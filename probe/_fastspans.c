@@ -721,6 +721,14 @@ out_escaped_unit(Out *o, Py_UCS4 c)
     return out_bytes(o, esc, 6);
 }
 
+/* a character json's ensure_ascii writes as it is: printable ASCII but a quote or a
+   backslash */
+static inline int
+json_plain(Py_UCS4 c)
+{
+    return c >= ' ' && c <= '~' && c != '\\' && c != '"';
+}
+
 /* one character json's ensure_ascii escapes: a quote, a backslash, a control character,
    or one past ASCII (as UTF-16 units: a surrogate pair past the BMP); 0 or -1 */
 static int
@@ -750,25 +758,23 @@ out_str(Out *o, PyObject *v)
     if (!PyUnicode_CheckExact(v)) return 0;
     Py_ssize_t n = PyUnicode_GET_LENGTH(v);
     if (out_reserve(o, n + 2) < 0 || out_char(o, '"') < 0) return -1;
-    if (PyUnicode_IS_ASCII(v)) {  /* runs of printable characters copied at once */
+    if (PyUnicode_IS_ASCII(v)) {  /* runs of unescaped characters copied at once */
         const char *ascii = (const char *)PyUnicode_DATA(v);
         Py_ssize_t run = 0;
-        for (Py_ssize_t i = 0; i <= n; i++) {
-            char c = i < n ? ascii[i] : 0;
-            if (i < n && c >= ' ' && c <= '~' && c != '\\' && c != '"') continue;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (json_plain((unsigned char)ascii[i])) continue;
             if (out_bytes(o, ascii + run, i - run) < 0) return -1;
+            if (out_escaped(o, (unsigned char)ascii[i]) < 0) return -1;
             run = i + 1;
-            if (i == n) break;
-            if (out_escaped(o, (Py_UCS4)(unsigned char)c) < 0) return -1;
         }
+        if (out_bytes(o, ascii + run, n - run) < 0) return -1;
         return out_char(o, '"') < 0 ? -1 : 1;
     }
     int kind = PyUnicode_KIND(v);
     const void *data = PyUnicode_DATA(v);
     for (Py_ssize_t i = 0; i < n; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        int printable = c >= ' ' && c <= '~' && c != '\\' && c != '"';
-        if ((printable ? out_char(o, (char)c) : out_escaped(o, c)) < 0) return -1;
+        if ((json_plain(c) ? out_char(o, (char)c) : out_escaped(o, c)) < 0) return -1;
     }
     return out_char(o, '"') < 0 ? -1 : 1;
 }
@@ -825,19 +831,21 @@ out_record(Out *o, PyObject *record, PyObject *encode)
     }
     if (out_char(o, ',') < 0) return -1;
     PyObject *attrs = PyTuple_GET_ITEM(record, 7);
-    int flat = attrs == Py_None ? 0 : out_flat_dict(o, attrs);
-    if (flat < 0) return -1;
     if (attrs == Py_None) {
         if (out_bytes(o, "null", 4) < 0) return -1;
     }
-    else if (!flat) {
-        PyObject *text = PyObject_CallOneArg(encode, attrs);
-        if (text == NULL) return -1;
-        Py_ssize_t n;
-        const char *utf8 = PyUnicode_Check(text) ? PyUnicode_AsUTF8AndSize(text, &n) : NULL;
-        int rc = utf8 == NULL ? -1 : out_bytes(o, utf8, n);
-        Py_DECREF(text);
-        if (rc < 0) return -1;
+    else {
+        int flat = out_flat_dict(o, attrs);
+        if (flat < 0) return -1;
+        if (!flat) {  /* not a flat dict: json's encoder writes it */
+            PyObject *text = PyObject_CallOneArg(encode, attrs);
+            if (text == NULL) return -1;
+            Py_ssize_t n;
+            const char *utf8 = PyUnicode_Check(text) ? PyUnicode_AsUTF8AndSize(text, &n) : NULL;
+            int rc = utf8 == NULL ? -1 : out_bytes(o, utf8, n);
+            Py_DECREF(text);
+            if (rc < 0) return -1;
+        }
     }
     return out_char(o, ']') < 0 ? -1 : 1;
 }

@@ -224,14 +224,10 @@ def _instructions(code: CodeType) -> _Instructions:
         op = raw[offset]
         if op == _CACHE:
             continue
-        if op < dis.HAVE_ARGUMENT:
-            extended = 0
-            out.append(_Ins(code, offset, op, None))
+        if op == _EXTENDED_ARG:  # the next instruction's arg, high bits first
+            extended = (raw[offset + 1] | extended) << 8
             continue
-        arg = raw[offset + 1] | extended
-        if op == _EXTENDED_ARG:
-            extended = arg << 8
-            continue
+        arg = raw[offset + 1] | extended if op >= dis.HAVE_ARGUMENT else None
         extended = 0
         out.append(_Ins(code, offset, op, arg))
     return out
