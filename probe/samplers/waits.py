@@ -214,7 +214,8 @@ def _instructions(code: CodeType) -> _Instructions:
     lands on a call in a function whose decoding is no longer cached, and a busy server
     shows new call sites for minutes. Read directly, 0.1-0.2 ms (a call site classified
     cold: 1.5 ms -> 0.3 ms, the mean of the 98 calls in four of uvicorn's, Starlette's
-    and asyncio's busiest functions, 2026-12-02); a site on no call is not decoded."""
+    and asyncio's busiest functions, 2026-12-02; `benchmarks/call_site_cost.py`, 7x
+    in one run since); a site on no call is not decoded."""
     if not _RAW_BYTECODE:
         return [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "EXTENDED_ARG")]
     raw = code.co_code
