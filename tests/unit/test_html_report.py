@@ -92,6 +92,18 @@ def test_every_service_string_is_escaped(tmp_path):
     assert page.count(f"nonce='{nonce}'") == page.count("<script")
 
 
+def test_a_service_string_spelling_the_script_slot_stays_text(tmp_path):
+    # plotly.js is spliced into the formatted page at a placeholder: a stage named like
+    # it must stay escaped text, with the library once, in the page's own script
+    from probe.reports.page import _PLOTLY_SLOT
+
+    page = page_for(service_run(tmp_path, name=_PLOTLY_SLOT))
+    assert page.count(FAKE_PLOTLY) == 1 and _PLOTLY_SLOT not in page
+    nonce = re.search(r"'nonce-([^']+)'", page).group(1)
+    assert f"<script nonce='{nonce}'>{FAKE_PLOTLY}</script>" in page
+    assert "&lt;probe-plotly-js/&gt;" in page
+
+
 def test_long_runs_are_downsampled_and_say_so(tmp_path):
     b = RunBuilder(duration_s=100.0)
     stack_ids = [b.stack("main", f"f{i}", f"g{i}", f"h{i}") for i in range(3000)]
