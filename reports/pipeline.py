@@ -30,7 +30,7 @@ from probe.printable import printable
 from probe.reports import output
 from probe.reports.json import json_safe
 from probe.reports.terminal import Verdict
-from probe.rundir.reader import Run, compact_and_load, load
+from probe.rundir.reader import Run, compacting, load
 
 __all__ = ["finish_run", "load_analysis", "shown_path", "verdict_text", "write_output"]
 
@@ -91,14 +91,19 @@ def finish_run(run_dir: Path, *, out: IO[str] | None = None) -> list[str]:
     """Compact ``run_dir`` to Parquet, diagnose it, print the verdict and write
     ``diagnosis.json`` and ``report.html``. Returns the notes compaction made. (A run not
     diagnosed is compacted on its first load: ``probe.rundir.reader``.)"""
-    run, compaction_notes = compact_and_load(run_dir)
-    analysis = _diagnosed(run, run_dir, write_json=True)
-    text = verdict_text(analysis, run_dir=run_dir, written=("diagnosis.json", "report.html"))
-    print(text, file=out or sys.stdout, flush=True)
-    try:
-        write_output(analysis, "html", run_dir / "report.html")
-    except OSError as e:
-        _warn(f"could not write {run_dir / 'report.html'}: {e}")
+
+    def unwritten(table: str, error: Exception) -> None:
+        _warn(f"could not write {table}.parquet in {run_dir}: {error}; its journal is kept")
+
+    with compacting(run_dir, unwritten) as (run, compaction_notes):
+        analysis = _diagnosed(run, run_dir, write_json=True)
+        written = ("diagnosis.json", "report.html")
+        text = verdict_text(analysis, run_dir=run_dir, written=written)
+        print(text, file=out or sys.stdout, flush=True)
+        try:
+            write_output(analysis, "html", run_dir / "report.html")
+        except OSError as e:
+            _warn(f"could not write {run_dir / 'report.html'}: {e}")
     return compaction_notes
 
 

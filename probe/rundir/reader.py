@@ -17,6 +17,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -44,6 +47,7 @@ __all__ = [
     "calibrated_op_cost_ns",
     "compact",
     "compact_and_load",
+    "compacting",
     "load",
     "read_meta",
     "without_the_launcher",
@@ -454,7 +458,17 @@ def _op_cost_ns(entry: dict[str, Any], own_ops: int, notes: list[str]) -> float:
     return 0.0
 
 
-def _compact(root: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
+# Runs (or schedules) the job that writes a table's Parquet: (the table, the job).
+_Write = Callable[[str, Callable[[], None]], None]
+
+
+def _now(table: str, job: Callable[[], None]) -> None:
+    job()
+
+
+def _compact(root: Path, write: _Write = _now) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """Each journal of ``root`` parsed into its frame; ``write`` runs (or schedules) the
+    job that writes its Parquet and then drops the journal."""
     frames: dict[str, pd.DataFrame] = {}
     notes: list[str] = []
     for table in TABLES:
@@ -464,11 +478,17 @@ def _compact(root: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
         except FileNotFoundError:
             continue  # none, or another reader compacted it just now: its Parquet is read
         notes.extend(table_notes)
-        with atomic_output(root / f"{table}.parquet") as f:
-            pq.write_table(arrow, f, compression="zstd")
-        jsonl.unlink(missing_ok=True)
+        write(table, functools.partial(_to_parquet, root, table, arrow))
         frames[table] = _frame(table, arrow, root / f"{table}.parquet")
     return frames, notes
+
+
+def _to_parquet(root: Path, table: str, arrow: pa.Table) -> None:
+    """``table``'s Parquet written atomically, then its journal dropped: a write that
+    fails leaves the journal, which loads as well."""
+    with atomic_output(root / f"{table}.parquet") as f:
+        pq.write_table(arrow, f, compression="zstd")
+    (root / f"{table}.jsonl").unlink(missing_ok=True)
 
 
 def _compact_shards(root: Path) -> list[str]:
@@ -494,10 +514,10 @@ def _quiet_meta(path: Path) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def _compact_all(root: Path) -> tuple[dict[str, pd.DataFrame], list[str]]:
+def _compact_all(root: Path, write: _Write = _now) -> tuple[dict[str, pd.DataFrame], list[str]]:
     """The run's tables and its workers' compacted; the notes kept in meta.json, since
-    the journals they describe are gone now."""
-    frames, notes = _compact(root)
+    the journals they describe are gone now (or will be, once ``write`` has run its jobs)."""
+    frames, notes = _compact(root, write)
     notes = notes + _compact_shards(root)
     if notes:
         meta = read_meta(root)
@@ -523,3 +543,27 @@ def compact_and_load(
     frames, notes = _compact_all(root)
     run = _assemble(root, tables, frames)
     return replace(run, notes=[*run.notes, *notes]), notes
+
+
+@contextmanager
+def compacting(
+    path: str | os.PathLike[str], failed: Callable[[str, Exception], None]
+) -> Iterator[tuple[Run, list[str]]]:
+    """``compact_and_load`` whose Parquet files are written on a thread of their own while
+    the ``with`` block works on the run (pyarrow encodes and compresses with the GIL
+    released): a verdict does not wait for its run's files. The block's end waits for
+    them; ``failed(table, error)`` for each that could not be written (its journal stays,
+    and loads as well)."""
+    root = Path(path)
+    jobs: list[tuple[str, Future[None]]] = []
+    with ThreadPoolExecutor(1, thread_name_prefix="probe-compaction") as pool:
+        try:
+            frames, notes = _compact_all(root, lambda t, job: jobs.append((t, pool.submit(job))))
+            run = _assemble(root, None, frames)
+            yield replace(run, notes=[*run.notes, *notes]), notes
+        finally:
+            wait([job for _, job in jobs])
+    for table, job in jobs:
+        error = job.exception()
+        if isinstance(error, Exception):
+            failed(table, error)

@@ -201,7 +201,7 @@ def test_a_run_whose_process_lives_or_that_did_not_end_is_read_not_compacted(tmp
 def test_a_run_that_cannot_be_rewritten_is_read_from_its_journals(tmp_path, monkeypatch):
     from probe.rundir import reader
 
-    def read_only(root):
+    def read_only(root, *_):
         raise PermissionError(13, "Permission denied", str(root))
 
     w = new_run(tmp_path)
@@ -210,3 +210,41 @@ def test_a_run_that_cannot_be_rewritten_is_read_from_its_journals(tmp_path, monk
     monkeypatch.setattr(reader, "_compact", read_only)
     assert len(load(w.path).spans) == 2
     assert (w.path / "spans.jsonl").is_file()
+
+
+def test_a_diagnosed_run_ends_compacted_with_the_frames_its_journals_held(tmp_path, capsys):
+    import os
+
+    from probe.reports.pipeline import finish_run
+
+    w = new_run(tmp_path)
+    w.append("spans", [span_record(i) for i in range(3)], prefix=(7,))
+    w.append("samples", [[100, 7, 1, 10_000_000, 4_000_000, "network", 3]])
+    ended(w, pid=os.getpid())  # its process alive: read as journals, not compacted
+    from_journals = load(w.path, tables=["spans", "samples"])
+    ended(w, pid=2**22 + 1)
+    finish_run(w.path)
+    assert "Run directory" in capsys.readouterr().out
+    assert not list(w.path.glob("*.jsonl")) and (w.path / "diagnosis.json").is_file()
+    done = load(w.path, tables=["spans", "samples"])
+    for table in ("spans", "samples"):
+        pd.testing.assert_frame_equal(done.tables[table], from_journals.tables[table])
+
+
+def test_a_table_whose_parquet_cannot_be_written_keeps_its_journal_and_the_verdict_comes(
+    tmp_path, capsys
+):
+    from probe.reports.pipeline import finish_run
+
+    w = new_run(tmp_path)
+    w.append("spans", [span_record(i) for i in range(3)], prefix=(7,))
+    w.append("samples", [[100, 7, 1, 10_000_000, 4_000_000, "network", 3]])
+    ended(w, pid=2**22 + 1)
+    (w.path / "samples.parquet").mkdir()  # nothing can replace a directory by a file
+    (w.path / "samples.parquet" / "x").write_text("")
+    finish_run(w.path)
+    out, err = capsys.readouterr()
+    assert "Run directory" in out and (w.path / "diagnosis.json").is_file()
+    assert "could not write samples.parquet" in err and "journal is kept" in err
+    assert (w.path / "samples.jsonl").is_file() and not (w.path / "spans.jsonl").exists()
+    assert len(load(w.path, tables=["samples"]).samples) == 1
