@@ -8,7 +8,11 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-__all__ = ["alive", "exit_after", "ignores"]
+__all__ = ["HELPER_ENV", "alive", "exit_after", "ignores"]
+
+# In the environment of a process probe starts beside the target (the load driver, the
+# finisher): the tree sampler leaves it out of the target's processes
+HELPER_ENV = "PROBE_HELPER"
 
 
 def alive(pid: int) -> bool:

@@ -15,8 +15,8 @@ import click
 from probe.cli.options import MAX_SECONDS, CollectorUrl, FiniteFloat, Latency, need_opentelemetry
 from probe.errors import ProbeError
 from probe.launcher import Outcome, default_run_dir, resolve_target, run
+from probe.pids import HELPER_ENV
 from probe.rundir.writer import prepare_run_dir
-from probe.samplers.resources import HELPER_ENV
 from probe.samplers.torch_windows import TorchWindowSettings
 from probe.session import Settings
 

@@ -162,7 +162,8 @@ class Sidecar:
         started now: the finisher's imports overlap the run from its first moment.
         ``prometheus``: HOST:PORT to serve the live metrics on; ``otlp``: the collector's
         URL to stream spans to ("": the SDK's standard endpoint)."""
-        from probe.samplers.resources import HELPER_ENV, host_cpu_jiffies
+        from probe.pids import HELPER_ENV
+        from probe.samplers.host_cpu import host_cpu_jiffies
 
         finisher = None
         if report:
@@ -250,7 +251,8 @@ def _sample_until_told(
     ``live``: the live outputs (``probe.live.LiveOutputs``) to feed each second;
     ``host_cpu``: the host's CPU counters at the sidecar's spawn (``host_cpu_jiffies``)."""
     from probe.rundir.writer import RunWriter
-    from probe.samplers.resources import ResourceSampler, host_times_from_jiffies
+    from probe.samplers.host_cpu import host_times_from_jiffies
+    from probe.samplers.resources import ResourceSampler
     from probe.samplers.ticker import Ticker
     from probe.samplers.tree import TreeSampler
 
