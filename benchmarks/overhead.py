@@ -14,7 +14,10 @@ The verdict and report.html are part of what is timed unless probe options say o
 
 When py-spy is installed (`pip install '.[bench]'`), each round also runs the script
 under `py-spy record -r 100` (the reference's external sampler at 100 Hz), so probe's
-ratio has py-spy's beside it from the same rounds: A B C A B C ...
+ratio has py-spy's beside it from the same rounds: A B C A B C ... ``--baseline DIR`` adds
+another checkout's probe (put on PYTHONPATH, its C extensions built in place) to the same
+rounds, so a change is measured against the code before it without the host's drift
+between two sittings.
 
 The fixed cost is the same pairing on an empty script, in seconds over plain Python, split
 at the script's one line (it prints its wall clock): from the command to the target's
@@ -68,33 +71,28 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float | None]:
     return wall, line_at
 
 
-Commands = dict[str, Callable[[], list[str]]]
+# Each tool's next command, and what it adds to the environment
+Commands = dict[str, Callable[[], tuple[list[str], dict[str, str]]]]
 
 
 def commands(
-    script: Path, tmp: Path, probe_args: list[str], py_spy: str | None
+    script: Path, tmp: Path, probe_args: list[str], py_spy: str | None, baseline: Path | None
 ) -> tuple[list[str], Commands]:
     runs = iter(range(10**6))
 
-    def probed() -> list[str]:
+    def probed(pythonpath: Path | None = None) -> tuple[list[str], dict[str, str]]:
         out = tmp / f"run{next(runs)}"
-        return [
-            sys.executable,
-            "-m",
-            "probe.cli",
-            "run",
-            "--out",
-            str(out),
-            *probe_args,
-            str(script),
-        ]
+        cmd = [sys.executable, "-m", "probe.cli", "run", "--out", str(out), *probe_args]
+        return [*cmd, str(script)], {"PYTHONPATH": str(pythonpath)} if pythonpath else {}
 
     plain = [sys.executable, str(script)]
     others: Commands = {"probe": probed}
+    if baseline is not None:
+        others["baseline"] = lambda: probed(baseline)
     if py_spy:
         raw = str(tmp / "py-spy.txt")
         spied = [py_spy, "record", "-r", "100", "-f", "raw", "-o", raw, "--", *plain]
-        others["py-spy"] = lambda: spied
+        others["py-spy"] = lambda: (spied, {})
     return plain, others
 
 
@@ -114,30 +112,37 @@ def split(cmd: list[str], wall: float) -> tuple[float, float, float] | None:
 Times = list[tuple[float, float | None]]
 
 
+Splits = dict[str, list[tuple[float, float, float]]]
+
+
 def paired(
     plain: list[str], others: Commands, env: dict[str, str], pairs: int
-) -> tuple[Times, dict[str, Times], list[tuple[float, float, float]]]:
-    """The plain runs' times, each other tool's, and the probe runs' splits (``split``)."""
+) -> tuple[Times, dict[str, Times], Splits]:
+    """The plain runs' times, each other tool's, and each probe's runs' splits (``split``)."""
     timed(plain, env)
-    for cmd in others.values():
-        timed(cmd(), env)  # warm-up
+    for make in others.values():
+        cmd, extra = make()
+        timed(cmd, {**env, **extra})  # warm-up
     a_times: Times = []
     times: dict[str, Times] = {name: [] for name in others}
-    splits: list[tuple[float, float, float]] = []
+    splits: Splits = {}
     for _ in range(pairs):
         a_times.append(timed(plain, env))
         for name, make in others.items():
-            cmd = make()
-            times[name].append(timed(cmd, env))
+            cmd, extra = make()
+            times[name].append(timed(cmd, {**env, **extra}))
             parts = split(cmd, times[name][-1][0])
             if parts is not None:
-                splits.append(parts)
+                splits.setdefault(name, []).append(parts)
     return a_times, times, splits
 
 
-def workload(name: str, pairs: int, probe_args: list[str], py_spy: str | None) -> None:
+def workload(
+    name: str, pairs: int, probe_args: list[str], py_spy: str | None, baseline: Path | None
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        plain, others = commands(WORKLOADS / NAMES[name], Path(tmp), probe_args, py_spy)
+        script = WORKLOADS / NAMES[name]
+        plain, others = commands(script, Path(tmp), probe_args, py_spy, baseline)
         a_times, times, splits = paired(plain, others, workload_env(name), pairs)
     a_walls = [a for a, _ in a_times]
     for tool, b_times in times.items():
@@ -149,40 +154,41 @@ def workload(name: str, pairs: int, probe_args: list[str], py_spy: str | None) -
             f" s, {tool} {statistics.median(b_walls):.2f} s)",
             flush=True,
         )
-    if splits:
-        before, target, after = (statistics.median(x) for x in zip(*splits, strict=True))
+    for tool, parts in splits.items():
+        before, target, after = (statistics.median(x) for x in zip(*parts, strict=True))
         print(
-            f"    probe's runs: {before:.2f} s before the target, the target {target:.2f} s "
+            f"    {tool}'s runs: {before:.2f} s before the target, the target {target:.2f} s "
             f"(plain's whole process {statistics.median(a_walls):.2f} s), {after:.2f} s "
             "after it",
             flush=True,
         )
 
 
-def fixed_cost(pairs: int, probe_args: list[str]) -> None:
+def fixed_cost(pairs: int, probe_args: list[str], baseline: Path | None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "empty.py"
         script.write_text(EMPTY)
-        plain, others = commands(script, Path(tmp), probe_args, None)
+        plain, others = commands(script, Path(tmp), probe_args, None, baseline)
         a_times, times, _ = paired(plain, others, workload_env("w3"), pairs)
-    extra, before, after = [], [], []
-    for (a, a_line), (b, b_line) in zip(a_times, times["probe"], strict=True):
-        extra.append(b - a)
-        if a_line is not None and b_line is not None:
-            before.append(b_line - a_line)
-            after.append((b - b_line) - (a - a_line))
-    print(
-        f"fixed cost (empty script): +{statistics.median(extra):.3f} s over plain Python "
-        f"(pairs {min(extra):+.3f}..{max(extra):+.3f}; median plain "
-        f"{statistics.median(a for a, _ in a_times):.3f} s)",
-        flush=True,
-    )
-    if before:
+    for tool, b_times in times.items():
+        extra, before, after = [], [], []
+        for (a, a_line), (b, b_line) in zip(a_times, b_times, strict=True):
+            extra.append(b - a)
+            if a_line is not None and b_line is not None:
+                before.append(b_line - a_line)
+                after.append((b - b_line) - (a - a_line))
         print(
-            f"  to the target's first line +{statistics.median(before):.3f} s, "
-            f"from its last line to the end +{statistics.median(after):.3f} s",
+            f"fixed cost (empty script), {tool}: +{statistics.median(extra):.3f} s over plain "
+            f"Python (pairs {min(extra):+.3f}..{max(extra):+.3f}; median plain "
+            f"{statistics.median(a for a, _ in a_times):.3f} s)",
             flush=True,
         )
+        if before:
+            print(
+                f"  to the target's first line +{statistics.median(before):.3f} s, "
+                f"from its last line to the end +{statistics.median(after):.3f} s",
+                flush=True,
+            )
 
 
 def _warn_if_compiled_at_every_import() -> None:
@@ -208,6 +214,14 @@ def main() -> None:
     p.add_argument("-w", "--workload", action="append", choices=sorted(NAMES))
     p.add_argument("--fixed-only", action="store_true", help="the empty script only")
     p.add_argument("--no-py-spy", action="store_true", help="skip the py-spy rounds")
+    p.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="also another checkout's probe (on PYTHONPATH; its C extensions built) in the "
+        "same rounds: old against new without the host's drift between two runs",
+    )
+    p.add_argument("--no-fixed", action="store_true", help="the workloads only")
     p.add_argument("probe_args", nargs="*", help="extra `probe run` options (after --)")
     args = p.parse_args()
     _warn_if_compiled_at_every_import()
@@ -215,11 +229,12 @@ def main() -> None:
     if py_spy is None and not args.no_py_spy:
         print("py-spy not found (pip install '.[bench]'): probe's ratios only")
     print(f"probe run {' '.join(args.probe_args)} vs plain python, {args.pairs} pairs each")
-    fixed_cost(args.pairs, args.probe_args)
+    if not args.no_fixed:
+        fixed_cost(args.pairs, args.probe_args, args.baseline)
     if args.fixed_only:
         return
     for name in args.workload or sorted(NAMES):
-        workload(name, args.pairs, args.probe_args, py_spy)
+        workload(name, args.pairs, args.probe_args, py_spy, args.baseline)
 
 
 if __name__ == "__main__":
