@@ -462,10 +462,13 @@ def _stage_table(
     root = spans["root_pos"].to_numpy()
     in_request = is_request[root]
     if requests.count:
-        keys = pd.MultiIndex.from_arrays([root[in_request], name[in_request]])
-        codes, uniques = pd.factorize(keys)
+        # one integer per (request, stage) pair: factorizing the pairs as a MultiIndex
+        # of tuples took 0.64 s of 700,000 spans (2026-12-02)
+        stage_codes, stages = pd.factorize(name[in_request])
+        pairs = root[in_request].astype(np.int64) * len(stages) + stage_codes
+        codes, uniques = pd.factorize(pairs)
         per = covered_ns(codes, start[in_request], end[in_request])
-        stage_of = pd.Index(uniques.get_level_values(1))[per.index.to_numpy()]
+        stage_of = pd.Index(stages[uniques[per.index.to_numpy()] % len(stages)])
         path = per.groupby(stage_of).sum() / 1e9
         table["path_s"] = path.reindex(table.index).fillna(0.0)
         table["path_share"] = table["path_s"] / requests.total_s

@@ -109,9 +109,7 @@ def endpoints(
     processes recorded (``Run.workers``). None when no request is an HTTP one."""
     if spans.empty or "is_request" not in spans:
         return None
-    is_request = spans["is_request"].to_numpy(dtype=bool)
-    attrs = [span_attrs(a) if r else {} for a, r in zip(spans["attrs"], is_request, strict=True)]
-    http = np.array([all(k in a for k in _HTTP_KEYS) for a in attrs], dtype=bool)
+    attrs, http = _request_attrs(spans)
     if not http.any():
         return None
     http_attrs = [attrs[i] for i in np.flatnonzero(http)]
@@ -154,6 +152,22 @@ def endpoints(
         notes=notes,
         workers=workers,
     )
+
+
+def _request_attrs(spans: pd.DataFrame) -> tuple[list[dict[str, object]], np.ndarray]:
+    """Each span's attrs where it is a request ({} elsewhere: one shared, read-only), and
+    which spans are HTTP requests. Only the request spans' attrs are read: a decorated
+    service's stages outnumber its requests (a 30-s loop: 700,000 spans, 140,000
+    requests; reading every span's took 1.2 s of its 3-s diagnosis, 2026-12-02)."""
+    rows = np.flatnonzero(spans["is_request"].to_numpy(dtype=bool))
+    none: dict[str, object] = {}
+    attrs = [none] * len(spans)
+    http = np.zeros(len(spans), dtype=bool)
+    for i, text in zip(rows, spans["attrs"].take(rows), strict=True):
+        if isinstance(text, str):  # else none (NA): {}
+            attrs[i] = found = span_attrs(text)
+            http[i] = all(k in found for k in _HTTP_KEYS)
+    return attrs, http
 
 
 def _pid_of_thread(threads: pd.DataFrame | None) -> dict[int, int]:

