@@ -30,6 +30,7 @@ from probe.printable import printable
 from probe.reports import output
 from probe.reports.json import json_safe
 from probe.reports.terminal import Verdict
+from probe.rundir.journals import JournalFollower
 from probe.rundir.reader import Run, compacting, load
 
 __all__ = ["finish_run", "load_analysis", "shown_path", "verdict_text", "write_output"]
@@ -87,15 +88,18 @@ def load_analysis(
     return _diagnosed(load(run_dir), run_dir, write_json=write_json, sla_s=sla_s)
 
 
-def finish_run(run_dir: Path, *, out: IO[str] | None = None) -> list[str]:
+def finish_run(
+    run_dir: Path, *, out: IO[str] | None = None, follower: JournalFollower | None = None
+) -> list[str]:
     """Compact ``run_dir`` to Parquet, diagnose it, print the verdict and write
     ``diagnosis.json`` and ``report.html``. Returns the notes compaction made. (A run not
-    diagnosed is compacted on its first load: ``probe.rundir.reader``.)"""
+    diagnosed is compacted on its first load: ``probe.rundir.reader``.) ``follower``:
+    its journals as parsed while the run went on."""
 
     def unwritten(table: str, error: Exception) -> None:
         _warn(f"could not write {table}.parquet in {run_dir}: {error}; its journal is kept")
 
-    with compacting(run_dir, unwritten) as (run, compaction_notes):
+    with compacting(run_dir, unwritten, follower) as (run, compaction_notes):
         analysis = _diagnosed(run, run_dir, write_json=True)
         written = ("diagnosis.json", "report.html")
         text = verdict_text(analysis, run_dir=run_dir, written=written)

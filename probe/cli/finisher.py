@@ -9,7 +9,9 @@ the target ends, and where none is (W2) they wait for its end instead of slowing
 Under a cgroup CPU quota that allows fewer cores than the CPUs it may run on, an idle
 CPU is not idle quota: the imports then wait for the run's end (``_quota_binds``).
 Done early, it then rehearses the end once on what the run has flushed so far, in memory
-(``_rehearse``), so that the verdict does not pay the pipeline's first-pass costs. The
+(``_rehearse``), so that the verdict does not pay the pipeline's first-pass costs; and
+from then on it parses the run's journals as they grow, once a second
+(``probe.rundir.journals.JournalFollower``), so that the end parses only the last of them. The
 sidecar imported them at nice 10, which still takes ~10% of a core from a nice-0 thread.
 The imports run in a process of their own, not in the sidecar: a thread at idle priority
 holding the GIL would stall the sidecar's sampling thread with it.
@@ -43,6 +45,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 __all__ = ["main"]
 
@@ -58,6 +61,10 @@ LIVE_VERDICT_BUDGET = 0.05
 # waits for it. Five seconds of a run analyse in ~0.1 s (W1's 2-s run: 0.085 s warm);
 # later, on a host too busy to import sooner, it is skipped.
 REHEARSE_WITHIN_S = 5.0
+# Then the journals are parsed as they grow (``probe.rundir.journals.JournalFollower``),
+# as often as the collector flushes them: the end of the run parses only the last second
+# (a 30-s decorated loop's 700,000 spans took 1.4 s to parse at its end, 2026-12-02).
+FOLLOW_EVERY_S = 1.0
 
 
 def _quota_binds() -> bool:
@@ -72,17 +79,36 @@ def _quota_binds() -> bool:
     return cores_allowed()["cpu_limit"] == "cgroup quota"
 
 
-def _warm(run_dir: Path, ended: threading.Event, wait_for_end: bool = False) -> None:
+class _Warm:
+    """What the imports thread shares with the rest: when the imports (and the
+    rehearsal) are done, the journal follower it then runs, and the lock a live verdict's
+    fork takes so that no fork copies a follower's parse half done (a child of a process
+    whose other thread held an allocator's lock would wait on it for ever)."""
+
+    def __init__(self) -> None:
+        self.imported = threading.Event()
+        self.forking = threading.Lock()
+        self.follower: Any = None
+
+
+def _warm(run_dir: Path, ended: threading.Event, warm: _Warm, wait_for_end: bool = False) -> None:
     if wait_for_end:
         ended.wait()
     started = time.monotonic()
     import probe.reports.html  # noqa: F401
     import probe.reports.pipeline  # noqa: F401
     from probe.reports.page import installed_plotly_js
+    from probe.rundir.journals import JournalFollower
 
     installed_plotly_js()  # plotly's import and its 3.6 MB of JavaScript, read once
     if not ended.is_set() and time.monotonic() - started <= REHEARSE_WITHIN_S:
         _rehearse(run_dir, ended)
+    warm.follower = JournalFollower(run_dir)
+    warm.imported.set()
+    while not ended.is_set():
+        with warm.forking:
+            warm.follower.catch_up()
+        ended.wait(FOLLOW_EVERY_S)
 
 
 def _rehearse(run_dir: Path, ended: threading.Event) -> None:
@@ -138,12 +164,15 @@ def _verdict_once(run_dir: Path) -> tuple[int, float] | None:
     return pid, started
 
 
-def _live_verdicts(run_dir: Path, warm: threading.Thread, ended: threading.Event) -> None:
+def _live_verdicts(run_dir: Path, warm: _Warm, ended: threading.Event) -> None:
     """Until ``ended``: a live verdict now and then, within LIVE_VERDICT_BUDGET."""
-    warm.join()
+    while not warm.imported.wait(0.1):
+        if ended.is_set():
+            return
     wait = LIVE_VERDICT_FIRST_S
     while not ended.wait(wait):
-        child = _verdict_once(run_dir)
+        with warm.forking:
+            child = _verdict_once(run_dir)
         if child is None:
             return
         pid, started = child
@@ -171,13 +200,14 @@ def main(argv: list[str]) -> int:
     live_verdicts = "--live-verdict" in argv[1:]
     # under a binding quota the imports wait for the run's end, unless live verdicts are
     # asked for (they need them during the run, and cost what they cost)
-    warm = threading.Thread(
+    warm = _Warm()
+    imports = threading.Thread(
         target=_warm,
-        args=(run_dir, ended, not live_verdicts and _quota_binds()),
+        args=(run_dir, ended, warm, not live_verdicts and _quota_binds()),
         name="probe-finisher-imports",
         daemon=True,
     )
-    warm.start()
+    imports.start()
     live = None
     if live_verdicts:
         live = threading.Thread(
@@ -194,11 +224,11 @@ def main(argv: list[str]) -> int:
     if not message:
         return 0
     _lift()
-    warm.join()
+    imports.join()
     try:
         from probe.reports.pipeline import finish_run
 
-        finish_run(run_dir)
+        finish_run(run_dir, follower=warm.follower)
     except Exception as e:  # `probe run` says so and finishes the run itself
         print(f"probe: the finisher failed: {e!r}", file=sys.stderr)
         return 1

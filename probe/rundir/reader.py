@@ -32,6 +32,7 @@ from probe.atomicfile import atomic_output, write_json_atomic
 from probe.errors import ProbeError
 from probe.pids import alive
 from probe.rundir import shards
+from probe.rundir.journals import JournalFollower, read_jsonl, schema
 from probe.rundir.kineto import KinetoTrace, read_kineto
 from probe.rundir.schema import (
     COLUMNS,
@@ -40,8 +41,7 @@ from probe.rundir.schema import (
     SPAN_RANGE_PREFIX,
     TABLES,
 )
-from probe.rundir.validate import ARROW_TYPES, check_meta, check_table
-from probe.samplers.collection import collector_held_off
+from probe.rundir.validate import check_meta, check_table
 
 __all__ = [
     "Run",
@@ -106,43 +106,6 @@ def read_meta(path: Path) -> dict[str, Any]:
     return meta
 
 
-def _schema(table: str) -> pa.Schema:
-    return pa.schema([(c, ARROW_TYPES[t]) for c, t in COLUMNS[table]])
-
-
-def _arrow_from_batches(table: str, batches: list[Any]) -> pa.Table:
-    """Journal batches (each ``[prefix, rows]``: the prefix's values lead every row) -> an
-    Arrow table, one C-level array per column. Built column by column: a batch's rows are
-    transposed by ``zip`` and its prefix repeated, not each row rebuilt with its prefix in
-    Python (0.9 s of a 30-s decorated loop's 700,000 spans, then 0.5 s padding them and
-    the transposition of all of them at once; 2026-12-02)."""
-    schema = _schema(table)
-    width = len(schema)
-    columns: list[list[Any]] = [[] for _ in range(width)]
-    for prefix, rows in batches:
-        if not rows:
-            continue
-        n, lead = len(rows), len(prefix or ())
-        if set(map(len, rows)) != {width - lead}:
-            # written by an older probe with fewer trailing columns (padded), or torn
-            rows = [(list(r) + [None] * width)[: width - lead] for r in rows]
-        for column, value in zip(columns, prefix or (), strict=False):
-            column.extend([value] * n)
-        for column, values in zip(columns[lead:], zip(*rows, strict=True), strict=False):
-            column.extend(values)
-    # spans' attrs: a JSON object in the journal, JSON text in the table (a stage's are
-    # most often none: the types are looked at in C before any row is in Python)
-    if table == "spans" and set(map(type, columns[8])) - {type(None), str}:
-        columns[8] = [a if a is None or isinstance(a, str) else json.dumps(a) for a in columns[8]]
-    return pa.Table.from_arrays(
-        [
-            pa.array(column, type=field.type, from_pandas=True)
-            for column, field in zip(columns, schema, strict=True)
-        ],
-        schema=schema,
-    )
-
-
 def _frame(table: str, arrow: pa.Table, where: Path) -> pd.DataFrame:
     """The one Arrow -> pandas conversion, so live and compacted runs give equal frames;
     what the schema does not allow is a ``ProbeError`` naming ``where`` (validate.py)."""
@@ -165,47 +128,7 @@ def _empty_frame(table: str) -> pd.DataFrame:
 
 @functools.cache
 def _empty_frame_of(table: str) -> pd.DataFrame:
-    return _frame(table, _schema(table).empty_table(), Path(table))
-
-
-def _read_jsonl(path: Path, table: str) -> tuple[pa.Table, list[str]]:
-    """Parse a live table; a torn last batch (the process was killed) is dropped."""
-    raw = path.read_bytes()
-    notes: list[str] = []
-    if not raw:
-        return _schema(table).empty_table(), notes
-    end = raw.rfind(b"\n")
-    complete, tail = raw[: end + 1], raw[end + 1 :]
-    if tail.strip():
-        notes.append(f"{table}: dropped 1 incomplete batch at the end ({len(tail)} bytes)")
-    text = complete.decode("utf-8", errors="replace").rstrip("\n")
-    if not text:
-        return _schema(table).empty_table(), notes
-    # Without cyclic collections: a journal parses into millions of lists and tuples that
-    # all stay alive, and each collection of the oldest generation walks all of them (a
-    # 30-s decorated loop's 700,000 spans: the parse 1.3 -> 0.5 s, the columns 0.9 ->
-    # 0.2 s; 2026-12-02). What they hold has no cycles: nothing waits for a collection.
-    with collector_held_off():
-        return _parsed(text, table, notes)
-
-
-def _parsed(text: str, table: str, notes: list[str]) -> tuple[pa.Table, list[str]]:
-    try:
-        # One C-level parse of the whole journal: each line is a JSON array and json never
-        # writes a raw newline inside a value, so newline -> comma makes a valid list.
-        batches = json.loads("[" + text.replace("\n", ",") + "]")
-    except (ValueError, RecursionError):
-        batches, bad = [], 0
-        for line in text.split("\n"):
-            try:
-                batches.append(json.loads(line))
-            except (ValueError, RecursionError):  # RecursionError: nested too deeply
-                bad += 1
-        notes.append(f"{table}: dropped {bad} corrupt batch(es)")
-    try:
-        return _arrow_from_batches(table, batches), notes
-    except (TypeError, ValueError, OverflowError, pa.ArrowException):
-        return _schema(table).empty_table(), [*notes, f"{table}: unreadable journal dropped"]
+    return _frame(table, schema(table).empty_table(), Path(table))
 
 
 def _read_table(path: Path, table: str) -> tuple[pd.DataFrame, list[str]]:
@@ -221,7 +144,7 @@ def _read_table(path: Path, table: str) -> tuple[pd.DataFrame, list[str]]:
                 return _frame(table, arrow, parquet), []
         if jsonl.is_file():
             try:
-                arrow, notes = _read_jsonl(jsonl, table)
+                arrow, notes = read_jsonl(jsonl, table)
                 return _frame(table, arrow, jsonl), notes
             except FileNotFoundError:
                 continue  # compacted under our feet: read the Parquet on the next pass
@@ -479,15 +402,20 @@ def _now(table: str, job: Callable[[], None]) -> None:
     job()
 
 
-def _compact(root: Path, write: _Write = _now) -> tuple[dict[str, pd.DataFrame], list[str]]:
-    """Each journal of ``root`` parsed into its frame; ``write`` runs (or schedules) the
-    job that writes its Parquet and then drops the journal."""
+def _compact(
+    root: Path, write: _Write = _now, follower: JournalFollower | None = None
+) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """Each journal of ``root`` parsed into its frame (what ``follower`` parsed of it
+    while the run went on, and the rest); ``write`` runs (or schedules) the job that
+    writes its Parquet and then drops the journal."""
     frames: dict[str, pd.DataFrame] = {}
     notes: list[str] = []
     for table in TABLES:
         jsonl = root / f"{table}.jsonl"
         try:
-            arrow, table_notes = _read_jsonl(jsonl, table)
+            arrow, table_notes = (
+                follower.take(table) if follower is not None else read_jsonl(jsonl, table)
+            )
         except FileNotFoundError:
             continue  # none, or another reader compacted it just now: its Parquet is read
         notes.extend(table_notes)
@@ -527,10 +455,12 @@ def _quiet_meta(path: Path) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
-def _compact_all(root: Path, write: _Write = _now) -> tuple[dict[str, pd.DataFrame], list[str]]:
+def _compact_all(
+    root: Path, write: _Write = _now, follower: JournalFollower | None = None
+) -> tuple[dict[str, pd.DataFrame], list[str]]:
     """The run's tables and its workers' compacted; the notes kept in meta.json, since
     the journals they describe are gone now (or will be, once ``write`` has run its jobs)."""
-    frames, notes = _compact(root, write)
+    frames, notes = _compact(root, write, follower)
     notes = notes + _compact_shards(root)
     if notes:
         meta = read_meta(root)
@@ -560,18 +490,23 @@ def compact_and_load(
 
 @contextmanager
 def compacting(
-    path: str | os.PathLike[str], failed: Callable[[str, Exception], None]
+    path: str | os.PathLike[str],
+    failed: Callable[[str, Exception], None],
+    follower: JournalFollower | None = None,
 ) -> Iterator[tuple[Run, list[str]]]:
     """``compact_and_load`` whose Parquet files are written on a thread of their own while
     the ``with`` block works on the run (pyarrow encodes and compresses with the GIL
     released): a verdict does not wait for its run's files. The block's end waits for
     them; ``failed(table, error)`` for each that could not be written (its journal stays,
-    and loads as well)."""
+    and loads as well). ``follower``: what was parsed of the journals as the run went on
+    (``probe.rundir.journals.JournalFollower``), to parse only the rest."""
     root = Path(path)
     jobs: list[tuple[str, Future[None]]] = []
     with ThreadPoolExecutor(1, thread_name_prefix="probe-compaction") as pool:
         try:
-            frames, notes = _compact_all(root, lambda t, job: jobs.append((t, pool.submit(job))))
+            frames, notes = _compact_all(
+                root, lambda t, job: jobs.append((t, pool.submit(job))), follower
+            )
             run = _assemble(root, None, frames)
             yield replace(run, notes=[*run.notes, *notes]), notes
         finally:

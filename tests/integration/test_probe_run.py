@@ -718,3 +718,30 @@ def test_help_describes_the_verb():
         [sys.executable, "-m", "probe.cli", "--version"], capture_output=True, text=True
     )
     assert "probe" in v.stdout
+
+
+def test_spans_flushed_across_the_run_reach_its_tables_each_exactly_once(tmp_path, run_probe):
+    # the finisher parses the journals as they grow (once a second, after its imports)
+    # and the end of the run only the rest: a span lost or counted twice at a seam
+    # between the two would show here
+    script = write_script(
+        tmp_path,
+        """
+        import sys, time
+        import probe
+        made = 0
+        deadline = time.monotonic() + 4.0
+        while time.monotonic() < deadline:
+            with probe.request():
+                with probe.span("step"):
+                    time.sleep(0.0005)
+            made += 2
+        print(made)
+    """,
+    )
+    r = run_probe(script)
+    assert r.returncode == 0
+    made = int(r.stdout.split()[0])
+    spans = pd.read_parquet(r.run_dir / "spans.parquet")
+    assert len(spans) == made and spans["span_id"].is_unique
+    assert not list(r.run_dir.glob("*.jsonl"))

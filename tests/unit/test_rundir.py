@@ -251,7 +251,7 @@ def test_a_table_whose_parquet_cannot_be_written_keeps_its_journal_and_the_verdi
 
 
 def test_journal_batches_become_columns_with_prefixes_repeated_and_short_rows_padded():
-    from probe.rundir.reader import _arrow_from_batches
+    from probe.rundir.journals import arrow_from_batches as _arrow_from_batches
 
     batches = [
         [[7], [[1, None, "a", "stage", 1, 2, "r1", None], [2, 1, "b", "stage", 3, 4, "r1", None]]],
