@@ -45,7 +45,10 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from probe.rundir.journals import JournalFollower
 
 __all__ = ["main"]
 
@@ -88,7 +91,7 @@ class _Warm:
     def __init__(self) -> None:
         self.imported = threading.Event()
         self.forking = threading.Lock()
-        self.follower: Any = None
+        self.follower: JournalFollower | None = None
 
 
 def _warm(run_dir: Path, ended: threading.Event, warm: _Warm, wait_for_end: bool = False) -> None:
@@ -103,11 +106,11 @@ def _warm(run_dir: Path, ended: threading.Event, warm: _Warm, wait_for_end: bool
     installed_plotly_js()  # plotly's import and its 3.6 MB of JavaScript, read once
     if not ended.is_set() and time.monotonic() - started <= REHEARSE_WITHIN_S:
         _rehearse(run_dir, ended)
-    warm.follower = JournalFollower(run_dir)
+    warm.follower = follower = JournalFollower(run_dir)
     warm.imported.set()
     while not ended.is_set():
         with warm.forking:
-            warm.follower.catch_up()
+            follower.catch_up()
         ended.wait(FOLLOW_EVERY_S)
 
 

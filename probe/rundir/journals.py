@@ -171,9 +171,10 @@ class JournalFollower:
         now. FileNotFoundError where there is none."""
         path = self.root / f"{table}.jsonl"
         followed = self._followed.pop(table, None)
-        with open(path, "rb") as f:
-            stat = os.fstat(f.fileno())
-        if followed is None or followed.inode != stat.st_ino or stat.st_size < followed.offset:
-            return read_jsonl(path, table)
-        rest, notes = read_jsonl(path, table, followed.offset)
-        return pa.concat_tables([*followed.parts, rest]), [*followed.notes, *notes]
+        if followed is not None:
+            with open(path, "rb") as f:
+                stat = os.fstat(f.fileno())
+            if followed.inode == stat.st_ino and stat.st_size >= followed.offset:
+                rest, notes = read_jsonl(path, table, followed.offset)
+                return pa.concat_tables([*followed.parts, rest]), [*followed.notes, *notes]
+        return read_jsonl(path, table)

@@ -408,14 +408,12 @@ def _compact(
     """Each journal of ``root`` parsed into its frame (what ``follower`` parsed of it
     while the run went on, and the rest); ``write`` runs (or schedules) the job that
     writes its Parquet and then drops the journal."""
+    journals = follower if follower is not None else JournalFollower(root)  # none followed
     frames: dict[str, pd.DataFrame] = {}
     notes: list[str] = []
     for table in TABLES:
-        jsonl = root / f"{table}.jsonl"
         try:
-            arrow, table_notes = (
-                follower.take(table) if follower is not None else read_jsonl(jsonl, table)
-            )
+            arrow, table_notes = journals.take(table)
         except FileNotFoundError:
             continue  # none, or another reader compacted it just now: its Parquet is read
         notes.extend(table_notes)
@@ -482,8 +480,16 @@ def compact_and_load(
 
     Returns the run and, apart, the notes compaction itself made (rows it had to drop).
     """
-    root = Path(path)
-    frames, notes = _compact_all(root)
+    return _compacted(Path(path), tables)
+
+
+def _compacted(
+    root: Path,
+    tables: list[str] | None,
+    write: _Write = _now,
+    follower: JournalFollower | None = None,
+) -> tuple[Run, list[str]]:
+    frames, notes = _compact_all(root, write, follower)
     run = _assemble(root, tables, frames)
     return replace(run, notes=[*run.notes, *notes]), notes
 
@@ -504,11 +510,9 @@ def compacting(
     jobs: list[tuple[str, Future[None]]] = []
     with ThreadPoolExecutor(1, thread_name_prefix="probe-compaction") as pool:
         try:
-            frames, notes = _compact_all(
-                root, lambda t, job: jobs.append((t, pool.submit(job))), follower
+            yield _compacted(
+                root, None, lambda table, job: jobs.append((table, pool.submit(job))), follower
             )
-            run = _assemble(root, None, frames)
-            yield replace(run, notes=[*run.notes, *notes]), notes
         finally:
             wait([job for _, job in jobs])
     for table, job in jobs:
