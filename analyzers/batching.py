@@ -68,6 +68,7 @@ __all__ = [
     "LinearFit",
     "advise",
     "batch_curve",
+    "calls_unsampled_around",
     "glue_share",
     "linear_fit",
     "span_calls",
@@ -410,6 +411,22 @@ def glue_share(
             share += part
             named.append(caller)
     return share, named
+
+
+def calls_unsampled_around(samples: pd.DataFrame, stage: str) -> tuple[int, float]:
+    """(the samples taken while ``stage`` was being called, the most of that time its
+    callers' own code can have taken, at 95% confidence, when none of those samples fell
+    in it: 3 / n, the rule of three for a binomial share with no success in n trials).
+    For a loop around the call too brief to draw a sample in a short or sparsely sampled
+    run (a few-percent loop, a host slow enough that the pacer spaced the ticks out):
+    unmeasured, not absent. ``samples`` as ``glue_share``'s. (0, 1.0) for a stage never
+    sampled."""
+    at = samples["ts_ns"]
+    mine = at[samples["user_function"] == stage]
+    if mine.empty:
+        return 0, 1.0
+    n = int(((at >= int(mine.min())) & (at <= int(mine.max()))).sum())
+    return n, min(1.0, 3.0 / n)
 
 
 def spans_advice(

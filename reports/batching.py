@@ -83,4 +83,14 @@ def _against_lines(against: dict[str, Any] | None, predicted: dict[str, Any] | N
             f"  {names} around the call ({against['glue_share']:.0%} of the run) counted once "
             f"a batch: {floor:.2f}× if that work is per request"
         )
+    unsampled = against.get("glue_unsampled")
+    if unsampled:
+        names = ", ".join(f"`{n}`" for n in unsampled["callers"])
+        lines.append(
+            f"  {names} around the call: unmeasured (none of the {unsampled['samples']} "
+            f"samples taken while the stage was called fell in its own code: up to "
+            f"{unsampled['share_up_to']:.0%} of that time, 95%). The prediction counts it "
+            "once a request, a floor; done once a batch, it would gain more. A longer run "
+            "or a higher --hz measures it."
+        )
     return lines

@@ -169,7 +169,8 @@ def _against(run_dir: Path | None, stage: str, run_batch: int) -> dict[str, Any]
     served = d.breakdown.requests.count > 0
     # a batch job's loop around the call runs once a call (analyzers.batching); a served
     # request runs its handler whatever the batch, and spans time their stage exactly
-    glue, around = (0.0, []) if served or d.breakdown.source == "spans" else _glue(run, d, name)
+    exact = served or d.breakdown.source == "spans"
+    glue, around, unsampled = (0.0, [], None) if exact else _glue(run, d, name)
     return {
         "share_from": d.breakdown.source,
         "stacks_at_tick": _stacks_at_tick(run.meta),
@@ -178,6 +179,9 @@ def _against(run_dir: Path | None, stage: str, run_batch: int) -> dict[str, Any]
         "share": round(share, 6),
         "glue_share": round(glue, 6),
         "glue_from": around,
+        # callers of the stage whose own code drew no sample while it ran: the loop
+        # around the call unmeasured (its bound), not absent
+        "glue_unsampled": unsampled,
         "run_batch": run_batch,
         "basis": "throughput" if served else "job",
         "throughput_per_s": d.run.get("throughput_per_s") if served else None,
@@ -185,19 +189,26 @@ def _against(run_dir: Path | None, stage: str, run_batch: int) -> dict[str, Any]
     }
 
 
-def _glue(run: Any, d: Any, stage: str) -> tuple[float, list[str]]:
-    """The stage's callers' own share of the run while it was called, and their names."""
-    from probe.analyzers.batching import glue_share
+def _glue(run: Any, d: Any, stage: str) -> tuple[float, list[str], dict[str, Any] | None]:
+    """The stage's callers' own share of the run while it was called and their names;
+    where callers were found but none of their own code was sampled then, what bounds
+    that share (``calls_unsampled_around``), else None."""
+    from probe.analyzers.batching import calls_unsampled_around, glue_share
     from probe.analyzers.stacks import callers_of, label_stacks
 
     library = (run.meta.get("python") or {}).get("library_paths", ())
     stacks, frames = run.tables["stacks"], run.tables["frames"]
     callers = callers_of(stacks, frames, stage, library)
     if not callers:
-        return 0.0, []
+        return 0.0, [], None
     labels = label_stacks(stacks, frames, library)[["stack_id", "user_function", "comprehension"]]
     samples = run.tables["samples"][["ts_ns", "stack_id"]].merge(labels, on="stack_id")
-    return glue_share(samples, d.breakdown.stages, stage, callers)
+    share, named = glue_share(samples, d.breakdown.stages, stage, callers)
+    if named:
+        return share, named, None
+    n, up_to = calls_unsampled_around(samples, stage)
+    unsampled = {"callers": sorted(callers - {stage}), "samples": n, "share_up_to": round(up_to, 4)}
+    return share, named, unsampled if unsampled["callers"] else None
 
 
 def _document(

@@ -11,6 +11,7 @@ import pytest
 from probe.analyzers.batching import (
     advise,
     batch_curve,
+    calls_unsampled_around,
     glue_share,
     linear_fit,
     span_calls,
@@ -138,6 +139,21 @@ def test_the_callers_share_counts_their_samples_while_the_stage_ran_only():
     assert glue_share(samples, stages, "score", frozenset({"gone"})) == (0.0, [])
 
 
+def test_a_loop_around_the_call_that_drew_no_sample_is_bounded_not_taken_as_absent():
+    # 60 samples while score was called (t 10..69), none in serve's own code: serve's
+    # share of that time is below 3/60 with 95% confidence (the rule of three)
+    ts = list(range(10, 70))
+    samples = pd.DataFrame(
+        {"ts_ns": [1, 2, *ts, 99], "user_function": ["serve", "serve", *["score"] * 60, "serve"],
+         "comprehension": [False] * 63}
+    )  # fmt: skip
+    stages = pd.DataFrame({"path_share": [0.9, 0.1]}, index=["score", "serve"])
+    assert glue_share(samples, stages, "score", frozenset({"serve"})) == (0.0, [])
+    assert calls_unsampled_around(samples, "score") == (60, pytest.approx(0.05))
+    assert calls_unsampled_around(samples.head(3), "score") == (1, 1.0)  # one sample: no bound
+    assert calls_unsampled_around(samples, "missing") == (0, 1.0)
+
+
 def test_a_run_at_a_size_the_sweep_missed_falls_back_to_the_stage_and_says_so():
     a = advise(batch_curve(calls(LINEAR)), run_share=0.6, run_batch=3)
     assert a.rest_s == 0.0 and a.speedup_over_run is None
@@ -206,3 +222,29 @@ def test_every_setting_of_the_advisor_carries_its_source():
     from probe.analyzers.constants import sources
 
     assert all(len(text) > 40 for text in sources(BATCHING).values()), sources(BATCHING)
+
+
+def test_the_sweeps_text_says_an_unsampled_loop_around_the_call_is_unmeasured():
+    from probe.reports.batching import sweep_text
+
+    advice = advise(batch_curve(calls(LINEAR)), run_share=0.6)
+    assert advice is not None
+    against = {
+        "run": "runs/before", "stage": "score (job.py)", "share": 0.6, "glue_share": 0.0,
+        "glue_from": [], "run_batch": 1, "basis": "job", "throughput_per_s": None,
+        "wall_s": 3.0,
+        "glue_unsampled": {"callers": ["serve (job.py)"], "samples": 57, "share_up_to": 0.0526},
+    }  # fmt: skip
+    predicted = {"speedup": advice.speedup_over_run, "floor_speedup": advice.floor_over_run,
+                 "throughput_per_s": None, "wall_s": 3.0 / advice.speedup_over_run}  # fmt: skip
+    document = {"target": "job:score", "advice": advice.to_dict(), "against": against,
+                "predicted": predicted, "notes": []}  # fmt: skip
+    text = sweep_text(document)
+    assert "`serve (job.py)` around the call: unmeasured" in text
+    assert "none of the 57 samples" in text and "up to 5% of that time" in text
+    assert "counts it once a request, a floor" in text
+    # measured (or absent: no callers), nothing is said of it
+    measured = {**against, "glue_unsampled": None}
+    assert "unmeasured" not in sweep_text({**document, "against": measured})
+    older = {k: v for k, v in against.items() if k != "glue_unsampled"}  # an older sweep
+    assert "unmeasured" not in sweep_text({**document, "against": older})
