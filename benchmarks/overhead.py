@@ -82,7 +82,9 @@ def commands(
 
     def probed(pythonpath: Path | None = None) -> tuple[list[str], dict[str, str]]:
         out = tmp / f"run{next(runs)}"
-        cmd = [sys.executable, "-m", "probe.cli", "run", "--out", str(out), *probe_args]
+        # -P: the working directory not first on sys.path, where a checkout's own probe/
+        # would shadow the --baseline put on PYTHONPATH (run from the repository root)
+        cmd = [sys.executable, "-P", "-m", "probe.cli", "run", "--out", str(out), *probe_args]
         return [*cmd, str(script)], {"PYTHONPATH": str(pythonpath)} if pythonpath else {}
 
     plain = [sys.executable, str(script)]

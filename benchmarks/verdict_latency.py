@@ -37,7 +37,9 @@ def after_target(out: Path, seconds: float, spans: bool, pythonpath: Path | None
     )
     if pythonpath is not None:
         env["PYTHONPATH"] = str(pythonpath)
-    cmd = [sys.executable, "-m", "probe.cli", "run", "--out", str(out), str(LOOP)]
+    # -P: the working directory not first on sys.path, where a checkout's own probe/
+    # would shadow the --baseline put on PYTHONPATH (run from the repository root)
+    cmd = [sys.executable, "-P", "-m", "probe.cli", "run", "--out", str(out), str(LOOP)]
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     returned_ns = time.time_ns()
     meta = json.loads((out / "meta.json").read_text())
