@@ -10,7 +10,6 @@ through ``Session.stop`` so the run directory is complete.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import platform
 import re
@@ -30,11 +29,11 @@ from typing import Any
 
 from probe import __version__
 from probe.atomicfile import atomic_path
-from probe.errors import ProbeError
 from probe.redact import redact_argv
 from probe.rundir.schema import SCHEMA_NAME, SCHEMA_VERSION
 from probe.session import Session, Settings
 from probe.sigterm import unwatch_sigterm, watch_sigterm
+from probe.target import Target, default_run_dir, resolve_target
 from probe.watchdog.limits import cgroup_memory_limit, cores_allowed
 
 __all__ = ["Outcome", "Target", "default_run_dir", "resolve_target", "run"]
@@ -43,17 +42,6 @@ __all__ = ["Outcome", "Target", "default_run_dir", "resolve_target", "run"]
 _STATUS_SIGINT = 128 + signal.SIGINT
 _STATUS_SIGTERM = 128 + signal.SIGTERM
 _STATUS_KILLED = 128 + signal.SIGKILL  # --duration had to end the process itself
-
-
-@dataclass(frozen=True)
-class Target:
-    kind: str  # "script" or "module"
-    name: str  # path of the script, or dotted module name
-    args: tuple[str, ...] = ()
-
-    @property
-    def short_name(self) -> str:
-        return Path(self.name).stem if self.kind == "script" else self.name.rsplit(".", 1)[-1]
 
 
 @dataclass
@@ -67,41 +55,6 @@ class Outcome:
     # non-daemon threads of the target still running past --duration's grace: the
     # process must be ended (os._exit) once the run is finished, or they keep it alive
     threads_cut_short: tuple[str, ...] = ()
-
-
-def resolve_target(script: str | None, module: str | None, args: tuple[str, ...]) -> Target:
-    """Check the target exists before anything runs (ProbeError, exit 2, if not)."""
-    if module:
-        # As `python -m` does, look in the working directory first (the `probe` console
-        # script's own sys.path[0] is its bin directory).
-        sys.path.insert(0, os.getcwd())
-        try:
-            spec = importlib.util.find_spec(module)
-        except (ImportError, ValueError) as e:
-            raise ProbeError(f"No module named {module!r} ({e})") from None
-        finally:
-            sys.path.pop(0)
-        if spec is None:
-            raise ProbeError(f"No module named {module!r}")
-        return Target("module", module, args)
-    if not script:
-        raise ProbeError("nothing to run: give a SCRIPT or -m MODULE")
-    path = Path(script)
-    if not path.exists():
-        raise ProbeError(f"can't open file {script!r}: no such file")
-    if path.is_dir() and not (path / "__main__.py").is_file():
-        raise ProbeError(f"can't find '__main__' module in {script!r}")
-    return Target("script", str(path), args)
-
-
-def default_run_dir(target: Target, root: Path = Path(".probe/runs")) -> Path:
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    base = root / f"{stamp}-{target.short_name}"
-    path, n = base, 1
-    while path.exists():
-        n += 1
-        path = Path(f"{base}-{n}")
-    return path
 
 
 def _library_paths() -> list[str]:

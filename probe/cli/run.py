@@ -8,17 +8,19 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from probe.cli.options import MAX_SECONDS, CollectorUrl, FiniteFloat, Latency, need_opentelemetry
 from probe.errors import ProbeError
-from probe.launcher import Outcome, default_run_dir, resolve_target, run
 from probe.pids import HELPER_ENV
 from probe.rundir.writer import prepare_run_dir
-from probe.samplers.torch_windows import TorchWindowSettings
-from probe.session import Settings
+from probe.samplers.torch_window_settings import TorchWindowSettings
+from probe.target import default_run_dir, resolve_target
+
+if TYPE_CHECKING:
+    from probe.launcher import Outcome
 
 __all__ = ["run_command"]
 
@@ -290,26 +292,6 @@ def run_command(
     run_dir = prepare_run_dir(out if out is not None else default_run_dir(resolved))
     if log_spans:
         _ensure_span_log_handler()
-    settings = Settings(
-        hz=hz,
-        sampler_share=sampler_share,
-        resource_hz=resource_hz,
-        memory=memory,
-        memory_interval_s=memory_interval,
-        memory_frames=memory_frames,
-        gpu=not no_gpu,
-        log_spans=log_spans,
-        http_spans=not no_http_spans,
-        follow_workers=not no_workers,
-        sla_s=sla_s,
-        switch_interval_s=switch_interval,
-        torch_windows=TorchWindowSettings(
-            windows=torch_windows,
-            window_s=torch_window_s,
-            every_s=max(torch_every_s, torch_window_s),
-        ),
-    )
-
     if load_spec is not None:
         from probe.load.mix import read_spec
         from probe.load.target import listening, parse_target
@@ -343,6 +325,30 @@ def run_command(
     )
     if (prometheus is not None or stream_to is not None) and not sidecar.running:
         print("probe: no sidecar: no live metrics or spans for this run", file=sys.stderr)
+    # The collector imported once the helpers are starting: the sidecar's start-up
+    # (~60 ms) is what a short run's end waits for, and these imports (~30 ms) overlap it
+    from probe.launcher import run
+    from probe.session import Settings
+
+    settings = Settings(
+        hz=hz,
+        sampler_share=sampler_share,
+        resource_hz=resource_hz,
+        memory=memory,
+        memory_interval_s=memory_interval,
+        memory_frames=memory_frames,
+        gpu=not no_gpu,
+        log_spans=log_spans,
+        http_spans=not no_http_spans,
+        follow_workers=not no_workers,
+        sla_s=sla_s,
+        switch_interval_s=switch_interval,
+        torch_windows=TorchWindowSettings(
+            windows=torch_windows,
+            window_s=torch_window_s,
+            every_s=max(torch_every_s, torch_window_s),
+        ),
+    )
     loader = _start_load(run_dir, load_spec, stop_grace) if load_spec is not None else None
     outcome = run(
         resolved,

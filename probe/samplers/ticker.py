@@ -4,7 +4,6 @@ costly reading taken on such a thread."""
 
 from __future__ import annotations
 
-import logging
 import signal
 import threading
 import time
@@ -13,7 +12,6 @@ from typing import Protocol, TypeVar
 
 __all__ = ["CostBudget", "TickPacer", "Ticker", "keep_interrupts_off_this_thread"]
 
-_log = logging.getLogger("probe")
 _T = TypeVar("_T")
 
 
@@ -136,7 +134,12 @@ class Ticker:
             except Exception:  # a sampler bug must never take the service down
                 self.errors += 1
                 if self.errors == 1:
-                    _log.exception("probe: %s tick failed (further failures not logged)", self.name)
+                    # logging imported here: ~5 ms of every helper's start-up otherwise
+                    import logging
+
+                    logging.getLogger("probe").exception(
+                        "probe: %s tick failed (further failures not logged)", self.name
+                    )
             if pacer is not None:
                 spent_before, spent = spent, time.thread_time()
                 interval = pacer.after(spent - spent_before)
