@@ -17,6 +17,7 @@ import pandas as pd
 from probe.analyzers.batching import BatchAdvice, spans_advice
 from probe.analyzers.breakdown import Breakdown, breakdown, host_busy_percent, run_start_ns
 from probe.analyzers.capacity import Capacity, Demands, capacity
+from probe.analyzers.empty_run import NOTHING_TO_JUDGE, SCHEMA
 from probe.analyzers.endpoints import EndpointFigures, endpoints
 from probe.analyzers.leaks import (
     NO_LEAK,
@@ -54,8 +55,6 @@ if TYPE_CHECKING:
     from probe.analyzers.torch_windows import TorchWindowsDiagnosis
 
 __all__ = ["SCHEMA", "Diagnosis", "diagnose", "run_facts"]
-
-SCHEMA = "probe.diagnosis/1"
 
 
 @dataclass(frozen=True)
@@ -475,7 +474,7 @@ def _piling_up(
 
 def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown) -> str:
     if primary is None:
-        return "Nothing to judge: the run recorded no stack samples and no spans."
+        return NOTHING_TO_JUDGE
     what = f"{primary.kind}/{primary.subkind}"
     where = f"`{primary.stage}`"
     packages = primary.evidence.get("top_packages")

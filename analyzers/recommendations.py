@@ -38,7 +38,7 @@ from probe.analyzers.amdahl import (
 )
 from probe.analyzers.breakdown import Breakdown
 from probe.analyzers.constants import constant
-from probe.analyzers.leaks.growth import what_holds
+from probe.analyzers.leaks.words import what_holds
 from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, allowed_cores, stage_rows
 from probe.analyzers.stacks import NOT_THE_SERVICE
 

@@ -2,16 +2,18 @@
 names, paths, routes), and a name holding ``"\\x1b[2J…"`` must not clear the user's
 terminal, nor a right-to-left override reorder what they read.
 
-A module of its own, importing only ``re``: the sidecar says its errors through it, and
+A module of its own, importing only ``re`` and ``os``: the sidecar says its errors through it, and
 it runs beside the target on the target's cores (``probe.reports.terminal``, where these
 were, costs ~30 ms of CPU to import).
 """
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
-__all__ = ["printable", "printable_json"]
+__all__ = ["printable", "printable_json", "shown_path"]
 
 # C0 and C1 control characters but newline and tab, the bidirectional formatting
 # characters (marks, embeddings, overrides, isolates: the "Trojan Source" set, with the
@@ -31,3 +33,13 @@ def printable_json(text: str) -> str:
     ``\\uXXXX`` escapes, so the document still parses to the same strings. (They can
     only stand inside strings: JSON's own syntax is ASCII.)"""
     return _UNPRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def shown_path(path: Path, start: str | None = None) -> str:
+    """As the user would type it: relative to the working directory (``start``, else the
+    current one) when inside it."""
+    try:
+        rel = os.path.relpath(path, start)
+    except ValueError:
+        return str(path)
+    return str(path) if rel.startswith("..") else rel

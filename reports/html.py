@@ -21,9 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
-
-from probe.analyzers.leaks.growth import what_holds
+from probe.analyzers.leaks.words import what_holds
 from probe.analyzers.vocabulary import COMPONENT_COLOURS, WAITS, speedup_range_words
 from probe.reports.page import MAX_POINTS, Markup, bucket, chart_text, html, join, layout, num, page
 from probe.reports.torch_html import (
@@ -36,6 +34,8 @@ from probe.reports.torch_html import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from probe.analyzers.analysis import Analysis
     from probe.analyzers.calltree import CallTree
     from probe.analyzers.diagnosis import Diagnosis
@@ -58,6 +58,8 @@ def _stages_shown(d: Diagnosis) -> Any:
 def _amdahl_figure(d: Diagnosis) -> dict[str, Any]:
     """The Amdahl curve of each top stage: ``S(s)`` for a share ``p`` made ``s`` times
     faster (``analyzers.amdahl``), its ceiling, and the recommendations placed on it."""
+    import numpy as np
+
     from probe.analyzers.amdahl import amdahl, ceiling
 
     s_values = np.logspace(0, 2, 60)
@@ -245,6 +247,8 @@ def _stage_figure(d: Diagnosis) -> dict[str, Any]:
 
 
 def _timeline_figure(a: Analysis, notes: list[str]) -> dict[str, Any] | None:
+    import numpy as np
+
     indexed = a.diagnosis.breakdown.spans
     if indexed.empty:
         return None
@@ -291,6 +295,7 @@ def _timeline_figure(a: Analysis, notes: list[str]) -> dict[str, Any] | None:
 
 
 def _flame_figure(tree: CallTree, notes: list[str]) -> dict[str, Any] | None:
+
     if tree.total_ns <= 0:
         return None
     kept = tree.pruned(min_share=FLAME_MIN_SHARE, max_nodes=MAX_FLAME_NODES)
@@ -394,6 +399,8 @@ def _resource_figure(series: ResourceSeries, notes: list[str]) -> dict[str, Any]
 
 
 def _memory_figure(a: Analysis) -> dict[str, Any] | None:
+    import numpy as np
+
     rss = a.series.rss_bytes
     if rss is None:
         return None
@@ -431,7 +438,7 @@ def _memory_figure(a: Analysis) -> dict[str, Any] | None:
 
 
 # -- data -------------------------------------------------------------------------------
-def _meta_rows(meta: dict[str, Any], d: Diagnosis) -> list[tuple[str, str]]:
+def _meta_rows(meta: dict[str, Any], wall_s: float) -> list[tuple[str, str]]:
     target = meta.get("target") or {}
     py = meta.get("python") or {}
     host = meta.get("host") or {}
@@ -447,7 +454,7 @@ def _meta_rows(meta: dict[str, Any], d: Diagnosis) -> list[tuple[str, str]]:
         ("command", " ".join(str(a) for a in meta.get("command") or target.get("argv") or [])),
         ("target argv", " ".join(str(a) for a in target.get("argv") or [])),
         ("started", str(meta.get("start", "?"))),
-        ("wall time", f"{d.run['wall_s']:.2f} s"),
+        ("wall time", f"{wall_s:.2f} s"),
         ("ended by", f"{exit_info.get('ended_by', '?')} (exit status {exit_info.get('status')})"),
         (
             "host",
@@ -479,6 +486,16 @@ def _elsewhere(meta: dict[str, Any], run_dir: Path | None) -> list[tuple[str, st
         ("speedscope", f"probe export {where} --format speedscope"),
         ("CI gate", f"probe check NEW_RUN_DIR --baseline {where} --max-regression 10%"),
     ]
+
+
+def _target_name(meta: dict[str, Any]) -> str:
+    return str((meta.get("target") or {}).get("name", "run")).rsplit("/", 1)[-1]
+
+
+def _verdict_figures(primary: dict[str, Any], run: dict[str, Any]) -> dict[str, Any]:
+    """The verdict card's figures: the primary limit's, and the run's it shows."""
+    shown = ("requests", "throughput_per_s", "latency_ms", "wall_s", "process_cores")
+    return {**primary, **{k: run[k] for k in (*shown, "cpu_count")}}
 
 
 def _exported_trace(run_dir: Path | None) -> str | None:
@@ -599,16 +616,15 @@ class HtmlReport:
         torch = d.torch.to_dict() if d.torch is not None else {}
         optional.update(_torch_figures(torch))
         figures.update({k: f for k, f in optional.items() if f is not None and f["data"]})
-        name = str((analysis.meta.get("target") or {}).get("name", "run")).rsplit("/", 1)[-1]
-        shown = ("requests", "throughput_per_s", "latency_ms", "wall_s", "process_cores")
+        name = _target_name(analysis.meta)
         served = d.to_dict().get("endpoints", {})
         return cls(
             title=f"probe: {name}",
-            verdict={**d.primary, **{k: d.run[k] for k in (*shown, "cpu_count")}},
+            verdict=_verdict_figures(d.primary, d.run),
             recommendations=[r.to_dict() for r in d.recommendations],
             findings=[f.to_dict() for f in d.findings],
             leak=d.leak.to_dict(),
-            meta_rows=_meta_rows(analysis.meta, d),
+            meta_rows=_meta_rows(analysis.meta, d.run["wall_s"]),
             notes=list(d.notes),
             figures=figures,
             downsampled=notes,
@@ -620,6 +636,24 @@ class HtmlReport:
             elsewhere=_elsewhere(analysis.meta, analysis.path),
             perfetto_file=_exported_trace(analysis.path),
             torch=torch,
+        )
+
+    @classmethod
+    def of_nothing_to_judge(
+        cls, document: dict[str, Any], meta: dict[str, Any], run_dir: Path | None
+    ) -> HtmlReport:
+        """The page of a run with nothing to judge (``analyzers.empty_run``'s document):
+        its verdict, leak and run, and no chart (one reading of the process at most)."""
+        return cls(
+            title=f"probe: {_target_name(meta)}",
+            verdict=_verdict_figures(document["primary"], document["run"]),
+            recommendations=[],
+            findings=[],
+            leak=document["leak"],
+            meta_rows=_meta_rows(meta, document["run"]["wall_s"]),
+            notes=list(document["notes"]),
+            elsewhere=_elsewhere(meta, run_dir),
+            perfetto_file=_exported_trace(run_dir),
         )
 
     def render(self, *, plotly_js: str | None = None) -> str:

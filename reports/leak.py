@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from probe.analyzers.leaks.growth import pile_notes, what_holds
+from probe.analyzers.leaks.words import pile_notes, what_holds
 from probe.atomicfile import write_atomic
 from probe.errors import ProbeError
 from probe.reports.json import json_safe

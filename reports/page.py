@@ -142,8 +142,8 @@ def page(
     """The page: ``body``, then each figure under its heading (key, heading, plotly
     spec), then ``tail``; plotly.js embedded once, scripts allowed only by the page's
     nonce. ``plotly_js``: the library's source (default: the installed plotly's)."""
-    if plotly_js is None:
-        plotly_js = installed_plotly_js()
+    if plotly_js is None:  # a page with no chart goes without it (4.8 MB)
+        plotly_js = installed_plotly_js() if figures else ""
     nonce = secrets.token_urlsafe(16)
     csp = (
         f"default-src 'none'; script-src 'nonce-{nonce}' 'unsafe-eval'; "

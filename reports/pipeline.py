@@ -16,7 +16,6 @@ through here, so each writes the same files the same way:
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,7 @@ from probe.analyzers.analysis import Analysis, analyze
 from probe.analyzers.diagnosis import diagnose
 from probe.atomicfile import write_atomic
 from probe.live import LIVE_VERDICT_FILE
-from probe.printable import printable
+from probe.printable import printable, shown_path
 from probe.reports import output
 from probe.reports.json import json_safe
 from probe.reports.terminal import Verdict
@@ -34,15 +33,6 @@ from probe.rundir.journals import JournalFollower
 from probe.rundir.reader import Run, compacting, load
 
 __all__ = ["finish_run", "load_analysis", "shown_path", "verdict_text", "write_output"]
-
-
-def shown_path(path: Path) -> str:
-    """As the user would type it: relative to the working directory when inside it."""
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return str(path)
-    return str(path) if rel.startswith("..") else rel
 
 
 def write_output(analysis: Analysis, name: str, path: Path) -> Path:

@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from probe.analyzers.leaks.growth import what_holds
+from probe.analyzers.leaks.words import what_holds
 from probe.analyzers.vocabulary import WAITS, speedup_range_words
 from probe.printable import printable
 from probe.reports.batching import batching_lines
@@ -96,17 +96,10 @@ class Verdict:
     @classmethod
     def from_diagnosis(cls, d: Diagnosis) -> Verdict:
         run, primary = d.run, d.primary
-        facts = [f"wall {run['wall_s']:.2f} s"]
-        if run["requests"]:
-            lat = run["latency_ms"]
-            facts.append(f"{run['requests']} requests, {run['throughput_per_s']:.1f}/s")
-            facts.append(f"latency p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms")
-        facts.append(f"CPU {run['process_cores']:.2f} of {_cores_text(run)}")
-        facts.append("GPU" if run["gpu"] else "no GPU")
         best = d.recommendations[0] if d.recommendations else None
         return cls(
             summary=primary["summary"],
-            facts=facts,
+            facts=_facts(run),
             limit=limit_text(primary, where=primary["stage"]),
             stage_basis="request path"
             if run["requests"] and run.get("source") == "spans"
@@ -136,6 +129,23 @@ class Verdict:
             + capacity_lines(d.capacity)
             + batching_lines(d.batching.to_dict() if d.batching is not None else None),
             minor=[f"{r.id} {_x(r.estimated_speedup)}" for r in d.minor_recommendations],
+        )
+
+    @classmethod
+    def of_nothing_to_judge(cls, document: dict[str, Any]) -> Verdict:
+        """The verdict on a run with nothing to judge (``analyzers.empty_run``'s
+        document): no stage, no fix; its leak's open question, its notes."""
+        leak = document["leak"]
+        return cls(
+            summary=document["primary"]["summary"],
+            facts=_facts(document["run"]),
+            limit="",
+            stage_basis="sampled time",
+            stages=[],
+            recommendations=[],
+            how=None,
+            leak=None if leak["state"] == "no_leak" else leak,
+            notes=list(document["notes"]),
         )
 
     def render(self) -> str:
@@ -481,6 +491,18 @@ def _prediction_error_text(c: dict[str, Any]) -> str:
     held = c.get("held_error") or 0.0
     short = f", short of the figure by {held:.0%}" if held > 0 else ""
     return f" within {span}{short} (a conservative figure; off by {error:.0%})"
+
+
+def _facts(run: dict[str, Any]) -> list[str]:
+    """The verdict's figures line: wall time, requests and latency, CPU, GPU."""
+    facts = [f"wall {run['wall_s']:.2f} s"]
+    if run["requests"]:
+        lat = run["latency_ms"]
+        facts.append(f"{run['requests']} requests, {run['throughput_per_s']:.1f}/s")
+        facts.append(f"latency p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms")
+    facts.append(f"CPU {run['process_cores']:.2f} of {_cores_text(run)}")
+    facts.append("GPU" if run["gpu"] else "no GPU")
+    return facts
 
 
 def _cores_text(run: dict[str, Any]) -> str:

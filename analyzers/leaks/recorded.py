@@ -63,19 +63,15 @@ from probe.analyzers.leaks.trend import (
 from probe.analyzers.leaks.verdict import (
     LEAK,
     NO_LEAK,
+    SETTLE,
     UNDETERMINED,
     LeakVerdict,
     State,
     time_to_limit,
+    too_few_readings,
 )
 
 __all__ = ["RecordedSettings", "covering_the_run", "judge_recorded"]
-
-# What would settle an undetermined verdict, or check a small rise: a longer look.
-SETTLE = (
-    "a longer run (more requests, or --duration), `--memory` to see what grows, or "
-    "`probe watch` on the service to follow it for hours"
-)
 
 
 @dataclass(frozen=True)
@@ -174,7 +170,7 @@ def judge_recorded(
         before = t <= float(full_collection["at_s"])
         t, y = t[before], y[before]
     if len(t) < s.min_readings or t[-1] - t[0] <= 0:
-        return _undetermined(f"too few memory readings ({len(t)}) to judge a trend", len(t))
+        return too_few_readings(len(t))
     whole = (t, y)
     serving = t >= t[0] + s.warmup_share * (t[-1] - t[0])
     t, y = t[serving], y[serving]

@@ -20,8 +20,10 @@ __all__ = [
     "NO_LEAK",
     "UNDETERMINED",
     "LeakVerdict",
+    "SETTLE",
     "State",
     "time_to_limit",
+    "too_few_readings",
     "trend_fields",
 ]
 
@@ -29,6 +31,12 @@ State = Literal["leak", "no_leak", "undetermined"]
 LEAK: State = "leak"
 NO_LEAK: State = "no_leak"
 UNDETERMINED: State = "undetermined"
+
+# What would settle an undetermined verdict, or check a small rise: a longer look.
+SETTLE = (
+    "a longer run (more requests, or --duration), `--memory` to see what grows, or "
+    "`probe watch` on the service to follow it for hours"
+)
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,17 @@ class LeakVerdict:
             "malloc_share": None if self.malloc_share is None else round(self.malloc_share, 4),
             "piling_up": self.piling_up,
         }
+
+
+def too_few_readings(points: int) -> LeakVerdict:
+    """Undetermined: ``points`` memory readings are too few for any trend (a run shorter
+    than the sampler's first readings, one whose process ended during them)."""
+    return LeakVerdict(
+        state=UNDETERMINED,
+        reason=f"too few memory readings ({points}) to judge a trend",
+        settle=SETTLE,
+        points=points,
+    )
 
 
 def time_to_limit(limit: float | None, level: float, slope: float) -> float | None:

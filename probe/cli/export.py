@@ -97,9 +97,8 @@ def export_command(
     from probe.analyzers.analysis import analyze
     from probe.analyzers.timeline import TIMELINE_TABLES, TimelineLimits
     from probe.atomicfile import write_atomic
-    from probe.printable import printable
+    from probe.printable import printable, shown_path
     from probe.reports import output
-    from probe.reports.pipeline import shown_path
     from probe.rundir.reader import load
 
     if fmt == "otlp":

@@ -23,7 +23,9 @@ back; otherwise the end of the run is done at idle priority, which is full speed
 cores the ended target no longer uses. Then the end-of-run pipeline runs
 (``probe.reports.pipeline.finish_run``): compaction, the diagnosis, the verdict on stdout
 and ``report.html``. End-of-file instead of a line (no report wanted after all, or
-``probe run`` died): it exits at once.
+``probe run`` died): it exits at once. A run with nothing to judge (no stack sample, no
+span) is told by ``probe run`` itself, which then kills this process, its imports
+unfinished (``probe.reports.empty_run``).
 
 With ``--live-verdict`` (``probe run --prometheus-port``) it also diagnoses the run as it
 goes, for the live metrics' verdict gauges: every so often a forked child of it (its

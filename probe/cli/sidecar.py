@@ -9,7 +9,8 @@ it goes on until the target's very end.
 
 When told that the target ended, it stops sampling and adds what it knows to
 ``meta.json`` (GPUs found, peak RSS); ``probe run`` then has the finisher diagnose the
-run (``Sidecar.finish``; this process does it if the finisher failed). A run not
+run (``Sidecar.finish``; this process does it if the finisher failed), or, where the run
+has nothing to judge, says so itself and ends the finisher (``reports.empty_run``). A run not
 diagnosed (``--no-report``) ends there: its journals are compacted to Parquet when first
 loaded (``probe.rundir.reader``), so ending it imports neither pandas nor pyarrow. If
 the ``probe run`` process dies without telling it (SIGKILL, ``os._exit``), the sidecar
@@ -109,18 +110,32 @@ def _spawn(
     )
 
 
-def _tell(proc: subprocess.Popen[bytes] | None, message: dict[str, Any] | None) -> int | None:
-    """Send ``message`` (None: end-of-file alone) and wait for the process; its exit
-    status, None where there is no process."""
+def _send(proc: subprocess.Popen[bytes] | None, message: dict[str, Any] | None) -> None:
+    """Send ``message`` (None: end-of-file alone), then end-of-file."""
     if proc is None or proc.stdin is None:
-        return None
+        return
     try:
         if message is not None:
             proc.stdin.write(json.dumps(message).encode() + b"\n")
         proc.stdin.close()
     except OSError:
         pass
-    return proc.wait()
+
+
+def _tell(proc: subprocess.Popen[bytes] | None, message: dict[str, Any] | None) -> int | None:
+    """Send ``message`` (None: end-of-file alone) and wait for the process; its exit
+    status, None where there is no process."""
+    _send(proc, message)
+    return None if proc is None else proc.wait()
+
+
+def _stop(proc: subprocess.Popen[bytes] | None) -> None:
+    """End a helper whose work is not wanted, at once: the finisher may be in the middle
+    of an import, which end-of-file would wait for."""
+    if proc is None:
+        return
+    proc.kill()
+    _tell(proc, None)
 
 
 def _failed(what: str, code: int) -> None:
@@ -140,6 +155,7 @@ class Sidecar:
         self.run_dir = run_dir
         self._proc = proc
         self._finisher = finisher
+        self._cwd = os.getcwd()  # the run directory is shown from here, as the finisher does
         if proc is not None or finisher is not None:
             os.register_at_fork(after_in_child=self._after_fork_child)
 
@@ -201,11 +217,22 @@ class Sidecar:
         ``report``, the finisher diagnoses the run (or this process, if it failed)."""
         sys.stdout.flush()
         sys.stderr.flush()
-        code = _tell(self._proc, {"ended": True})
+        _send(self._proc, {"ended": True})
+        from probe.rundir.glance import may_be_empty
+
+        # A run with nothing to judge is told so here, without the analysis stack the
+        # finisher may still be importing (a 0.03-s script's end waited ~0.45 s for it)
+        quick = report and may_be_empty(self.run_dir)
+        if quick:  # imported while the sidecar completes its tables (~15 ms)
+            from probe.reports.empty_run import finish_empty_run
+        code = self._proc.wait() if self._proc is not None else None
         if code:
             _failed("sidecar", code)
         if not report:
             _tell(self._finisher, None)  # nothing to do: it ends at end-of-file
+            return
+        if quick and finish_empty_run(self.run_dir, cwd=self._cwd):
+            _stop(self._finisher)
             return
         code = _tell(self._finisher, {"ended": True})
         if code == 0:

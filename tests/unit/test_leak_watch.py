@@ -19,8 +19,8 @@ from probe.analyzers.leaks import (
     estimate_onset,
     final_verdict,
     snapshot_growth,
-    trend,
 )
+from probe.analyzers.leaks.trend import trend
 from tests.memory_series import KINDS, MB, flat, make
 
 ONSET = 3600.0
