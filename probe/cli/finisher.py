@@ -105,7 +105,7 @@ def _warm(run_dir: Path, ended: threading.Event, warm: _Warm, wait_for_end: bool
     from probe.reports.page import installed_plotly_js
     from probe.rundir.journals import JournalFollower
 
-    installed_plotly_js()  # plotly's import and its 3.6 MB of JavaScript, read once
+    installed_plotly_js()  # plotly.js (4.8 MB, read without importing plotly), once
     if not ended.is_set() and time.monotonic() - started <= REHEARSE_WITHIN_S:
         _rehearse(run_dir, ended)
     warm.follower = follower = JournalFollower(run_dir)

@@ -148,3 +148,16 @@ def test_a_stage_with_batch_sizes_gets_its_batching_card_escaped(tmp_path):
     card = page[page.index("id='batching'") :]
     assert "at batch <b>8</b>" in card and "&lt;img src=x onerror=alert(1)&gt;" in card
     assert XSS not in page
+
+
+def test_the_pages_plotly_js_is_the_installed_librarys_read_without_importing_plotly():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from probe.reports.page import installed_plotly_js; "
+        "js = installed_plotly_js(); imported = 'plotly' in sys.modules; "
+        "from plotly.offline import get_plotlyjs; print(imported, js == get_plotlyjs())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]
