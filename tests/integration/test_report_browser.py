@@ -122,6 +122,25 @@ def test_service_strings_never_run_as_code(tmp_path, run_probe, browser):
     assert page.locator("img").count() == 0
 
 
+def test_the_page_of_a_run_with_nothing_to_judge_reads_without_charts_or_errors(
+    tmp_path, run_probe, browser
+):
+    # told without the analysis stack (reports/empty_run.py): no chart, no plotly.js
+    script = write_script(tmp_path, "import sys\nsys.exit(3)\n")
+    r = run_probe(script)
+    assert r.returncode == 3, r.stderr
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto((r.run_dir / "report.html").resolve().as_uri(), wait_until="load")
+    assert errors == []
+    assert "Nothing to judge" in page.inner_text("#verdict")
+    body = page.inner_text("main")
+    assert "too few memory readings" in body and "exit status 3" in body
+    assert page.locator(".fig").count() == 0
+
+
 def test_probe_report_verb_writes_each_format(tmp_path, run_probe):
     script = write_script(tmp_path, XSS_SCRIPT)
     r = run_probe("--no-report", script)
