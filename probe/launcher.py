@@ -15,7 +15,6 @@ import platform
 import re
 import runpy
 import signal
-import socket
 import sys
 import sysconfig
 import threading
@@ -115,7 +114,7 @@ def build_meta(target: Target, settings: Settings, argv: list[str]) -> dict[str,
             "library_paths": _library_paths(),
         },
         "host": {
-            "hostname": socket.gethostname(),
+            "hostname": os.uname().nodename,  # gethostname()'s, without socket's import
             "platform": platform_name(),
             "cpu_count": os.cpu_count(),
             "memory_total_bytes": mem_total,

@@ -33,7 +33,6 @@ from probe.errors import ProbeError
 from probe.rundir.writer import RunWriter
 from probe.samplers.gil import SwitchInterval
 from probe.samplers.heap import HeapSampler, malloc_in_use_reader
-from probe.samplers.memory import MemorySampler
 from probe.samplers.peek import TickPeek
 from probe.samplers.stacks import StackSampler
 from probe.samplers.thread_ends import ThreadEnds
@@ -42,6 +41,7 @@ from probe.samplers.torch_windows import TorchWindowSettings
 from probe.watchdog.limits import cgroup_cpu_throttling
 
 if TYPE_CHECKING:
+    from probe.samplers.memory import MemorySampler
     from probe.samplers.tasks import TaskSampler
     from probe.samplers.torch_windows import TorchWindows
     from probe.samplers.tree import TreeSampler
@@ -140,11 +140,13 @@ class Session:
 
             tree_sampler = TreeSampler(os.getpid(), gpu=settings.gpu, clock=clock)
         self.tree = tree_sampler
-        self.memory = (
-            memory_sampler or MemorySampler(clock=clock, frames=settings.memory_frames)
-            if settings.memory
-            else None
-        )
+        self.memory = None
+        if settings.memory:  # tracemalloc and pickle imported only for --memory
+            from probe.samplers.memory import MemorySampler
+
+            self.memory = memory_sampler or MemorySampler(
+                clock=clock, frames=settings.memory_frames
+            )
         self.heap = heap_sampler or HeapSampler(clock=clock, malloc_in_use=malloc_in_use_reader())
         self.tasks: TaskSampler | None = None  # once the target imports asyncio
         self.torch: TorchWindows | None = None  # once the target imports torch
