@@ -125,6 +125,7 @@ def _run_block(meta: dict[str, Any]) -> dict[str, Any]:
         "on_cpu_s": 0.0,
         "process_cores": 0.0,
         "cpu_count": cpu_count,
+        # rules.allowed_cores, on meta.json's figures (that module imports pandas)
         "cores_allowed": round(cores if not allowed else min(cores, float(allowed)), 3),
         "cpu_limit": str(host.get("cpu_limit") or ""),
         # no throttled period (else declined): 0 of the periods, or no counters

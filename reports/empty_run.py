@@ -16,10 +16,10 @@ from typing import IO
 
 from probe.analyzers.empty_run import nothing_to_judge
 from probe.atomicfile import write_atomic
-from probe.printable import printable, shown_path
+from probe.printable import printable
 from probe.reports.html import HtmlReport
 from probe.reports.json import DiagnosisJson
-from probe.reports.terminal import Verdict
+from probe.reports.terminal import Verdict, with_run_dir
 from probe.rundir.glance import glance
 
 __all__ = ["finish_empty_run"]
@@ -38,9 +38,8 @@ def finish_empty_run(run_dir: Path, *, out: IO[str] | None = None, cwd: str | No
     meta = seen[0]
     _write(run_dir / "diagnosis.json", DiagnosisJson(document).render())
     verdict = Verdict.of_nothing_to_judge(document).render()
-    files = "  (diagnosis.json, report.html)"
-    verdict += "\n\n" + printable(f"Run directory: {shown_path(run_dir, cwd)}{files}")
-    print(verdict, file=out or sys.stdout, flush=True)
+    written = ("diagnosis.json", "report.html")
+    print(with_run_dir(verdict, run_dir, written, cwd), file=out or sys.stdout, flush=True)
     page = HtmlReport.of_nothing_to_judge(document, meta, run_dir)
     _write(run_dir / "report.html", page.render())
     return True

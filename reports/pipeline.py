@@ -28,7 +28,7 @@ from probe.live import LIVE_VERDICT_FILE
 from probe.printable import printable, shown_path
 from probe.reports import output
 from probe.reports.json import json_safe
-from probe.reports.terminal import Verdict
+from probe.reports.terminal import Verdict, with_run_dir
 from probe.rundir.journals import JournalFollower
 from probe.rundir.reader import Run, compacting, load
 
@@ -48,10 +48,7 @@ def verdict_text(
 ) -> str:
     """The terminal verdict, with where its files are when ``run_dir`` is given."""
     text = Verdict.from_analysis(analysis).render()
-    if run_dir is not None:
-        files = f"  ({', '.join(written)})" if written else ""
-        text += "\n\n" + printable(f"Run directory: {shown_path(run_dir)}{files}")
-    return text
+    return text if run_dir is None else with_run_dir(text, run_dir, written)
 
 
 def _warn(message: str) -> None:

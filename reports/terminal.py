@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from probe.analyzers.leaks.words import what_holds
 from probe.analyzers.vocabulary import WAITS, speedup_range_words
-from probe.printable import printable
+from probe.printable import printable, shown_path
 from probe.reports.batching import batching_lines
 from probe.reports.host_ops import host_op_lines
 
@@ -390,6 +391,15 @@ def limit_text(primary: dict[str, Any], *, where: str = "") -> str:
         f"{primary['kind']}/{primary['subkind']}{place} "
         f"({primary['share']:.0%}, confidence {primary['confidence']:.0%})"
     )
+
+
+def with_run_dir(
+    verdict: str, run_dir: Path, written: tuple[str, ...] = (), cwd: str | None = None
+) -> str:
+    """``verdict`` followed by where its run directory is (shown from ``cwd``, else the
+    working directory) and the files ``written`` there."""
+    files = f"  ({', '.join(written)})" if written else ""
+    return verdict + "\n\n" + printable(f"Run directory: {shown_path(run_dir, cwd)}{files}")
 
 
 def head_lines(summary: str, facts: list[str], limit: str) -> list[str]:

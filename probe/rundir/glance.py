@@ -38,12 +38,14 @@ def may_be_empty(run_dir: Path) -> bool:
 def glance(run_dir: Path) -> Glance | None:
     """(meta.json, each journal's rows -- a batch's prefix leading each of its rows --,
     the other names in ``run_dir``), or None where that cannot be read plainly: no
-    meta.json, journals over ``GLANCE_MAX_BYTES`` in all, a torn or corrupt batch (the
-    loader would note it), a table already compacted."""
+    meta.json (or one not an object), journals over ``GLANCE_MAX_BYTES`` in all, a torn
+    or corrupt batch (the loader would note it), a table already compacted."""
     try:
         names = os.listdir(run_dir)
         meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict):
         return None
     journals = {table for table in TABLES if f"{table}.jsonl" in names}
     known = {"meta.json", *(f"{table}.jsonl" for table in journals)}
@@ -58,7 +60,7 @@ def glance(run_dir: Path) -> Glance | None:
             return None
         left -= len(raw)
         parsed = _rows(raw) if left >= 0 else None
-        if parsed is None or not isinstance(meta, dict):
+        if parsed is None:
             return None
         rows[table] = parsed
     return meta, rows, others

@@ -87,6 +87,11 @@ def test_a_journal_not_read_plainly_is_left_to_the_loader(tmp_path, raw):
     assert glance(_run_dir(tmp_path, {"resources": raw})) is None
 
 
+def test_a_meta_json_that_is_not_an_object_is_left_to_the_loader(tmp_path):
+    (tmp_path / "meta.json").write_text("[1, 2]")  # and no journal at all
+    assert glance(tmp_path) is None
+
+
 def test_a_run_whose_samples_or_spans_journal_holds_a_batch_is_not_glanced_at(tmp_path):
     run = _run_dir(tmp_path, {"system": b"[[], [[1, 2]]]\n", "samples": b""})
     assert may_be_empty(run)
