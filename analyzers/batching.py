@@ -90,6 +90,12 @@ class BatchSettings:
         "a batch size measured fewer times is not judged: one call can be a page fault "
         "or a cache miss's worth of its own",
     )
+    moved: float = constant(
+        1.10,
+        "the sweep's passes alone predicting gains more than 10% apart: beyond the 4-7% "
+        "five sweeps of batch_scorer on a calm host moved by (batching.truth.md); a "
+        "busy host's moved 1.7-2.1x within one sweep (2026-12-02)",
+    )
 
 
 BATCHING = BatchSettings()
@@ -281,6 +287,55 @@ def advise(
         notes=notes,
         glue_s=glue,
     )
+
+
+@dataclass(frozen=True)
+class PassSpread:
+    """What the sweep's passes, each on its own, predict the run gains at the advised
+    size: a host whose speed moves while the sweep runs (a busy neighbour on a shared
+    cache slows a one-row call that streams its weights far more than a batch that reads
+    them once) moves them apart, where the advice takes each size's fastest pass."""
+
+    low: float
+    high: float
+    run_batch: int
+    run_batch_s: tuple[float, float]  # the run's size: its fastest and slowest pass medians
+
+    def note(self, settings: BatchSettings = BATCHING) -> str | None:
+        """What to say when the passes' figures lie further apart than a calm host's."""
+        if self.high < settings.moved * self.low:
+            return None
+        fast, slow = (x * 1e6 for x in self.run_batch_s)
+        return (
+            f"the host's speed moved while the sweep ran: its passes alone predict "
+            f"{self.low:.2f}-{self.high:.2f}x (batch {self.run_batch} took {fast:,.0f}-"
+            f"{slow:,.0f} us a call across them). The figure is from each size's fastest "
+            "pass, a quiet host's; on a host this busy the gain may differ by as much: "
+            "sweep again when it is quiet, or time the stage in the service (@probe.stage)"
+        )
+
+
+def across_passes(
+    calls: pd.DataFrame, advice: BatchAdvice, run_share: float, run_glue: float
+) -> PassSpread | None:
+    """The gain over the run at ``advice.batch`` that each pass of the sweep (``calls``'
+    ``pass`` column) predicts on its own medians, as ``advise`` does on the fastest; None
+    without passes, a run, or a pass that timed both sizes."""
+    b0 = advice.run_batch
+    if b0 is None or "pass" not in calls.columns or calls["pass"].nunique() < 2:
+        return None
+    gains, medians = [], []
+    for _, one in calls.groupby("pass"):
+        curve = batch_curve(one.drop(columns="pass"))
+        if advice.batch not in curve.index or b0 not in curve.index:
+            continue
+        rest, glue = _rest_per_request(curve, run_share, b0, run_glue, [])
+        rates = _with_ceilings(curve, rest, glue, None)["throughput"]
+        gains.append(float(rates[advice.batch] / rates[b0]))
+        medians.append(float(curve.loc[b0, "p50_s"]))
+    if len(gains) < 2:
+        return None
+    return PassSpread(min(gains), max(gains), b0, (min(medians), max(medians)))
 
 
 def _rest_per_request(

@@ -221,7 +221,7 @@ def _document(
     sla_s: float | None,
     rate: float | None,
 ) -> dict[str, Any]:
-    from probe.analyzers.batching import advise, batch_curve
+    from probe.analyzers.batching import across_passes, advise, batch_curve
 
     curve = batch_curve(calls)
     advice = advise(
@@ -234,9 +234,16 @@ def _document(
     )
     if advice is None:
         raise ProbeError(f"no batch size of {target} was timed enough to judge")
+    predicted = _predicted(against, advice.speedup_over_run, advice.floor_over_run)
+    spread = None
+    if against and predicted:
+        spread = across_passes(calls, advice, against["share"], against["glue_share"])
+        across = None if spread is None else [round(spread.low, 4), round(spread.high, 4)]
+        predicted["across_passes"] = across
+    moved = None if spread is None else spread.note()
     return {
         "target": target,
-        "predicted": _predicted(against, advice.speedup_over_run, advice.floor_over_run),
+        "predicted": predicted,
         "input": source,
         "sizes": list(settings.sizes),
         "time_per_size_s": settings.min_time_s,
@@ -249,7 +256,7 @@ def _document(
         },
         "against": against,
         "advice": advice.to_dict(),
-        "notes": notes + advice.notes + _share_notes(against),
+        "notes": notes + advice.notes + _share_notes(against) + ([moved] if moved else []),
     }
 
 
@@ -258,7 +265,8 @@ def _predicted(
 ) -> dict[str, Any] | None:
     """The run's own figure at the advised size: its rate times the speedup (or its job's
     wall time over it); ``floor_speedup``: the speedup with the loop around the call
-    counted once a request."""
+    counted once a request; ``across_passes`` (set by the caller): what the sweep's
+    passes predict each on its own, lowest and highest."""
     if against is None or speedup is None:
         return None
     rate, wall = against["throughput_per_s"], against["wall_s"]

@@ -102,6 +102,10 @@ def swept_round(out: Path, size: int | None = None) -> Round:
     assert document["against"]["glue_from"] == ["serve (batch_scorer.py)"]
     assert 1.0 < document["predicted"]["floor_speedup"] < predicted
     assert "serve (batch_scorer.py)` around the call" in swept.stdout
+    # what the passes predict each on its own; a wide range is said, with the reason
+    low, high = document["predicted"]["across_passes"]
+    assert 1.0 < low <= high
+    assert ("the host's speed moved while the sweep ran" in swept.stdout) is (high >= 1.1 * low)
     # the share is from stacks read at the tick, and the notes do not warn of the GIL's lean
     at_tick = peek_module() is not None
     assert document["against"]["stacks_at_tick"] is at_tick

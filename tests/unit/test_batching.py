@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from probe.analyzers.batching import (
+    across_passes,
     advise,
     batch_curve,
     calls_unsampled_around,
@@ -184,6 +185,43 @@ def test_a_slow_spell_slows_one_pass_of_a_size_not_its_latency():
     # pooled, the slow third moves the median to the fast calls' 75th percentile
     pooled = batch_curve(pd.DataFrame(rows, columns=["batch", "latency_s", "pass"]).iloc[:, :2])
     assert pooled.loc[2, "p50_s"] == pytest.approx(1.2e-3 * 1.145, rel=1e-3)
+
+
+def passes_of(one_ms: list[float]) -> pd.DataFrame:
+    """Three passes of 20 calls a size: batch 1 at ``one_ms[k]`` in pass k (a one-row call
+    that streams its weights feels a busy host most), batch 64 at 4 ms in every pass."""
+    rows = []
+    for k, ms in enumerate(one_ms):
+        for b, at in {1: ms, 64: 4.0}.items():
+            rows += [(b, at * (1 + 0.001 * i) / 1e3, k) for i in range(20)]
+    return pd.DataFrame(rows, columns=["batch", "latency_s", "pass"])
+
+
+def test_passes_that_predict_gains_far_apart_are_said_with_their_range():
+    # the run: the stage 60% of its path at batch 1, no loop around the call
+    moved = passes_of([0.075, 0.095, 0.075])
+    advice = advise(batch_curve(moved), run_share=0.6)
+    assert advice is not None and advice.batch == 64
+    spread = across_passes(moved, advice, 0.6, 0.0)
+    # Amdahl per pass: 1 / (0.4 + 0.6 x (4/64) / L1), L1 = 0.075 or 0.095 ms
+    assert spread is not None
+    assert spread.low == pytest.approx(1 / (0.4 + 0.6 * 0.0625 / 0.075), rel=0.01)
+    assert spread.high == pytest.approx(1 / (0.4 + 0.6 * 0.0625 / 0.095), rel=0.01)
+    assert advice.speedup_over_run == pytest.approx(spread.low, rel=0.01)  # the fastest pass
+    note = spread.note()
+    assert note is not None and "the host's speed moved while the sweep ran" in note
+    assert "batch 1 took 76-96 us a call" in note and "quiet host's" in note
+
+
+def test_passes_that_agree_say_nothing_and_a_sweep_without_passes_has_no_range():
+    calm = passes_of([0.075, 0.076, 0.075])
+    advice = advise(batch_curve(calm), run_share=0.6)
+    assert advice is not None
+    spread = across_passes(calm, advice, 0.6, 0.0)
+    assert spread is not None and spread.note() is None
+    assert across_passes(calm.drop(columns="pass"), advice, 0.6, 0.0) is None
+    alone = advise(batch_curve(calm))  # no run: nothing to predict for it
+    assert alone is not None and across_passes(calm, alone, 0.6, 0.0) is None
 
 
 def test_spans_with_a_batch_attribute_give_the_stage_its_curve():
