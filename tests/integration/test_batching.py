@@ -67,11 +67,10 @@ def profiled_wall(run_dir: Path, batch: int) -> float:
 
 @dataclass
 class Round:
-    """One round of the test: its sweep's advice and prediction, and the walls of the
+    """One round of the test: its sweep's advice and predictions, and the walls of the
     sample's runs under probe that followed it."""
 
     advised: int
-    predicted: float  # at the advised size
     at_size: dict[int, float]  # the prediction at every size the sweep timed
     befores: list[float]  # batch 1: the run swept against, then the alternated ones
     afters: list[float]  # at the test's size
@@ -129,7 +128,7 @@ def swept_round(out: Path, size: int | None = None) -> Round:
         job = compared["job_wall_s"]
         assert job["a"] == pytest.approx(befores[before], rel=1e-3)
         assert job["b"] == pytest.approx(afters[fastest_after], rel=1e-3)
-    return Round(advised, predicted, at_size, list(befores.values()), list(afters.values()))
+    return Round(advised, at_size, list(befores.values()), list(afters.values()))
 
 
 def plain_walls(size: int) -> dict[int, list[float]]:
