@@ -345,3 +345,67 @@ def test_a_process_that_hardly_used_a_cpu_is_judged_in_time():
     assert v.state == "leak" and v.basis == "time"
     requests = (t, 50.0 * t)  # counted requests come first
     assert judge_recorded(t, y, requests_done=requests, cpu=(t, t)).basis == "requests"
+
+
+def rate_ramp(kept_per_request: float = 0.0, imports_bytes: float = 0.0):
+    """A served app's 11 s read 10 times a second: requests finishing from 0.5 s on at
+    970 a second, the rate climbing from 3 s on to 1,170 at the end (other work on the
+    host easing off: session_api's app_ttl in the clean-clone CI run of 2026-12-02 went
+    from ~950-1,020 to ~1,160 a second). Its store holds the last 2 s of sessions, 9 KB
+    each (17 MB at 970 a second, on a 45-MB process), so it grows with the rate; the
+    allocator's creep adds 0.15 MB a second (app_ttl's floor crept ~1.6 MB in a quiet
+    10-s run). ``kept_per_request``: bytes a request kept for good on top (a leak);
+    ``imports_bytes``: what the process loads at 0.45 s, just before its first requests
+    (a series that begins with the process, as the in-process watchdog's does).
+    (t, rss, the requests' end times)."""
+    t = np.arange(0.0, 11.0, 0.1)
+    fine = np.arange(0.5, 11.0, 0.001)  # the rate on a millisecond grid
+    rate = 970 + np.clip(fine - 3.0, 0.0, None) / 8.0 * 200
+    done = np.cumsum(rate * 0.001)
+    ends = np.interp(np.arange(1.0, done[-1]), done, fine)  # request k ends when done hits k
+    served = np.interp(t, fine, done, left=0.0)
+    in_the_last_2s = served - np.interp(t - 2.0, fine, done, left=0.0)
+    rss = 45e6 + 9e3 * in_the_last_2s + 0.15e6 * t + kept_per_request * served
+    rss += (np.arange(len(t)) % 3) * 2e4  # a small saw-tooth
+    rss += np.where(t >= 0.45, imports_bytes, 0.0)
+    return t, rss, ends
+
+
+def test_a_store_of_the_last_seconds_that_grows_with_a_rising_request_rate_is_not_a_leak():
+    t, rss, ends = rate_ramp()
+    v = judge_recorded(t, rss, request_end_s=ends)
+    assert v.state == UNDETERMINED, v.reason
+    assert "memory floor rises steadily" in v.reason  # what the floor alone had said
+    assert "the request rate rose" in v.reason and "a store bounded in time" in v.reason
+    assert "steady request rate" in v.settle
+
+
+def test_a_leak_under_the_same_rising_rate_stays_a_leak():
+    # 300 bytes a request kept: ~2.5 MB more over the judged part (7.1 MB in all), beyond
+    # what the store's growth with the rate (up to ~2.6 MB) and a growth too small to
+    # matter (2 MiB) account for
+    t, rss, ends = rate_ramp(kept_per_request=300.0)
+    v = judge_recorded(t, rss, request_end_s=ends)
+    assert v.state == "leak", v.reason
+    assert v.bytes_per_request is not None and v.bytes_per_request > 300.0
+
+
+def test_a_rise_with_the_rate_steady_is_not_put_down_to_the_rate():
+    # the same floor, the requests at a steady 3,200 a second: its rise is the count's
+    t, rss, _ = rate_ramp()
+    v = judge_recorded(t, rss, request_end_s=np.arange(0.5, 11.0, 1.0 / 3_200))
+    assert v.state == "leak" and "the request rate rose" not in v.reason, v.reason
+
+
+def test_what_loaded_before_the_first_request_is_not_counted_as_the_store():
+    # leaky_cache.py under the in-process watchdog: its series starts with the process,
+    # and the imports and model (45 MB) land within one reading of the first requests; a
+    # store bounded from the series' start counted them ("at most the 66 MB the requests
+    # had added") and excused a leak of 1 KB a request under the ramp (1 in 6-8 runs of
+    # test_watch here, and a clean-clone CI run)
+    t, rss, ends = rate_ramp(kept_per_request=1_000.0, imports_bytes=45e6)
+    v = judge_recorded(t, rss, request_end_s=ends)
+    assert v.state == "leak", v.reason
+    t, rss, ends = rate_ramp(imports_bytes=45e6)  # the store alone, the same imports
+    v = judge_recorded(t, rss, request_end_s=ends)
+    assert v.state == UNDETERMINED and "a store bounded in time" in v.reason, v.reason
