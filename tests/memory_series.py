@@ -89,3 +89,31 @@ def make(
 def flat(seed: int, **kwargs: float) -> Series:
     """A flat 300 MB base with +-5% noise: the background the detection bar is stated on."""
     return make("flat", seed, base=300 * MB, **kwargs)
+
+
+def served_ramp(
+    seed: int,
+    *,
+    hours: float = 5.0,
+    ttl_s: float = 600.0,
+    session_bytes: float = 2_000.0,
+    rates: tuple[float, float] = (50.0, 150.0),
+    ramp: tuple[float, float] = (3600.0, 7200.0),
+    leak_bytes_per_request: float = 0.0,
+    leak_onset_s: float = 0.0,
+) -> tuple[Series, np.ndarray]:
+    """A served process on a flat 300 MB base (+-5% noise) whose requests come at
+    ``rates[0]`` a second, then rise linearly to ``rates[1]`` over ``ramp`` (its start, its
+    length: a morning's traffic), and which keeps every session for ``ttl_s`` (a store
+    bounded in time: its size follows the rate). ``leak_bytes_per_request``: kept for
+    good by every request from ``leak_onset_s`` on. (The series, the requests finished
+    by each reading.)"""
+    rng = np.random.default_rng([98, seed])
+    t = np.arange(0.0, hours * 3600.0, 1.0)
+    rate = rates[0] + (rates[1] - rates[0]) * np.clip((t - ramp[0]) / ramp[1], 0.0, 1.0)
+    done = np.cumsum(rate)
+    alive = done - np.interp(t - ttl_s, t, done, left=0.0)
+    kept = done - np.interp(leak_onset_s, t, done)
+    y = 300 * MB + session_bytes * alive + leak_bytes_per_request * np.clip(kept, 0.0, None)
+    y = y + rng.uniform(-0.05, 0.05, len(t)) * 300 * MB
+    return Series("served_ramp", seed, t, y, 300 * MB), done

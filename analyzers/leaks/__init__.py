@@ -1,8 +1,10 @@
 """Memory leaks: is the process leaking, since when, how fast, and what grows.
 
-Four parts, one job each:
+Five parts, one job each:
 
 * ``trend``     the statistics (Theil-Sen, Mann-Kendall, floors, shapes), numpy only;
+* ``rate``      a floor's rise against the request rate (a store bounded in time grows
+                with it), which both verdicts weigh;
 * ``recorded``  the verdict on a recorded series (``probe run``): leak / no leak /
                 undetermined, judged per request when the requests are known;
 * ``live``      the live detector (``probe watch``, ``probe.watchdog``), reading by

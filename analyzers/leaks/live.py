@@ -34,6 +34,11 @@ them apart -- each shape names the test that rejects it:
   growth of ``fast_margin`` of the level per minute clears this), and *both halves* of
   the window climb significantly and at a like pace (**both halves**: a one-off step
   rises in one half only).
+* the **request rate** (where the requests are counted: ``probe watch``'s agent, the
+  in-process watchdog): a store bounded in time (sessions that expire) grows with the
+  rate, steadily and above every earlier floor under a morning's ramp; where the rate
+  rose significantly over the window and such a store accounts for the floor's rise
+  (``leaks.rate``), the slow test says undetermined until the rate holds.
 * **Warm-up**: nothing is judged in the first ``warmup_s`` (a setting: services differ),
   and the steadiness test covers the slow end of warm-ups that outlast it: the first
   window is judged once half a window of floors stands before it to compare with
@@ -54,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from probe.analyzers.leaks.rate import SETTLE_AT_A_STEADY_RATE, RateRise, rate_rise_explains
 from probe.analyzers.leaks.recorded import RecordedSettings, judge_recorded
 from probe.analyzers.leaks.trend import (
     Trend,
@@ -147,10 +153,17 @@ class LiveLeakDetector:
         self._bmin = np.zeros(cap)
         self._bmed = np.zeros(cap)
         self._bmax = np.zeros(cap)
+        self._bdone = np.full(cap, np.nan)  # requests finished by the bin's last reading
+        self._bdone_t = np.zeros(cap)  # and when that reading was taken
         self._bins = 0  # bins closed so far (the ring holds the last ``cap``)
         self._open_t: list[float] = []
         self._open_y: list[float] = []
         self._open_start: float | None = None
+        self._open_done = math.nan
+        self._first_done: float | None = None  # the first count read
+        self._served_from: float | None = None  # the memory by the first finished request
+        self._served_at = math.nan  # and when it had finished
+        self._served_until = math.inf  # ``_served_from`` is the floor of a bin from there
         self._t0: float | None = None
         self._last_t = -math.inf
         self._envelope: float | None = None
@@ -166,13 +179,18 @@ class LiveLeakDetector:
         self._recall_groups = max(1, int(math.ceil(s.recall_s / (g * s.bin_s))))
 
     # -- ingestion ---------------------------------------------------------------------
-    def add(self, t_s: float, bytes_: float) -> LeakVerdict | None:
+    def add(
+        self, t_s: float, bytes_: float, requests_done: float | None = None
+    ) -> LeakVerdict | None:
+        """One reading; ``requests_done``: the requests the process had finished by then,
+        where they are counted (the slow test then checks a rise against their rate)."""
         if not (math.isfinite(t_s) and math.isfinite(bytes_)) or t_s <= self._last_t:
             return None  # out of order or unreadable: dropped, never raised
         self._last_t = t_s
         self.readings += 1
         if self._t0 is None:
             self._t0 = t_s
+        self._count(t_s, bytes_, requests_done)
         self._raw.append((t_s, bytes_))
         was_leaking = self.leak is not None
         if self._open_start is None:
@@ -183,15 +201,32 @@ class LiveLeakDetector:
             self._bin_closed()
         self._open_t.append(t_s)
         self._open_y.append(bytes_)
+        self._open_done = math.nan if requests_done is None else float(requests_done)
         if self.leak is None:
             self._judge_fast(t_s)
         return self.leak if self.leak is not None and not was_leaking else None
+
+    def _count(self, t_s: float, bytes_: float, done: float | None) -> None:
+        """Notes the memory by the first finished request: the floor of a bin's readings
+        from there (``leaks.rate.served_from``)."""
+        if self._served_from is not None:
+            if t_s <= self._served_until:
+                self._served_from = min(self._served_from, bytes_)
+            return
+        if done is None or not math.isfinite(done):
+            return
+        if self._first_done is None:
+            self._first_done = done
+        elif done > self._first_done:
+            self._served_from, self._served_until = bytes_, t_s + self.settings.bin_s
+            self._served_at = t_s
 
     def _close_bin(self) -> None:
         y = np.asarray(self._open_y)
         k = self._bins % len(self._bt)
         self._bt[k] = sum(self._open_t) / len(self._open_t)
         self._bmin[k], self._bmax[k], self._bmed[k] = y.min(), y.max(), float(np.median(y))
+        self._bdone[k], self._bdone_t[k] = self._open_done, self._open_t[-1]
         self._bins += 1
         self._open_t, self._open_y = [], []
 
@@ -327,6 +362,9 @@ class LiveLeakDetector:
         level = float(np.median(wy))
         growth = tr.slope * float(wt[-1] - wt[0])
         failed = self._slow_failures(wt, wy, ht, history, tr, growth, level)
+        rise = None if failed else self._rate_rise(wt, wy, level)
+        if rise is not None:
+            failed = [f"memory floor rose {growth / 1e6:.1f} MB, but {rise.reason()}"]
         now = self._last_t
         if flag:
             if failed:
@@ -341,13 +379,19 @@ class LiveLeakDetector:
         if failed or not flag:
             reason = failed[0] if failed else "rising steadily: confirming"
             self._status = LeakVerdict(
-                # still confirming a rise is not an answer yet; a failed check is one
-                state=UNDETERMINED if reason.startswith("rising steadily") else NO_LEAK,
+                # still confirming a rise is not an answer yet, nor a rise the rate's may
+                # explain; a failed check is one
+                state=(
+                    UNDETERMINED
+                    if reason.startswith("rising steadily") or rise is not None
+                    else NO_LEAK
+                ),
                 **trend_fields(tr),
                 onset_s=None,
                 level_bytes=level,
                 points=k,
                 reason=reason,
+                settle=SETTLE_AT_A_STEADY_RATE if rise is not None else "",
                 test="slow",
                 at_s=now,
             )
@@ -358,6 +402,38 @@ class LiveLeakDetector:
             f"{tr.slope / 1e3:.1f} KB/s, above every earlier floor"
         )
         self._flag(tr, float(wy[-1]), k, reason, "slow", now)
+
+    def _rate_rise(self, wt: np.ndarray, wy: np.ndarray, level: float) -> RateRise | None:
+        """The request rate's rise over the window when it accounts for the floor's
+        (``leaks.rate``), read from every kept bin since the requests were last counted
+        without a hole; None where that is not the window and a group before it. The
+        floors before the window, grouped as the window's, bound the store per unit of
+        rate."""
+        s = self.settings
+        if self._served_from is None:
+            return None
+        g, w = self._group, self._window_bins
+        n = min(self._bins, len(self._bt))
+        idx = np.arange(self._bins - n, self._bins) % len(self._bt)
+        counted = np.isfinite(self._bdone[idx])
+        if not counted.all():  # a count with a hole is not read across it
+            idx = idx[np.flatnonzero(~counted)[-1] + 1 :]
+        if len(idx) < w + g:
+            return None
+        ct, done = self._bdone_t[idx], self._bdone[idx]
+        served = (max(self._served_at, float(ct[0])), self._served_from)
+        before = idx[: len(idx) - w]
+        before = before[len(before) % g :].reshape(-1, g)  # whole groups, up to the window
+        half = g * s.bin_s / 2  # a floor's group starts half a group before its mean time
+        earlier = (self._bt[before].mean(axis=1) - half, self._bmin[before].min(axis=1))
+        matters = max(s.min_growth_bytes, s.min_growth_share * level)
+
+        def count_at(at: np.ndarray) -> np.ndarray:
+            return np.interp(at, ct, done)
+
+        return rate_rise_explains(
+            (wt - half, wy), count_at, served, matters, s.alpha, earlier=earlier
+        )
 
     def _slow_failures(
         self,

@@ -52,6 +52,7 @@ import numpy as np
 
 from probe.analyzers.constants import constant
 from probe.analyzers.leaks.growth import shares_of_the_rise
+from probe.analyzers.leaks.rate import SETTLE_AT_A_STEADY_RATE, rate_rise_explains, served_from
 from probe.analyzers.leaks.trend import (
     Trend,
     best_step,
@@ -666,73 +667,31 @@ def _against_the_request_rate(
     along: _Axis,
     s: RecordedSettings,
 ) -> LeakVerdict:
-    """A leak along the requests checked against their rate: a leak keeps bytes per
-    request, so its floor climbs with the count; a store bounded in time (sessions that
-    expire, a cache of the last minute's results) holds the last T seconds' requests, so
-    its size follows the rate, and when the rate rises over the run it rises too -- per
-    request, like a leak. Such a store is at most what the requests added to the floor
-    from the reading by which the first request had finished (``_when_serving_began``)
-    to where the judged part began; a series begun later, mid-service, bounds it lower,
-    which excuses less. When the rate rose significantly over the judged part
-    (Mann-Kendall on its windows' rates) and the store's share of that rise accounts for
-    all of the floor's rise but a growth too small to matter, the rise is left
-    undetermined. Measured on ``session_api.py``'s ``app_ttl`` (sessions expire after
-    2 s): a clean-clone CI run (2026-12-02) read "rises steadily, 5.8 MB after warm-up" at
-    100% while its requests finished at ~950-1,020 a second, then ~1,160 (other work on
-    the host had likely slowed the first part), its live blocks 478k to 555k. Not judged
-    along CPU or time."""
-    if verdict.state != LEAK or along.basis != "requests":
-        return verdict
+    """A leak along the requests checked against their rate (``leaks.rate``): where the
+    rate rose significantly over the judged part and a store of the last seconds'
+    requests accounts for the floor's rise, undetermined. Measured on
+    ``session_api.py``'s ``app_ttl`` (sessions expire after 2 s): a clean-clone CI run
+    (2026-12-02) read "rises steadily, 5.8 MB after warm-up" at 100% while its requests
+    finished at ~950-1,020 a second, then ~1,160 (other work on the host had likely
+    slowed the first part), its live blocks 478k to 555k. Not judged along CPU or time."""
     t, y = judged
-    if len(t) < 2:
+    if verdict.state != LEAK or along.basis != "requests" or len(t) < 2:
         return verdict
-    base = _when_serving_began(whole, along)
-    windows = np.linspace(t[0], t[-1], s.bins // 2 + 1)
-    rates = np.diff(along(windows)) / np.diff(windows)
-    middles = (windows[:-1] + windows[1:]) / 2
-    if not trend(middles, rates).significant(s.alpha):
-        return verdict
-    third = max(len(rates) // 3, 1)
-    early, late = float(np.mean(rates[:third])), float(np.mean(rates[-third:]))
-    if early <= 0:
-        return verdict
-    rise = late / early - 1.0
-    _, fy = bin_floors(t, y, s.bins)
-    start = float(np.median(fy[: max(len(fy) // 5, 1)]))
-    store = max(start - base, 0.0)
-    grew = float(np.median(fy[-max(len(fy) // 5, 1) :])) - start
+    edges = np.linspace(t[0], t[-1], s.bins + 1)
+    # the start of each floor's bin (``bin_floors`` keeps the bins that hold a reading)
+    starts = edges[np.unique(np.clip(np.searchsorted(edges, t, side="right") - 1, 0, s.bins - 1))]
+    floors = (starts, bin_floors(t, y, s.bins)[1])
     matters = max(s.min_growth_bytes, s.min_growth_share * verdict.level_bytes)
-    if grew - matters > rise * store:
+    served = served_from(whole[0], whole[1], along(whole[0]), float(starts[1] - starts[0]))
+    rise = rate_rise_explains(floors, along, served, matters, s.alpha)
+    if rise is None:
         return verdict
     return replace(
         verdict,
         state=UNDETERMINED,
-        reason=(
-            f"{verdict.reason}, but the request rate rose {rise:.0%} meanwhile ({early:,.0f} "
-            f"to {late:,.0f} a second): a store of the last seconds' requests, at most the "
-            f"{store / 1e6:.1f} MB the requests had added, grows with it by up to "
-            f"{rise * store / 1e6:.1f} MB, all of the floor's {grew / 1e6:.1f} MB but a "
-            "growth too small to matter: a store bounded in time, or a leak"
-        ),
-        settle=(
-            f"{SETTLE}; at a steady request rate (probe load --rate) a store bounded in "
-            "time stays level, a leak climbs"
-        ),
+        reason=f"{verdict.reason}, but {rise.reason()}",
+        settle=f"{SETTLE}; {SETTLE_AT_A_STEADY_RATE}",
     )
-
-
-def _when_serving_began(whole: tuple[np.ndarray, np.ndarray], along: _Axis) -> float:
-    """The reading at the first instant by which a request had finished: what the process
-    held before its requests began adding. Not the series' first reading: the in-process
-    watchdog's series starts with the process, and leaky_cache.py's imports and model
-    (45 MB) land within one reading (0.1 s) of its first requests, so a bound taken from
-    the start counted them as the requests' (1 run in 6-8 here, and a clean-clone CI run
-    on ea05dfb). This one misses the store's fill up to that reading, so it bounds the
-    store lower: it excuses less, never more."""
-    wt, wy = whole
-    served = along(wt)
-    began = int(np.argmax(served > served[0])) if served[-1] > served[0] else 0
-    return float(wy[began])
 
 
 def _climbs_in_both_halves(t: np.ndarray, y: np.ndarray, s: RecordedSettings) -> bool | None:

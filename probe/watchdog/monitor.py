@@ -202,13 +202,16 @@ class Monitor:
             return False
         now = self._clock() - self._t0
         self.last_bytes = value
+        # the requests finished: the short life's work axis, and the live slow test's
+        # check of a rise against their rate (``analyzers.leaks.rate``)
+        done = None if self._attribution is None else self._safely(self._attribution.requests_done)
         if len(self._early) < _SHORT_LIFE_READINGS:
             self._early.append((now, value - self._tracing_bytes()))
-            self._count_work(now)
+            self._count_work(now, done)
             self._read_heap(now)
         self._read_witnesses(now)
         self._look_for_piles(now)
-        flagged = self.detector.add(now, value)
+        flagged = self.detector.add(now, value, None if done is None else float(done))
         if self._attribution is not None:
             if self._traced_until is not None and now >= self._traced_until:
                 self._traced_until = None
@@ -252,10 +255,9 @@ class Monitor:
             return 0.0
         return float(state.get("bookkeeping_bytes") or 0)
 
-    def _count_work(self, now: float) -> None:
+    def _count_work(self, now: float, done: int | None) -> None:
         if self._attribution is None or self._work is None:
             return
-        done = self._safely(self._attribution.requests_done)
         if done is None:  # not counted, or unreadable: no work axis
             if self._work:
                 self._work = None  # counted, then no longer: the count has a hole

@@ -21,7 +21,7 @@ from probe.analyzers.leaks import (
     snapshot_growth,
 )
 from probe.analyzers.leaks.trend import trend
-from tests.memory_series import KINDS, MB, flat, make
+from tests.memory_series import KINDS, MB, flat, make, served_ramp
 
 ONSET = 3600.0
 
@@ -206,3 +206,51 @@ def test_a_count_with_a_hole_leaves_the_live_answer_standing():
     detector = _watched(readings)
     late = [w for w in work if w[0] >= 10.0]  # counted from 10 s on only
     assert final_verdict(detector, readings, readings[-1][0], work=late) == detector.verdict
+
+
+def _watched_counting(series, done, counted=True):
+    """The first flag and the detector, fed the requests finished when ``counted``."""
+    detector, first, states = LiveLeakDetector(), None, []
+    for t, y, n in zip(series.t_s.tolist(), series.bytes_.tolist(), done.tolist(), strict=True):
+        if detector.add(t, y, n if counted else None) is not None and first is None:
+            first = detector.leak
+        if t % 600 == 0:
+            states.append((t, detector.verdict))
+    return first, detector, states
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_store_of_the_last_minutes_under_a_morning_ramp_is_no_leak_when_requests_are_counted(
+    seed,
+):
+    # sessions kept 10 min, the rate rising 50 -> 150 a second over 2 h: the store grows
+    # 60 -> 180 MB, 30 MB a window, steadily and above every earlier floor
+    series, done = served_ramp(seed)
+    assert _watched_counting(series, done, counted=False)[0] is not None  # in time: a leak
+    first, detector, states = _watched_counting(series, done)
+    assert first is None
+    ramping = [v for t, v in states if 5400 <= t <= 10800 and "request rate rose" in v.reason]
+    assert ramping and all(v.state == "undetermined" for v in ramping)
+    assert "steady request rate" in ramping[0].settle
+    assert detector.verdict.state == "no_leak"  # the rate held from 3 h on: level
+
+
+@pytest.mark.parametrize("leak", [100.0, 400.0])
+def test_a_leak_that_begins_with_the_ramp_is_flagged_once_the_rate_stops_explaining_it(leak):
+    # the store's bound (at most what the requests added since they began, grown by the
+    # rate's rise) includes what the leak added: while the rate rises, a leak no larger
+    # than the store's growth reads "a store bounded in time, or a leak"; once the rate
+    # holds, a store levels and the leak goes on. 400 B a request (20-60 KB/s beside the
+    # store's 17 KB/s) is flagged within the ramp; 100 B (5-15 KB/s) by an hour after it.
+    series, done = served_ramp(0, hours=6.0, leak_bytes_per_request=leak, leak_onset_s=3600.0)
+    first, _, states = _watched_counting(series, done)
+    ramp_ends = 3600.0 + 7200.0
+    assert first is not None and first.at_s < ramp_ends + 3600.0, first
+    if leak >= 400.0:
+        assert first.at_s < ramp_ends, first
+    # while the rate rises, with a window of the leak behind: never "no leak" (after the
+    # ramp, the steadiness test may say "not steady" until a window of the leak alone
+    # has passed: the window before climbed faster, store and leak)
+    rising = [v for t, v in states if 5400.0 <= t <= min(ramp_ends, first.at_s)]
+    assert all(v.state != "no_leak" for v in rising), [v.reason for v in rising]
+    assert rising or first.at_s < 5400.0

@@ -16,6 +16,7 @@ from probe.errors import ProbeError
 from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert, alert_payload, check_webhook_url
 from probe.watchdog.limits import cgroup_memory_limit, parse_duration, parse_size
 from probe.watchdog.monitor import Monitor
+from tests.memory_series import served_ramp
 
 FAST = DetectorSettings(interval_s=0.1, window_s=12.0, fast_window_s=6.0, warmup_s=2.0)
 # a process that lives less than warm-up plus a window and a half: judged at its exit, on
@@ -267,6 +268,21 @@ def test_a_count_that_stops_being_kept_leaves_the_judgement_to_time():
     monitor = run_monitor(retains_per_request(), 12, SHORT_LIFE, attribution=counted)
     final = monitor.verdict_dict(final=True)
     assert final["basis"] == "time" and final["bytes_per_request"] is None
+
+
+def test_the_live_tests_weigh_a_rise_against_the_request_rate_the_agent_counts():
+    # served_ramp's morning (a store of 10 min of sessions, the rate rising 50 -> 150 a
+    # second over 2 h) on FAST's clock, 150 times faster: a reading every 15 s of it
+    series, done = served_ramp(0)
+    readings, counts = series.bytes_[::15].tolist(), done[::15]
+    seconds = len(readings) * FAST.interval_s - FAST.interval_s / 2
+    in_time = run_monitor(iter(readings), seconds, FAST, attribution=FakeAttribution())
+    assert in_time.alerted is not None  # in time, the store's growth reads as a leak
+    counted = FakeAttribution()
+    counted.requests = lambda t: int(counts[min(round(t / FAST.interval_s), len(counts) - 1)])
+    per_rate = run_monitor(iter(readings), seconds, FAST, attribution=counted)
+    assert per_rate.alerted is None, per_rate.alerted
+    assert per_rate.detector.verdict.state == "no_leak"  # the rate held for 2 h: level
 
 
 def test_the_report_carries_the_series_and_settings():
