@@ -162,8 +162,7 @@ class LiveLeakDetector:
         self._open_done = math.nan
         self._first_done: float | None = None  # the first count read
         self._served_from: float | None = None  # the memory by the first finished request
-        self._served_at = math.nan  # and when it had finished
-        self._served_until = math.inf  # ``_served_from`` is the floor of a bin from there
+        self._served_at = math.nan  # and when it had finished (the floor: of a bin from there)
         self._t0: float | None = None
         self._last_t = -math.inf
         self._envelope: float | None = None
@@ -210,7 +209,7 @@ class LiveLeakDetector:
         """Notes the memory by the first finished request: the floor of a bin's readings
         from there (``leaks.rate.served_from``)."""
         if self._served_from is not None:
-            if t_s <= self._served_until:
+            if t_s <= self._served_at + self.settings.bin_s:
                 self._served_from = min(self._served_from, bytes_)
             return
         if done is None or not math.isfinite(done):
@@ -218,8 +217,7 @@ class LiveLeakDetector:
         if self._first_done is None:
             self._first_done = done
         elif done > self._first_done:
-            self._served_from, self._served_until = bytes_, t_s + self.settings.bin_s
-            self._served_at = t_s
+            self._served_from, self._served_at = bytes_, t_s
 
     def _close_bin(self) -> None:
         y = np.asarray(self._open_y)
@@ -318,9 +316,7 @@ class LiveLeakDetector:
         bt, bmin, _, _ = self._last_bins(w + self._recall_groups * g)
         if len(bt) < w or bt[-w] - s.bin_s / 2 < self._judged_from():
             return None
-        usable = len(bt) - len(bt) % g
-        ft = bt[len(bt) - usable :].reshape(-1, g).mean(axis=1)
-        fy = bmin[len(bt) - usable :].reshape(-1, g).min(axis=1)
+        ft, fy = _grouped(bt, bmin, g)
         k = s.floors_per_window
         # Warm-up is neither judged nor compared against: a start-up jump in the window
         # before read as "it climbed faster then" and held a steady leak off until the jump
@@ -422,10 +418,10 @@ class LiveLeakDetector:
             return None
         ct, done = self._bdone_t[idx], self._bdone[idx]
         served = (max(self._served_at, float(ct[0])), self._served_from)
-        before = idx[: len(idx) - w]
-        before = before[len(before) % g :].reshape(-1, g)  # whole groups, up to the window
+        before = idx[: len(idx) - w]  # grouped up to the window, as the window's floors
+        gt, gy = _grouped(self._bt[before], self._bmin[before], g)
         half = g * s.bin_s / 2  # a floor's group starts half a group before its mean time
-        earlier = (self._bt[before].mean(axis=1) - half, self._bmin[before].min(axis=1))
+        earlier = (gt - half, gy)
         matters = max(s.min_growth_bytes, s.min_growth_share * level)
 
         def count_at(at: np.ndarray) -> np.ndarray:
@@ -511,6 +507,16 @@ class LiveLeakDetector:
         self.limit_bytes = limit_bytes
         if self.leak is not None:
             self._update_leak()
+
+
+def _grouped(bt: np.ndarray, bmin: np.ndarray, g: int) -> tuple[np.ndarray, np.ndarray]:
+    """Floors of bins (times, minima) in groups of ``g``, grouped from the newest bin back
+    (a part group at the oldest end dropped): (mean time, least minimum) of each."""
+    usable = len(bt) - len(bt) % g
+    return (
+        bt[len(bt) - usable :].reshape(-1, g).mean(axis=1),
+        bmin[len(bt) - usable :].reshape(-1, g).min(axis=1),
+    )
 
 
 _OUTLIVE_THE_TRACING = (

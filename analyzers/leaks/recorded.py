@@ -57,6 +57,7 @@ from probe.analyzers.leaks.trend import (
     Trend,
     best_step,
     bin_floors,
+    bin_starts,
     estimate_onset,
     step_fits_better,
     trend,
@@ -677,9 +678,7 @@ def _against_the_request_rate(
     t, y = judged
     if verdict.state != LEAK or along.basis != "requests" or len(t) < 2:
         return verdict
-    edges = np.linspace(t[0], t[-1], s.bins + 1)
-    # the start of each floor's bin (``bin_floors`` keeps the bins that hold a reading)
-    starts = edges[np.unique(np.clip(np.searchsorted(edges, t, side="right") - 1, 0, s.bins - 1))]
+    starts = bin_starts(t, s.bins)
     floors = (starts, bin_floors(t, y, s.bins)[1])
     matters = max(s.min_growth_bytes, s.min_growth_share * verdict.level_bytes)
     served = served_from(whole[0], whole[1], along(whole[0]), float(starts[1] - starts[0]))

@@ -28,6 +28,7 @@ __all__ = [
     "Trend",
     "best_step",
     "bin_floors",
+    "bin_starts",
     "estimate_onset",
     "steady",
     "step_fits_better",
@@ -116,8 +117,18 @@ def best_step(y: np.ndarray) -> tuple[int, float]:
 
 def bin_floors(x: np.ndarray, y: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
     """Mean x and minimum reading of each of ``bins`` equal bins of x (empty ones dropped)."""
-    edges = np.linspace(x[0], x[-1], bins + 1)
-    which = np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
-    starts = np.flatnonzero(np.r_[True, which[1:] != which[:-1]])
+    starts = np.flatnonzero(np.r_[True, np.diff(_bin_of(x, bins)) != 0])
     counts = np.diff(np.r_[starts, len(x)])
     return np.add.reduceat(x, starts) / counts, np.minimum.reduceat(y, starts)
+
+
+def bin_starts(x: np.ndarray, bins: int) -> np.ndarray:
+    """Where each of ``bin_floors``' bins of x starts (the same bins, empty ones dropped)."""
+    edges = np.linspace(x[0], x[-1], bins + 1)
+    return edges[np.unique(_bin_of(x, bins))]
+
+
+def _bin_of(x: np.ndarray, bins: int) -> np.ndarray:
+    """Which of ``bins`` equal bins of x (sorted) each value falls in."""
+    edges = np.linspace(x[0], x[-1], bins + 1)
+    return np.clip(np.searchsorted(edges, x, side="right") - 1, 0, bins - 1)
