@@ -32,6 +32,13 @@ Over a day whose rate rises 30 -> 120 a second and falls back, on each healthy s
 request from the start on a flat base: flagged at 7.5 h counted (2.4 h in time, where
 the stores alone were flagged too).
 
+A traffic spike under the live fast test (``spike_explains``, 2026-12-03, same series
+with the rate stepping 20 -> 40-100 a second in 1-10 min, TTLs 1-10 min, sessions of 9
+and 30 KB): the fast test flagged 15 of 36 stores, now none; a leak of 10 KB a request
+kept from the spike on is flagged 90 s after it (81 s before), 2 KB 180 s (84 s); a
+1-MB/s leak at a steady 100 a second 53-60 s with smooth counts, 57-111 s (53-60 s
+before) where the count swings +-50-90% every 10 s.
+
 Used by the recorded-run verdict (``leaks.recorded``) and the live detector
 (``leaks.live``), on the same terms: the floor's rise and the rate's rise both read as
 the last quarter against the first (medians of floors, means of their rates).
@@ -41,12 +48,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
 from probe.analyzers.leaks.trend import trend
 
-__all__ = ["SETTLE_AT_A_STEADY_RATE", "RateRise", "rate_rise_explains", "served_from"]
+__all__ = [
+    "SETTLE_AT_A_STEADY_RATE",
+    "RateRise",
+    "rate_rise_explains",
+    "served_from",
+    "spike_explains",
+]
 
 
 @dataclass(frozen=True)
@@ -193,6 +207,62 @@ def _explains(
     if rise.grew_bytes - matters > rise.rise * rise.store_bytes:
         return None
     return rise
+
+
+def spike_explains(
+    then: tuple[np.ndarray, np.ndarray],
+    now: tuple[float, float],
+    count_at: Callable[[np.ndarray], np.ndarray],
+    served: tuple[float, float],
+    matters_bytes: float,
+    alpha: float,
+    reaches: list[float],
+    earlier: tuple[np.ndarray, np.ndarray] | None = None,
+) -> RateRise | None:
+    """The rate's rise when it accounts for a climb in minutes (the live fast test's),
+    else None. ``then``: instants before the climb and the floors there; ``now``: (now,
+    the level now); the rest as ``rate_rise_explains``'s, ``reaches`` the spans a store
+    may keep requests for.
+
+    A traffic spike is a step, not a trend: over the few floors of a climb Mann-Kendall
+    has no power, and a store goes on filling for its reach after the rate has stepped up
+    and holds (at a steady rate now, above the rate before). So for each instant of
+    ``then`` and each reach, the rate over the reach before it is compared with the rate
+    over the same reach up to now, as counts: significant where the rise clears the
+    Poisson spread of the two counts at ``alpha`` shared among the comparisons (bursty
+    traffic clears it more easily, which can only hold a fast verdict back, never turn
+    one to "no leak"); and the store then, bounded as ``rate_rise_explains`` bounds it,
+    grown by the rise, must account for all of the climb since but a growth too small to
+    matter. Where the climb began is not known (a floor's noise blurs it): any instant
+    that explains it does."""
+    t, floors = then
+    t1, level = now
+    z = NormalDist().inv_cdf(1.0 - alpha / max(len(t) * len(reaches), 1))
+    for reach in reaches:
+        counted = t - reach >= served[0]
+        if not counted.any():
+            continue
+        ta, fa = t[counted], floors[counted]
+        done = count_at(np.concatenate([ta - reach, ta, [t1 - reach, t1]]))
+        before = done[len(ta) : 2 * len(ta)] - done[: len(ta)]
+        after = float(done[-1] - done[-2])
+        store = fa - served[1]
+        if earlier is not None:
+            per_rate = _least_per_rate(earlier, count_at, served, 0.0, reach)
+            store = store if per_rate is None else np.minimum(store, per_rate * before / reach)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rise = np.where(before > 0, after / before - 1.0, 0.0)
+        rose = (before > 0) & (after - before >= z * np.sqrt(after + before))
+        fits = rose & (level - fa - matters_bytes <= rise * np.maximum(store, 0.0))
+        if fits.any():
+            k = int(np.flatnonzero(fits)[0])
+            return RateRise(
+                early_per_s=float(before[k]) / reach,
+                late_per_s=after / reach,
+                store_bytes=max(float(store[k]), 0.0),
+                grew_bytes=level - float(fa[k]),
+            )
+    return None
 
 
 def served_from(

@@ -208,13 +208,14 @@ def test_a_count_with_a_hole_leaves_the_live_answer_standing():
     assert final_verdict(detector, readings, readings[-1][0], work=late) == detector.verdict
 
 
-def _watched_counting(series, done, counted=True):
-    """The first flag and the detector, fed the requests finished when ``counted``."""
+def _watched_counting(series, done, counted=True, every=600):
+    """The first flag and the detector, fed the requests finished when ``counted``; and
+    its verdict every ``every`` seconds."""
     detector, first, states = LiveLeakDetector(), None, []
     for t, y, n in zip(series.t_s.tolist(), series.bytes_.tolist(), done.tolist(), strict=True):
         if detector.add(t, y, n if counted else None) is not None and first is None:
             first = detector.leak
-        if t % 600 == 0:
+        if t % every == 0:
             states.append((t, detector.verdict))
     return first, detector, states
 
@@ -254,3 +255,37 @@ def test_a_leak_that_begins_with_the_ramp_is_flagged_once_the_rate_stops_explain
     rising = [v for t, v in states if 5400.0 <= t <= min(ramp_ends, first.at_s)]
     assert all(v.state != "no_leak" for v in rising), [v.reason for v in rising]
     assert rising or first.at_s < 5400.0
+
+
+@pytest.mark.parametrize(("ttl", "session_bytes"), [(60.0, 30e3), (180.0, 30e3), (180.0, 9e3)])
+def test_a_store_filling_after_a_traffic_spike_is_undetermined_not_a_fast_leak(ttl, session_bytes):
+    # the rate steps 20 -> 100 a second within a minute; sessions kept 1-3 min fill the
+    # store to 5x its size at 0.5-2 MB/s for a TTL: a climb the fast test flagged in time
+    # (and, before the spike was weighed against the counts, with them: the rate's rise
+    # over a 2-min climb is a step, too few floors for a trend test)
+    series, done = served_ramp(
+        0, hours=2.0, ttl_s=ttl, session_bytes=session_bytes, rates=(20.0, 100.0),
+        ramp=(3600.0, 60.0),
+    )  # fmt: skip
+    in_time = _watched_counting(series, done, counted=False)[0]
+    assert in_time is not None and in_time.test == "fast"
+    first, detector, states = _watched_counting(series, done, every=10)
+    assert first is None
+    climbing = [v for t, v in states if 3600 < t <= 3600 + 60 + ttl]
+    held = [v for v in climbing if v.test == "fast"]
+    assert held and all(v.state == "undetermined" for v in held)
+    assert "request rate rose" in held[0].reason and "steady request rate" in held[0].settle
+    assert all(v.state != "no_leak" for v in climbing[climbing.index(held[0]) :][:6])
+    assert detector.verdict.state != "leak"
+
+
+def test_a_leak_that_outgrows_the_store_a_spike_could_fill_is_still_a_fast_leak():
+    # 10 KB a request kept from the spike on (1 MB/s at 100 a second) beside a store of
+    # 3 min of 9-KB sessions: the store could grow 130 MB with the spike, the leak climbs
+    # past it within minutes
+    series, done = served_ramp(
+        0, hours=1.5, ttl_s=180.0, session_bytes=9e3, rates=(20.0, 100.0),
+        ramp=(3600.0, 60.0), leak_bytes_per_request=10e3, leak_onset_s=3600.0,
+    )  # fmt: skip
+    first, _, _ = _watched_counting(series, done)
+    assert first is not None and first.test == "fast" and first.at_s - 3600.0 <= 300, first
