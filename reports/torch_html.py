@@ -157,7 +157,8 @@ def windows_html(windows: list[dict[str, Any]], chosen: str) -> Markup:
             "<tr><td><a href='{0}'>{0}</a>{1}</td><td>{2} s</td><td>{3} s</td><td>{4}</td>"
             "<td>{5} s</td><td>{6}</td></tr>",
             w["file"],
-            " (shown)" if w["file"] == chosen else "",
+            (" (shown)" if w["file"] == chosen else "")
+            + (" (short of the target's work)" if w.get("short_of_work") else ""),
             num(w.get("start_s"), ".2f"),
             num((w.get("end_s") or 0) - (w.get("start_s") or 0), ".2f"),
             f"{w.get('ops', 0):,}",

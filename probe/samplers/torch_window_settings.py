@@ -32,6 +32,11 @@ class TorchWindowSettings:
     # ``window_s`` with what it has: a bound chosen (not measured) so that a service idle
     # between requests cannot keep the profiler on for long.
     longest: float = 10.0
+    # After a window short of the target's work (``torch_windows.SHORT_OF_WORK``): when the
+    # next opens, instead of ``every_s``. Chosen, not measured: a host stall that left a
+    # window with 5 ms of the decoder's CPU ended within 4 s (a CI run, 2026-12-03), and a
+    # run of ~13 s then still gets a window of the target's work.
+    retry_s: float = 1.0
     # Of the time since the first window opened, what the windows may cost (the next one
     # counted before it opens): what issue 15's 5% for the whole default collection
     # leaves once the rest is paid -- with windows off, probe kept 0.964 of the decoder

@@ -4,6 +4,7 @@ Skipped where torch is not installed (the README's test command installs it)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import subprocess
@@ -37,15 +38,19 @@ def test_a_decoder_s_window_holds_its_main_thread_s_ops_with_the_growing_prefix(
     assert r.returncode == 0, r.stderr
     figures = torch_figures(r.run_dir)
     assert figures["forward_at_s"] is not None and figures["unavailable"] == ""
-    first = figures["windows"][0]
+    # a window the host stalled the decoder through (CI, once: its main thread in kernel
+    # state D, page faults, 3.7 s of 4) is short of its work, and another takes its place
+    retried = list(itertools.takewhile(lambda w: w["short_of_work"], figures["windows"]))
+    first = figures["windows"][len(retried)]
     assert first["start_s"] >= figures["forward_at_s"] + figures["settings"]["warmup_s"] - 0.01
+    assert not first["short_of_work"] and len(retried) < figures["settings"]["windows"]
     assert first["calibration"]["added_ns_per_call"] > 0 and first["stall_s"] >= 0
     # a Kineto trace a reader outside probe opens: the file as torch wrote it
     trace = read_kineto(r.run_dir / first["file"])
     ops = trace.tables["ops"]
     assert set(ops["tid"]) >= {first["probe_tid"]}  # probe's own calibration ops, kept raw
     # read back with the run, probe's ops are gone and the target's remain, with shapes
-    [(entry, window)] = load(r.run_dir).torch_windows[:1]
+    [(entry, window)] = [w for w in load(r.run_dir).torch_windows if w[0]["file"] == first["file"]]
     # the profiler's cost per op, from the calibration's ops counted in the trace: a few
     # hundred ns where the whole op, unprofiled, takes ~1 us (torch_windows._call_ns)
     assert 50 < entry["op_cost_ns"] < 5000
@@ -59,7 +64,7 @@ def test_a_decoder_s_window_holds_its_main_thread_s_ops_with_the_growing_prefix(
     d = json.loads((r.run_dir / "diagnosis.json").read_text())
     assert d["torch"]["window"] == first["file"]
     assert 0 < d["torch"]["steady_share"] < 1  # the import and the model's build are not
-    assert "PyTorch ops (torch/window-1.json" in r.stdout
+    assert f"PyTorch ops ({first['file']}" in r.stdout
     # the host's side: the linear layers' addmm among the top ops by self time, in FP32
     # (the model's weights), on the main thread, which also spends time between ops
     cpu = d["torch"]["cpu"]

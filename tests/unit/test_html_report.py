@@ -161,3 +161,14 @@ def test_the_pages_plotly_js_is_the_installed_librarys_read_without_importing_pl
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_the_windows_table_marks_a_window_short_of_the_target_s_work_and_the_one_shown():
+    from probe.reports.torch_html import windows_html
+
+    stalled = {"file": "torch/window-1.json", "start_s": 2.0, "end_s": 3.0, "ops": 12}
+    working = {"file": "torch/window-2.json", "start_s": 4.0, "end_s": 4.1, "ops": 9000}
+    table = str(windows_html([{**stalled, "short_of_work": True}, working], working["file"]))
+    first, second = re.findall(r"<tr><td>(.*?)</td>", table)
+    assert "short of the target" in first and "(shown)" not in first
+    assert "(shown)" in second and "short of" not in second

@@ -150,7 +150,9 @@ def test_the_windows_never_cost_more_than_the_budget_of_the_time_since_the_first
     w._thread.join(5)
     taken = w.figures()["windows"]
     assert len(taken) == 3 and all(t["stall_s"] >= 0.1 for t in taken)
-    costs = [t["open_s"] + t["end_s"] - t["start_s"] + t["stall_s"] for t in taken]
+    # holding a window is counted at the target's CPU in it (at most its wall length)
+    held = [min(t["end_s"] - t["start_s"], t["target_cpu_s"]) for t in taken]
+    costs = [t["open_s"] + h + t["stall_s"] for t, h in zip(taken, held, strict=True)]
     opened = [t["start_s"] - t["open_s"] for t in taken]
     # every figure is rounded to the millisecond: a cost's four to 2 ms at most, 4 ms
     # once divided by the budget, the two instants 1.5 ms more (a sum of two: twice)
@@ -287,14 +289,53 @@ def test_a_window_stays_open_until_the_target_has_run_its_length_of_cpu(tmp_path
     assert 0.15 <= window["end_s"] - window["start_s"] < 0.5
 
 
-def test_a_target_that_never_runs_closes_its_window_at_the_longest_wall_time(tmp_path):
-    s = TorchWindowSettings(windows=1, window_s=0.02, warmup_s=0.0, every_s=1.0, longest=5)
+def test_a_target_that_never_runs_closes_its_windows_at_the_longest_wall_time_and_ends(
+    tmp_path,
+):
+    # each window is short of the target's work and retried, but at most ``windows``
+    # times: an idle service gets twice its windows, not windows without end
+    s = TorchWindowSettings(
+        windows=2, window_s=0.02, warmup_s=0.0, every_s=1.0, longest=5, retry_s=0.01
+    )
     w, _ = windows(tmp_path, s, target_cpu=lambda _: {7: 123})
     w.start()
     w._thread.join(5)
-    [window] = w.figures()["windows"]
-    assert window["target_cpu_s"] == 0 and not window["cut"]
-    assert 0.1 - 0.001 <= window["end_s"] - window["start_s"] < 0.3
+    assert not w._thread.is_alive()
+    taken = w.figures()["windows"]
+    assert len(taken) == 4
+    for window in taken:
+        assert window["target_cpu_s"] == 0 and not window["cut"] and window["short_of_work"]
+        assert 0.1 - 0.001 <= window["end_s"] - window["start_s"] < 0.3
+
+
+def test_a_window_the_target_was_stalled_through_is_retried_soon_and_not_counted(tmp_path):
+    # the target's thread runs nothing for 0.12 s (a host stall: its pages read back from
+    # disk), then a whole core. The first window closes at its cap with none of its work;
+    # the next opens retry_s after it, not every_s, and the budget (tiny here) does not
+    # hold it back: no window of the target's work has been taken yet
+    t0 = time.monotonic_ns()
+    stall_ns = 120_000_000
+
+    def stalled_then_busy(_exclude):
+        return {7: max(0, time.monotonic_ns() - t0 - stall_ns)}
+
+    s = TorchWindowSettings(
+        windows=1, window_s=0.02, warmup_s=0.0, every_s=60.0, longest=5, retry_s=0.05,
+        budget=0.001,
+    )  # fmt: skip
+    w, log = windows(tmp_path, s, target_cpu=stalled_then_busy)
+    w.start()
+    w._thread.join(5)
+    assert not w._thread.is_alive()
+    stalled, working = w.figures()["windows"]
+    assert stalled["short_of_work"] and not working["short_of_work"]
+    assert stalled["target_cpu_s"] < 0.01 and working["target_cpu_s"] >= 0.02
+    assert 0.05 - 0.001 <= working["start_s"] - working["open_s"] - stalled["end_s"] < 1.0
+    assert [f.name for f in sorted((tmp_path / "torch").iterdir())] == [
+        "window-1.json",
+        "window-2.json",
+    ]
+    assert [e[0] for e in log] == ["start", "save", "start", "save"]
 
 
 def test_a_window_whose_target_cpu_cannot_be_read_lasts_its_length(tmp_path):
