@@ -313,9 +313,14 @@ class LiveLeakDetector:
         test flagged it in 15 of 36 cases; ``tests.memory_series.served_ramp``,
         2026-12-03). ``floor``: the least of the last readings, compared with the floors
         before (``level``, their median, stands above a floor by half the noise: 15 MB on
-        300 at +-5%, more than a growth too small to matter). Reaches from the fast
-        window, doubling, to the slow window. At most once a bin: the fast test runs at
-        every reading."""
+        300 at +-5%, more than a growth too small to matter). Any instant of the window
+        but the last bin may witness the rise, with reaches from a bin, doubling, to the
+        window: first written as instants before the fast window and reaches from it,
+        this missed a real one -- ``session_api:app_ttl`` (sessions kept 30 s) under
+        ``probe watch --window 2m`` stepping 20 -> 60 a second, flagged as a fast leak 12
+        s after the step, where ``/proc`` without probe read 53.6 -> 64.9 MB and flat
+        (2026-12-03): the step lay inside the fast window, the store's reach under it. At
+        most once a bin: the fast test runs at every reading."""
         if self._fast_checked[0] == self._bins:
             return self._fast_checked[1]
         s = self.settings
@@ -324,12 +329,14 @@ class LiveLeakDetector:
         if counted is not None:
             idx, count_at = counted
             bt = self._bt[idx]
-            # the instants the climb may have begun at: the window's bins before the
-            # fast window; the floors before them bound the store per unit of rate
-            then = (bt >= self._last_t - s.window_s) & (bt < self._last_t - s.fast_window_s)
+            # the instants the climb may have begun at: the window's bins but the last
+            # (the climb's start is blurred by the floors' noise: any may witness it);
+            # the floors before them bound the store per unit of rate
+            then = (bt >= self._last_t - s.window_s) & (bt < self._last_t - s.bin_s)
             if then.any():
                 first = int(np.flatnonzero(then)[0])
-                reaches = [s.fast_window_s * 2**j for j in range(16)]
+                # a store keeps requests for its own reach: from a bin, doubling
+                reaches = [s.bin_s * 2**j for j in range(24)]
                 reaches = [r for r in reaches if r < s.window_s] + [s.window_s]
                 rise = spike_explains(
                     (bt[then], self._bmin[idx][then]),

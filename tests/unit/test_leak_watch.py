@@ -289,3 +289,24 @@ def test_a_leak_that_outgrows_the_store_a_spike_could_fill_is_still_a_fast_leak(
     )  # fmt: skip
     first, _, _ = _watched_counting(series, done)
     assert first is not None and first.test == "fast" and first.at_s - 3600.0 <= 300, first
+
+
+def test_a_short_ttl_store_stepping_up_inside_the_fast_window_is_not_a_fast_leak():
+    # as probe watch --window 2m --warmup 10s read session_api:app_ttl (sessions kept
+    # 30 s, 9.4 KB each) stepping from 20 to 60 logins a second at 64 s: its RSS from
+    # /proc without probe went 53.6 -> 64.9 MB and stayed (2026-12-03). The step lies
+    # inside the fast window and the store's reach under a minute
+    rng = np.random.default_rng(7)
+    t = np.arange(0.0, 240.0, 1.0)
+    rate = np.where(t < 4.0, 0.0, np.where(t < 64.0, 20.0, 60.0))
+    done = np.cumsum(rate)
+    alive = done - np.interp(t - 30.0, t, done, left=0.0)
+    y = 48 * MB + 9.4e3 * alive + rng.uniform(-0.2, 0.2, len(t)) * MB
+    settings = DetectorSettings(window_s=120.0, warmup_s=10.0)
+    detector, states = LiveLeakDetector(settings), []
+    for a, b, n in zip(t.tolist(), y.tolist(), done.tolist(), strict=True):
+        assert detector.add(a, b, n) is None, detector.leak
+        states.append(detector.verdict)
+    assert any("request rate rose" in v.reason and v.test == "fast" for v in states[64:100])
+    timed = LiveLeakDetector(settings)
+    assert any(timed.add(a, b) is not None for a, b in zip(t.tolist(), y.tolist(), strict=True))
