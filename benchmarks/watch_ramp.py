@@ -42,6 +42,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from probe.watchdog.limits import parse_duration
+
 REPO = Path(__file__).resolve().parents[1]
 SERVICES = REPO / "tests" / "memory_corpus" / "services"
 _SCRIPT = Path(sys.executable).parent / "probe"
@@ -114,13 +116,6 @@ def drive(arm: Arm, schedule: list[tuple[float, float]], mix: Path, log: list) -
         )  # fmt: skip
 
 
-def _seconds(duration: str) -> float:
-    """'5m', '90s', '1h' or plain seconds."""
-    scale = {"s": 1.0, "m": 60.0, "h": 3600.0}
-    unit = duration[-1:]
-    return float(duration[:-1]) * scale[unit] if unit in scale else float(duration)
-
-
 STATE = re.compile(r"pid \d+: ([\d.]+) MiB, (LEAK|no leak|undetermined|warming up)(.*)")
 
 
@@ -139,7 +134,7 @@ def main() -> None:
     parser.add_argument("--status-every", default="30s")
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
-    if _seconds(args.warmup) <= args.ttl:
+    if parse_duration(args.warmup) <= args.ttl:
         parser.error(f"--warmup {args.warmup} must outlast the store's fill (--ttl {args.ttl:g} s)")
     schedule = [(r, args.step) for r in rates[:-1]] + [(rates[-1], args.step + args.steady)]
     with tempfile.TemporaryDirectory(prefix="probe-watch-ramp-") as tmp:

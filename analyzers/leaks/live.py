@@ -454,18 +454,16 @@ class LiveLeakDetector:
             failed = [f"rising steadily for {since:.0f} s: confirming"]
         if failed or not flag:
             reason = failed[0] if failed else "rising steadily: confirming"
+            # still confirming a rise is not an answer yet, nor a rise the rate's may
+            # explain; a failed check is one
+            open_ = reason.startswith("rising steadily") or rise is not None
+            state = UNDETERMINED if open_ else NO_LEAK
             held = self._held_by_the_rate(now)
-            if held is not None and not reason.startswith("rising steadily") and rise is None:
+            if state == NO_LEAK and held is not None:
                 self._status = held  # the fast test's undetermined, not the slow one's no
                 return
             self._status = LeakVerdict(
-                # still confirming a rise is not an answer yet, nor a rise the rate's may
-                # explain; a failed check is one
-                state=(
-                    UNDETERMINED
-                    if reason.startswith("rising steadily") or rise is not None
-                    else NO_LEAK
-                ),
+                state=state,
                 **trend_fields(tr),
                 onset_s=None,
                 level_bytes=level,

@@ -245,9 +245,8 @@ def spike_explains(
         if not counted.any():
             continue
         ta, fa = t[counted], floors[counted]
-        done = count_at(np.concatenate([ta - reach, ta, [t1 - reach, t1]]))
-        before = done[len(ta) : 2 * len(ta)] - done[: len(ta)]
-        after = float(done[-1] - done[-2])
+        before = _rates(count_at, ta, reach) * reach  # requests, for their Poisson spread
+        after = float(_rates(count_at, np.array([t1]), reach)[0]) * reach
         store = fa - served[1]
         if earlier is not None:
             per_rate = _least_per_rate(earlier, count_at, served, 0.0, reach)
