@@ -134,7 +134,12 @@ def main() -> None:
     parser.add_argument("--status-every", default="30s")
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
-    if parse_duration(args.warmup) <= args.ttl:
+    try:
+        warmup_s = parse_duration(args.warmup)
+        parse_duration(args.window)
+    except ValueError as e:
+        parser.error(str(e))
+    if warmup_s <= args.ttl:
         parser.error(f"--warmup {args.warmup} must outlast the store's fill (--ttl {args.ttl:g} s)")
     schedule = [(r, args.step) for r in rates[:-1]] + [(rates[-1], args.step + args.steady)]
     with tempfile.TemporaryDirectory(prefix="probe-watch-ramp-") as tmp:
