@@ -70,6 +70,8 @@ def growth_text(v: dict[str, Any]) -> str:
         )
         if s.get("traceback"):
             line += f"\n         {s['traceback']}"
+    if note := v.get("attribution_note"):
+        line += f"\n  ({note})"
     return line
 
 
@@ -227,6 +229,8 @@ def _tables(v: dict[str, Any]) -> Markup:
         ]
         headers = ["type", "live objects grew"]
         out.append(_table("Growing object types", "types", headers, rows))
+    if note := v.get("attribution_note"):
+        out.append(html("<p class='muted' id='attribution-note'>Attribution: {}.</p>", note))
     if v.get("detected") and not (sites or containers or types):
         out.append(
             Markup(

@@ -68,6 +68,8 @@ class LeakVerdict:
     malloc_share: float | None = None
     # the process's threads and descriptors that climbed with it (growth.piling_up)
     piling_up: list[dict[str, Any]] = field(default_factory=list)
+    # how long the watch traced for the sites, and why tracing stopped (empty: not said)
+    attribution_note: str = ""
 
     @property
     def detected(self) -> bool:
@@ -107,6 +109,7 @@ class LeakVerdict:
             else [round(v, 4) for v in self.small_objects_share],
             "malloc_share": None if self.malloc_share is None else round(self.malloc_share, 4),
             "piling_up": self.piling_up,
+            "attribution_note": self.attribution_note,
         }
 
 

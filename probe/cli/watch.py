@@ -131,8 +131,8 @@ def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int 
     default="auto",
     show_default=True,
     help="For a Python command: tracemalloc sites, gc types and growing containers; "
-    "'auto' counts the gc at start and exit and traces from a leak's alert (the sites "
-    "follow it); 'always' traces from the start (growth seen only under it: undetermined).",
+    "'auto' counts the gc at start and exit and traces from a leak's alert until the sites "
+    "follow it; 'always' traces from the start (growth seen only under it: undetermined).",
 )
 @click.option(
     "--frames",

@@ -12,7 +12,8 @@ detector (``analyzers.leaks.LiveLeakDetector``), counts the requests the service
 wraps, undecorated, as ``probe watch``'s agent counts them: the axis a leak's retention is
 judged on at the end), and on a leak logs one JSON line on the
 ``probe.watch`` logger, posts to the webhook and flips the Prometheus gauges; then it
-arms tracemalloc and, a snapshot later, sends what grows (``probe.leak.attribution``).
+arms tracemalloc and, a snapshot later, sends what grows (``probe.leak.attribution``),
+and stops tracing (sooner where tracemalloc's tables pass their bound).
 Once started, nothing it does raises into the service: failures are logged. ``start``
 itself raises ``ProbeError`` for bad settings and a metrics port already in use, so
 misconfiguration shows at start-up.
@@ -121,7 +122,7 @@ def start(
 
     ``interval``/``window``/``warmup``: seconds or "30m"-style durations. ``limit``:
     bytes or "2GiB" (default: the cgroup's memory limit, if any). ``attribution``:
-    "auto" (tracemalloc traces from a leak's alert),
+    "auto" (tracemalloc traces from a leak's alert until its sites are sent),
     "always", or "off". ``webhook_hosts_allowed``: hosts the webhook may post to although
     link-local or cloud-metadata addresses (refused otherwise).
     ``out``: a directory for the leak report (JSON and HTML), written by ``stop()``.

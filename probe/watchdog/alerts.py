@@ -124,6 +124,7 @@ def alert_payload(
         "small_objects_share": verdict.get("small_objects_share"),
         "malloc_share": verdict.get("malloc_share"),
         "held_by": what_holds(verdict)[1],
+        "attribution_note": verdict.get("attribution_note", ""),
     }
 
 

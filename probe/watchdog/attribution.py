@@ -14,6 +14,12 @@ sets, deques of at least ``container_min`` items) with the module global that na
 so a growing cache is named by what holds it, not only by the line that allocated its
 entries. ``analyzers.leaks.snapshot_growth`` turns the snapshots into growth figures.
 
+Tracing is bounded: the tracker stops it itself once tracemalloc's own tables pass
+``max_bookkeeping_bytes`` (``TRACING_BOUND_BYTES``), and the watch stops it once the sites
+have gone out (``probe.watchdog.monitor``). Left on, it cost a served store of two million
+live blocks 3.5-4.5 GB and 44% of a core after 30 min (``benchmarks/attribution_cost.py``
+measures what it costs now).
+
 Two ways to run it: in the watched process's own thread (``probe.watchdog.start``), or as
 an agent in a child launched by ``probe watch -- python ...`` (``Agent``: it is armed
 through a file in a private directory and writes its snapshots there as JSON).
@@ -65,6 +71,11 @@ _PROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CONTAINERS = (dict, list, set, deque)
 # probe's own allocations, tracemalloc's, and imports' (code objects, module dicts)
 _NOT_THE_SERVICE = (_PROBE_DIR, tracemalloc.__file__, "<frozen importlib.")
+# Chosen: tracemalloc's tables cost ~55 bytes a live trace and a snapshot's copy ~80 more
+# for its duration (measured on this machine kind, 2026-12-03: 37 MiB of tables for
+# 700,000 traces, 0.37 s to copy and group them); 64 MiB is ~1.2 million traces, ~0.7 s and
+# ~100 MB for a snapshot -- enough for a leak's sites to outgrow the rest many times over.
+TRACING_BOUND_BYTES = 64 * 2**20
 
 
 def held_containers(
@@ -147,6 +158,40 @@ def _visit(
         todo.extend((f"{path}.{k}", v, level + 1) for k, v in _holders(_attributes(value)))
 
 
+Frames = tuple[tuple[str, int], ...]  # (filename, line), newest first
+# what ``tracemalloc.take_snapshot`` reads: [(domain, size, frames newest first, depth)]
+_TRACES_READER: Callable[[], list[tuple[int, int, Frames, int]]] | None = getattr(
+    tracemalloc, "_get_traces", None
+)
+
+
+def live_by_traceback() -> list[tuple[Frames, int, int]]:
+    """(frames, live bytes, live blocks) of each traceback tracemalloc traces now,
+    largest first. Grouped here, not by ``Snapshot.statistics``: under tracing every
+    allocation the grouping makes is itself traced, and the stdlib's makes several a
+    trace (a snapshot of 700,000 traces: 5.9 s, against 0.37 s this way, copy included:
+    this loop allocates a list per traceback and nothing per trace). tracemalloc shares
+    one frames tuple between the traces of a traceback; ``_get_traces`` is what
+    ``take_snapshot`` reads, used directly where it exists."""
+    get_traces = _TRACES_READER
+    if get_traces is None:  # another Python's tracemalloc: the stdlib's grouping
+        stats = tracemalloc.take_snapshot().statistics("traceback")
+        return [(_frames_of(st.traceback), st.size, st.count) for st in stats]
+    sizes: dict[Frames, list[int]] = {}
+    for trace in get_traces():  # (domain, size, frames newest first, total frames)
+        try:
+            sizes[trace[2]].append(trace[1])
+        except KeyError:
+            sizes[trace[2]] = [trace[1]]
+    grouped = [(frames, sum(s), len(s)) for frames, s in sizes.items()]
+    grouped.sort(key=lambda g: g[1], reverse=True)
+    return grouped
+
+
+def _frames_of(traceback: tracemalloc.Traceback) -> Frames:
+    return tuple((f.filename, f.lineno) for f in reversed(traceback))
+
+
 def _give_back_freed_memory() -> None:
     """Return the pages tracing freed to the system. glibc keeps freed heap for reuse, so
     the tables and the snapshot's copy (measured on the leaky sample at 10 s: 69 MB) would
@@ -207,8 +252,11 @@ class SiteTracker:
         clock: Callable[[], float] = time.monotonic,
         on_stopping: Callable[[], None] | None = None,
         work: RequestCounter | None = None,
+        max_bookkeeping_bytes: int = TRACING_BOUND_BYTES,
     ) -> None:
         self._snapshot_s = snapshot_s
+        self._max_bookkeeping = max_bookkeeping_bytes
+        self.stopped_because: str | None = None  # why tracing stopped before it was told to
         self.work = work  # in-process: the requests the service finishes (the work axis)
         self._on_stopping = on_stopping  # told before the last snapshot of a disarm
         self._next_snapshot = 0.0
@@ -239,14 +287,34 @@ class SiteTracker:
             tracemalloc.start(self._frames)
             self._started_tracing = True
         self.armed_at = self._clock()
+        self.stopped_because = None
         self._first = None
         self._latest.clear()
         self._next_snapshot = 0.0
 
     def poll(self) -> None:
-        """Snapshot when one is due (every ``snapshot_s`` once armed)."""
+        """Snapshot when one is due (every ``snapshot_s`` once armed); stop tracing once
+        its tables pass their bound."""
+        if self.stop_when_over_bound():
+            return
         if self.armed and self._clock() >= self._next_snapshot:
             self.request_snapshot()
+
+    def stop_when_over_bound(self) -> bool:
+        """Disarm (a last snapshot, then tracing off) when tracemalloc's own tables, which
+        grow with every live allocation made since arming, pass ``max_bookkeeping_bytes``;
+        says why in ``stopped_because``. True when it stopped."""
+        if not self.armed or not tracemalloc.is_tracing():
+            return False
+        tables = tracemalloc.get_tracemalloc_memory()  # sizes kept by the tables: O(1)
+        if tables <= self._max_bookkeeping:
+            return False
+        self.stopped_because = (
+            f"tracemalloc's own tables reached {tables / 2**20:,.0f} MiB "
+            f"(its bound: {self._max_bookkeeping / 2**20:,.0f} MiB)"
+        )
+        self.disarm()
+        return True
 
     def request_snapshot(self) -> None:
         self.snapshot()
@@ -308,6 +376,7 @@ class SiteTracker:
             "bookkeeping_bytes": tracemalloc.get_tracemalloc_memory() if tracing else 0,
             "stopping_at": self._stopping_at,
             "stopped_at": self._stopped_at,
+            "stopped_because": self.stopped_because,
         }
 
     def exiting_at(self) -> float | None:
@@ -328,26 +397,23 @@ class SiteTracker:
         return full_collection_now(self._clock, self._in_use)
 
     def _sites(self) -> dict[str, list[Any]]:
-        # filtered here, on the grouped statistics: Snapshot.filter_traces is pure Python
+        # filtered here, on the grouped tracebacks: Snapshot.filter_traces is pure Python
         # per trace (1-6 s on 140k traces)
-        stats = tracemalloc.take_snapshot().statistics("traceback")
         sites: dict[str, list[Any]] = {}
-        for stat in stats[: self._top_sites * 4]:
-            leaf_name = stat.traceback[-1].filename if len(stat.traceback) else ""
-            if leaf_name.startswith(_NOT_THE_SERVICE):
+        for newest_first, size, count in live_by_traceback()[: self._top_sites * 4]:
+            if not newest_first or newest_first[0][0].startswith(_NOT_THE_SERVICE):
                 continue
-            if any(f.filename == __file__ for f in stat.traceback):
+            if any(name == __file__ for name, _ in newest_first):
                 continue  # the agent's own thread (pathlib, json): not the service's
-            frames = [f for f in stat.traceback if not f.filename.startswith(_PROBE_DIR)]
+            frames = [f for f in newest_first if not f[0].startswith(_PROBE_DIR)]
             if not frames:
                 continue
-            leaf = frames[-1]  # tracemalloc orders frames oldest first
-            site = f"{leaf.filename}:{leaf.lineno}"
+            site = f"{frames[0][0]}:{frames[0][1]}"
             entry = sites.setdefault(site, [0, 0, ""])
-            entry[0] += stat.size
-            entry[1] += stat.count
+            entry[0] += size
+            entry[1] += count
             if not entry[2]:  # the traceback of the site's largest group, newest frame first
-                entry[2] = " <- ".join(f"{f.filename}:{f.lineno}" for f in reversed(frames))
+                entry[2] = " <- ".join(f"{name}:{line}" for name, line in frames)
         ranked = sorted(sites.items(), key=lambda kv: kv[1][0], reverse=True)
         return dict(ranked[: self._top_sites])
 
@@ -370,7 +436,9 @@ class Agent:
     def __init__(self, directory: Path, *, snapshot_s: float, frames: int = 8) -> None:
         self.directory = directory
         self._snapshot_s = snapshot_s
-        self._tracker = SiteTracker(frames=frames, on_stopping=self._write_tracing)
+        self._tracker = SiteTracker(
+            frames=frames, on_stopping=self._write_tracing, snapshot_s=snapshot_s
+        )
         self._generation = "0"  # never armed: the census's generation, as the link's
         self._next_snapshot = 0.0
         self._lock = threading.Lock()
@@ -449,6 +517,9 @@ class Agent:
             if in_use is not None:  # a reading its budget skipped leaves the last one set
                 self._in_use_gauge.set(in_use)
         self._follow_arm_file()
+        if self._tracker.stop_when_over_bound():
+            self._write()  # its last snapshot, and why it stopped
+            self._write_tracing()
         if self._tracker.armed:
             self._write_tracing()  # tracemalloc's own memory, for the watcher to take out
         asked = (self.directory / "snap").exists()

@@ -29,3 +29,5 @@ class TracingState(TypedDict):
     bookkeeping_bytes: int  # tracemalloc's own tables now (0 when not tracing)
     stopping_at: float | None  # the last stop began (its final snapshot: seconds, a heap copy)
     stopped_at: float | None  # ... and ended (tracing off, its tables freed)
+    # why the tracker stopped tracing on its own (its tables' bound), if it did
+    stopped_because: str | None

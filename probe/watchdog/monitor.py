@@ -66,15 +66,24 @@ def attribution_interval(settings: DetectorSettings) -> float:
     return min(30.0, max(settings.bin_s, settings.window_s / 12))
 
 
-def _with_growth(v: LeakVerdict, snapshots: list[AttributionSnapshot]) -> LeakVerdict:
-    """``v`` with what grew across the attribution snapshots attached."""
+def _with_growth(
+    v: LeakVerdict, snapshots: list[AttributionSnapshot], note: str = ""
+) -> LeakVerdict:
+    """``v`` with what grew across the attribution snapshots attached, and ``note``: how
+    long tracing lasted and why it stopped."""
     growth = snapshot_growth(snapshots)
     return replace(
         v,
         top_sites=growth["top_sites"],
         growing_types=growth["growing_types"],
         growing_containers=growth["growing_containers"],
+        attribution_note=note or v.attribution_note,
     )
+
+
+def _traced_s(snapshots: list[AttributionSnapshot]) -> float:
+    """The time the snapshots span: from the arming's baseline to the latest."""
+    return float(snapshots[-1]["t_s"]) - float(snapshots[0]["t_s"]) if snapshots else 0.0
 
 
 class Sink(Protocol):
@@ -159,6 +168,7 @@ class Monitor:
         self._attribution_gap = attribution_interval(self.settings)
         self._attribution_due: float | None = None  # when to send the sites after an alert
         self._attribution_tries = 0
+        self._attribution_note = ""  # how long it traced after the alert, why it stopped
         # tracemalloc's own memory is taken out of the short-life series while it traces,
         # and the stop of the traced start (its last snapshot) is left out of it
         self._tracing_known = self._armed
@@ -385,7 +395,7 @@ class Monitor:
         if v.detected or final:  # a last word on a quiet process names what piled up too
             v = self._explained(v)
         if v.detected and self._attribution is not None:
-            v = _with_growth(v, self._attribution.snapshots())
+            v = _with_growth(v, self._attribution.snapshots(), self._attribution_note)
         return v
 
     def _full_collection_at_end(self) -> dict[str, Any] | None:
@@ -421,26 +431,60 @@ class Monitor:
             self._safely(sink.send, payload)
 
     def _send_attribution(self, now: float) -> None:
-        """The follow-up alert: what grows since attribution was armed."""
+        """The follow-up alert: what grows since attribution was armed. Then tracing ends
+        (``_end_attribution``)."""
         assert self._attribution is not None
         self._safely(self._attribution.request_snapshot)
         snapshots = self._snapshots()  # read once: the agent's file can be megabytes
         verdict = self.detector.verdict
-        if verdict.detected:
-            verdict = _with_growth(verdict, snapshots)
         self._attribution_tries += 1
+        # stopped by its own bound: the snapshots it has are all there will be
+        stopped = self._tracing_stopped_because()
         # growth needs the arming's baseline and a snapshot after it: an agent slow to
         # answer (a large heap to copy) left only the baseline, whose sites are there but
         # whose containers cannot have grown yet -- wait for the next one
         compared = len(snapshots) >= 2
-        if compared and (verdict.top_sites or verdict.growing_containers):
-            self.alert(verdict, "probe.leak.attribution")
-            self.attributed = verdict
-            self._attribution_due = None
-        elif self._attribution_tries >= 5:
-            self._attribution_due = None  # nothing grew that tracemalloc could see
+        if compared and verdict.detected:
+            verdict = _with_growth(verdict, snapshots, self._note(snapshots, stopped, True))
+            if verdict.top_sites or verdict.growing_containers:
+                self.alert(verdict, "probe.leak.attribution")
+                self.attributed = verdict
+                self._end_attribution(verdict.attribution_note)
+                return
+        if self._attribution_tries >= 5 or (compared and stopped):
+            self._end_attribution(self._note(snapshots, stopped, False))
         else:
             self._attribution_due = now + self._attribution_gap
+
+    def _end_attribution(self, note: str) -> None:
+        """Tracing stops once the sites have gone out (or nothing grew in five tries), unless
+        it was asked for the whole life (``--attribution always``). Left on, it cost a
+        served store of two million live blocks 3.5-4.5 GB and 44% of a core after 30 min
+        (``benchmarks/watch_ramp.py``'s first run, 2026-12-02), for sites already sent."""
+        assert self._attribution is not None
+        self._attribution_due = None
+        self._attribution_note = note
+        if self._traced_until is None:  # armed by the alert: not traced for the whole life
+            self._armed = False
+            self._safely(self._attribution.disarm)
+
+    def _note(self, snapshots: list[AttributionSnapshot], stopped: str | None, sent: bool) -> str:
+        """How long it traced after the alert and why it stopped (none traced for life)."""
+        traced = f"traced {_traced_s(snapshots):,.0f} s from the alert"
+        if stopped:
+            return f"{traced}, then stopped: {stopped}"
+        if self._traced_until is not None:
+            return ""  # --attribution always: tracing goes on, as asked
+        if sent:
+            return f"{traced}; tracing stopped once these sites were sent"
+        return f"{traced}: nothing grew that tracemalloc could see; tracing stopped"
+
+    def _tracing_stopped_because(self) -> str | None:
+        """Why the tracker stopped tracing on its own, if it did (its tables' bound)."""
+        assert self._attribution is not None
+        state = self._safely(self._attribution.tracing_state)
+        because = state.get("stopped_because") if isinstance(state, dict) else None
+        return str(because) if because else None
 
     def _snapshots(self) -> list[AttributionSnapshot]:
         try:

@@ -124,6 +124,7 @@ def test_the_leaky_sample_is_flagged_with_its_cache_named(tmp_path, receiver):
     assert posted[0]["detected"] and posted[0]["confidence"] > 0.99
     assert posted[0]["rate_bytes_per_s"] > 0.5e6
     assert posted[1]["growing_containers"][0]["name"] == "__main__._CACHE"
+    assert "tracing stopped once these sites were sent" in posted[1]["attribution_note"]
     report = json.loads((out / "leak.json").read_text())
     v = report["verdict"]
     assert v["detected"] and v["test"] in ("slow", "fast")
@@ -315,29 +316,39 @@ def test_bad_options_are_usage_errors(tmp_path):
     assert "--fail-on-leak" in watch("--help").stdout
 
 
-def test_the_in_process_watchdog_flags_a_leak_and_posts_it(tmp_path, receiver):
+def test_the_in_process_watchdog_flags_a_leak_posts_its_sites_then_stops_tracing(
+    tmp_path, receiver
+):
     url, posted = receiver
     script = write_script(
         tmp_path,
         f"""
-        import json, time
+        import json, time, tracemalloc
         import probe.watchdog
 
         dog = probe.watchdog.start(interval=0.05, warmup=1, window=6, limit="4GiB",
                                    alert_webhook={url!r}, out={str(tmp_path / "out")!r})
         kept = []
-        end = time.monotonic() + 14
-        while time.monotonic() < end:
+        traced = stopped = False  # tracemalloc seen on, then off again while still leaking
+        end = time.monotonic() + 40
+        while time.monotonic() < end and not stopped:
             kept.append(bytearray(200_000))  # ~4 MB/s, never freed
             time.sleep(0.05)
-        print(json.dumps(probe.watchdog.stop()))
+            traced = traced or tracemalloc.is_tracing()
+            stopped = traced and not tracemalloc.is_tracing()
+        verdict = probe.watchdog.stop()
+        print(json.dumps({{"verdict": verdict, "traced": traced, "stopped": stopped}}))
         """,
     )
     result = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    verdict = json.loads(result.stdout)
+    seen = json.loads(result.stdout)
+    # armed by the alert, and off again while the service still ran: not left on for life
+    assert seen["traced"] and seen["stopped"], seen
+    verdict = seen["verdict"]
+    assert "tracing stopped once these sites were sent" in verdict["attribution_note"]
     assert verdict["detected"] and verdict["seconds_to_limit"] > 0
     assert any("bytearray" in t["type"] for t in verdict["growing_types"]) or verdict["top_sites"]
     assert posted and posted[0]["process"]["pid"] > 0

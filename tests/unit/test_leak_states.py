@@ -17,7 +17,7 @@ from probe.analyzers.leaks import UNDETERMINED, judge_recorded
 from probe.analyzers.recommendations import recommend
 from probe.reports.html import HtmlReport
 from probe.reports.json import DiagnosisJson
-from probe.reports.leak import render_leak_html
+from probe.reports.leak import growth_text, render_leak_html
 from probe.reports.terminal import Verdict
 from probe.rundir import load
 
@@ -82,6 +82,20 @@ def test_the_watch_report_has_a_card_for_each_state():
     assert "Leak: memory grows" in cards["leak"]
     assert "No leak" in cards["no_leak"] and "Leak: undetermined" not in cards["no_leak"]
     assert "Leak: undetermined" in cards["undetermined"] and "To settle it" in cards["undetermined"]
+
+
+def test_the_watch_s_text_and_report_say_how_long_it_traced_and_why_it_stopped():
+    t = np.arange(0.0, 60.0, 0.5)
+    y = 1e8 + 1e6 * t
+    note = "traced 25 s from the alert; tracing stopped once these sites were sent"
+    v = replace(judge_recorded(t, y), attribution_note=note)
+    series = {"t_s": list(t), "min": list(y), "median": list(y), "max": list(y)}
+    page = render_leak_html({"verdict": v.to_dict(), "series": series}, plotly_js="")
+    assert f"Attribution: {note}." in page
+    assert growth_text(v.to_dict()).endswith(f"({note})")
+    assert "Attribution:" not in render_leak_html(
+        {"verdict": judge_recorded(t, y).to_dict(), "series": series}, plotly_js=""
+    )
 
 
 def test_report_html_says_undetermined_and_what_would_settle_it():

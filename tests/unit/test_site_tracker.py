@@ -6,9 +6,12 @@ import functools
 import sys
 import threading
 import time
+import tracemalloc
+from pathlib import Path
 from types import ModuleType
 
-from probe.watchdog.attribution import SiteTracker, held_containers
+from probe.watchdog import attribution
+from probe.watchdog.attribution import SiteTracker, held_containers, live_by_traceback
 
 
 class Proxy:
@@ -98,3 +101,67 @@ def test_the_census_counts_types_when_no_other_thread_runs():
     tracker = SiteTracker()
     snap = tracker.census()
     assert snap["types"] and snap["types"].get("dict", 0) > 0
+
+
+def _kept_rows(n: int) -> list[list[int]]:
+    return [[i, i + 1] for i in range(n)]  # the one line these rows are allocated on
+
+
+def test_tracing_stops_itself_once_its_tables_pass_their_bound_and_keeps_its_sites():
+    tracker = SiteTracker(max_bookkeeping_bytes=2 * 2**20)
+    tracker.arm()
+    tracker.poll()  # the arming's baseline
+    kept = _kept_rows(60_000)  # ~60,000 traces: some 3 MiB of tracemalloc's tables
+    tracker.poll()
+    try:
+        assert not tracker.armed
+        assert not tracemalloc.is_tracing()
+        assert tracker.stopped_because is not None and "(its bound: 2 MiB)" in (
+            tracker.stopped_because
+        )
+        assert tracker.tracing_state()["stopped_because"] == tracker.stopped_because
+        baseline, last = tracker.snapshots()  # the baseline and the stop's last snapshot
+        site = next(iter(last["sites"]))
+        assert site.endswith(f"test_site_tracker.py:{_line_of('return [[i, i + 1]')}")
+        assert last["sites"][site][1] >= 60_000 and len(kept) == 60_000
+    finally:
+        tracker.disarm()
+    tracker.arm()  # a new arming starts with no reason to stop
+    assert tracker.stopped_because is None
+    tracker.disarm()
+
+
+def test_under_its_bound_tracing_goes_on():
+    tracker = SiteTracker(max_bookkeeping_bytes=64 * 2**20)
+    tracker.arm()
+    try:
+        kept = _kept_rows(10_000)
+        tracker.poll()
+        assert tracker.armed and tracker.stopped_because is None and len(kept) == 10_000
+    finally:
+        tracker.disarm()
+
+
+def test_traces_are_grouped_as_the_stdlib_groups_them(monkeypatch):
+    tracemalloc.start(4)
+    try:
+        kept = _kept_rows(20_000)
+        ours = live_by_traceback()
+        # another Python's tracemalloc, without the private reader: the stdlib's grouping
+        monkeypatch.setattr(attribution, "_TRACES_READER", None)
+        theirs = live_by_traceback()
+    finally:
+        tracemalloc.stop()
+    line = _line_of("return [[i, i + 1]")
+
+    def rows(groups):
+        return [(size, count) for frames, size, count in groups if frames[0][1] == line]
+
+    assert len(kept) == 20_000
+    assert rows(ours) == rows(theirs) and rows(ours)[0][1] >= 20_000
+    assert [g[1] for g in ours] == sorted((g[1] for g in ours), reverse=True)
+
+
+def _line_of(text: str) -> int:
+    lines = Path(__file__).read_text().splitlines()
+    return next(n for n, line in enumerate(lines, 1) if text in line)

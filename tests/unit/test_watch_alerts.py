@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import socket
 import threading
 import urllib.request
@@ -66,6 +67,7 @@ class FakeAttribution:
         self.blocks: object = lambda t: None  # live Python blocks at t, when read
         self.in_use: object = lambda t: None  # malloc's bytes in use at t, when read
         self.full: dict | None = None  # what a full collection freed as it exited
+        self.stopped_because: str | None = None  # the tracker stopped itself: why
 
     def arm(self) -> None:
         self.armed_at = self.clock.t
@@ -81,6 +83,7 @@ class FakeAttribution:
             "bookkeeping_bytes": 0 if stopped else self.bookkeeping_per_s * self.clock.t,
             "stopping_at": self.disarmed_at,
             "stopped_at": stopped,
+            "stopped_because": self.stopped_because,
         }
 
     def disarm(self) -> None:
@@ -153,6 +156,52 @@ def test_a_leak_alerts_every_sink_then_sends_what_grows():
     assert sites["growing_containers"][0]["name"] == "svc._CACHE"
     # armed by the alert, not before: tracemalloc's slowdown must not shape the detection
     assert attribution.armed_at == pytest.approx(monitor.alerted.at_s, abs=0.2)
+
+
+def test_tracing_armed_by_the_alert_stops_once_the_sites_have_gone_out():
+    sink, attribution = Recorder(), FakeAttribution()
+    monitor = run_monitor(leaking(), 40, sinks=[sink], attribution=attribution)
+    assert [p["event"] for p in sink.sent] == ["probe.leak", "probe.leak.attribution"]
+    assert monitor.attributed is not None and monitor.attributed.at_s is not None
+    # disarmed at the follow-up, not left on for the rest of the process's life
+    assert attribution.disarmed_at is not None
+    assert attribution.disarmed_at < 40 - 5 * monitor._attribution_gap
+    sent = sink.sent[1]["attribution_note"]
+    assert sent == "traced 10 s from the alert; tracing stopped once these sites were sent"
+    asked = attribution.asked
+    final = monitor.verdict_dict(final=True)  # the last word asks nothing of a stopped tracer
+    assert attribution.asked == asked
+    assert final["top_sites"][0]["site"] == "svc.py:9" and final["attribution_note"] == sent
+
+
+def test_a_life_traced_from_its_start_keeps_tracing_after_the_sites():
+    # --attribution always: tracing for the whole life was asked for
+    sink, attribution = Recorder(), FakeAttribution()
+    attribution.armed_at = 0.0  # by the caller, from the start
+    run_monitor(leaking(), 40, sinks=[sink], attribution=attribution, traced_until_s=math.inf)
+    assert [p["event"] for p in sink.sent] == ["probe.leak", "probe.leak.attribution"]
+    assert attribution.disarmed_at is None and sink.sent[1]["attribution_note"] == ""
+
+
+def test_a_tracker_stopped_by_its_bound_says_why_in_the_sites_alert():
+    sink, attribution = Recorder(), FakeAttribution()
+    attribution.stopped_because = "tracemalloc's own tables reached 70 MiB (its bound: 64 MiB)"
+    run_monitor(leaking(), 40, sinks=[sink], attribution=attribution)
+    note = sink.sent[1]["attribution_note"]
+    assert note == f"traced 10 s from the alert, then stopped: {attribution.stopped_because}"
+
+
+def test_when_nothing_grows_in_five_tries_tracing_stops_and_the_verdict_says_so():
+    class NothingGrows(FakeAttribution):
+        def snapshots(self) -> list[dict]:
+            base = {"t_s": 0, "sites": {}, "types": {}, "containers": {}}
+            return [base, {**base, "t_s": 10}] if self.asked else []
+
+    sink, attribution = Recorder(), NothingGrows()
+    monitor = run_monitor(leaking(), 40, sinks=[sink], attribution=attribution)
+    assert [p["event"] for p in sink.sent] == ["probe.leak"]
+    assert attribution.asked == 5 and attribution.disarmed_at is not None
+    assert "nothing grew that tracemalloc could see" in monitor.verdict_dict()["attribution_note"]
 
 
 def test_start_up_is_traced_then_disarmed_unless_leaking():
