@@ -93,14 +93,32 @@ class Arm:
             return None
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)  # probe watch stops its command, reports
-            try:
-                self.proc.wait(120)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+        stop_group(self.proc)
         self._reader.join(10)
+
+
+def check_watch_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--window and --warmup are durations, and the warm-up outlasts the store's fill: a
+    store filling at a steady rate climbs like a leak for a TTL."""
+    try:
+        warmup_s = parse_duration(args.warmup)
+        parse_duration(args.window)
+    except ValueError as e:
+        parser.error(str(e))
+    if warmup_s <= args.ttl:
+        parser.error(f"--warmup {args.warmup} must outlast the store's fill (--ttl {args.ttl:g} s)")
+
+
+def stop_group(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM (probe watch stops its command and writes its report), then the group's
+    SIGKILL after 2 min: nothing a benchmark started outlives it."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(120)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def drive(arm: Arm, schedule: list[tuple[float, float]], mix: Path, log: list) -> None:
@@ -134,13 +152,7 @@ def main() -> None:
     parser.add_argument("--status-every", default="30s")
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
-    try:
-        warmup_s = parse_duration(args.warmup)
-        parse_duration(args.window)
-    except ValueError as e:
-        parser.error(str(e))
-    if warmup_s <= args.ttl:
-        parser.error(f"--warmup {args.warmup} must outlast the store's fill (--ttl {args.ttl:g} s)")
+    check_watch_args(parser, args)
     schedule = [(r, args.step) for r in rates[:-1]] + [(rates[-1], args.step + args.steady)]
     with tempfile.TemporaryDirectory(prefix="probe-watch-ramp-") as tmp:
         out = Path(tmp)
