@@ -20,9 +20,9 @@ tracing never stopped: the first run of ``watch_ramp.py`` had each app at 3.5-4.
 44% of a core after 30 min).
 
     python benchmarks/attribution_cost.py [--rate 60] [--ttl 120] [--kept-every 4]
-        [--window 2m] [--warmup 150s] [--after 180] [--every 2]
+        [--window 2m] [--warmup 150s] [--after 300] [--every 2]
 
-Real processes and real time: ~9 min at the defaults. Run on a quiet machine (both apps
+Real processes and real time: ~10 min at the defaults. Run on a quiet machine (both apps
 and both load generators share its cores).
 """
 
@@ -127,7 +127,7 @@ def main() -> None:
     parser.add_argument("--window", default="2m")
     parser.add_argument("--warmup", default="150s", help="longer than --ttl: the store's fill")
     parser.add_argument(
-        "--after", type=float, default=180.0, help="seconds watched after the sites"
+        "--after", type=float, default=300.0, help="seconds watched after the sites"
     )
     parser.add_argument("--settle", type=float, default=30.0, help="after the sites, left out")
     parser.add_argument("--every", type=float, default=2.0, help="seconds between /proc readings")
@@ -187,6 +187,10 @@ def report(apps: list[App], leak_json: Path, args: argparse.Namespace, t0: float
         (rss_w, cpu_w), (rss_t, cpu_t) = phase(watched, start, stop), phase(twin, start, stop)
         print(f"{name:<36} {rss_w / 2**20:>9.0f} MiB {rss_t / 2**20:>6.0f} MiB "
               f"{rss_w / rss_t:>6.2f} {cpu_w / cpu_t:>10.2f}")  # fmt: skip
+    print("\nRSS over time (MiB), from 1 min before the alert:")
+    for t in range(int(alert - 60), int(end), 30):
+        (w, _), (tw, _) = phase(watched, t - 2, t + 2), phase(twin, t - 2, t + 2)
+        print(f"  {t - alert:+5.0f} s  watched {w / 2**20:6.0f}  twin {tw / 2**20:6.0f}")
     peak = max(r[1] for r in watched.readings if alert <= r[0] <= sites + args.settle)
     print(
         f"peak RSS of the watched app, alert to {args.settle:g} s after the sites: "

@@ -470,14 +470,16 @@ class Monitor:
 
     def _note(self, snapshots: list[AttributionSnapshot], stopped: str | None, sent: bool) -> str:
         """How long it traced after the alert and why it stopped (none traced for life)."""
-        traced = f"traced {_traced_s(snapshots):,.0f} s from the alert"
+        # the span the sites cover: tracing began a little before it, and lasts until the
+        # sites are sent (an agent slow to answer leaves them on an earlier snapshot)
+        span = f"{_traced_s(snapshots):,.0f} s traced from the alert"
         if stopped:
-            return f"{traced}, then stopped: {stopped}"
+            return f"sites over {span}, then tracing stopped: {stopped}"
         if self._traced_until is not None:
             return ""  # --attribution always: tracing goes on, as asked
         if sent:
-            return f"{traced}; tracing stopped once these sites were sent"
-        return f"{traced}: nothing grew that tracemalloc could see; tracing stopped"
+            return f"sites over {span}; tracing stopped once they were sent"
+        return f"nothing grew that tracemalloc could see over {span}; tracing stopped"
 
     def _tracing_stopped_because(self) -> str | None:
         """Why the tracker stopped tracing on its own, if it did (its tables' bound)."""

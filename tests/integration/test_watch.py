@@ -124,7 +124,7 @@ def test_the_leaky_sample_is_flagged_with_its_cache_named(tmp_path, receiver):
     assert posted[0]["detected"] and posted[0]["confidence"] > 0.99
     assert posted[0]["rate_bytes_per_s"] > 0.5e6
     assert posted[1]["growing_containers"][0]["name"] == "__main__._CACHE"
-    assert "tracing stopped once these sites were sent" in posted[1]["attribution_note"]
+    assert "tracing stopped once they were sent" in posted[1]["attribution_note"]
     report = json.loads((out / "leak.json").read_text())
     v = report["verdict"]
     assert v["detected"] and v["test"] in ("slow", "fast")
@@ -348,7 +348,7 @@ def test_the_in_process_watchdog_flags_a_leak_posts_its_sites_then_stops_tracing
     # armed by the alert, and off again while the service still ran: not left on for life
     assert seen["traced"] and seen["stopped"], seen
     verdict = seen["verdict"]
-    assert "tracing stopped once these sites were sent" in verdict["attribution_note"]
+    assert "tracing stopped once they were sent" in verdict["attribution_note"]
     assert verdict["detected"] and verdict["seconds_to_limit"] > 0
     assert any("bytearray" in t["type"] for t in verdict["growing_types"]) or verdict["top_sites"]
     assert posted and posted[0]["process"]["pid"] > 0

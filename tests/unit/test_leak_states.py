@@ -87,7 +87,7 @@ def test_the_watch_report_has_a_card_for_each_state():
 def test_the_watch_s_text_and_report_say_how_long_it_traced_and_why_it_stopped():
     t = np.arange(0.0, 60.0, 0.5)
     y = 1e8 + 1e6 * t
-    note = "traced 25 s from the alert; tracing stopped once these sites were sent"
+    note = "sites over 25 s traced from the alert; tracing stopped once they were sent"
     v = replace(judge_recorded(t, y), attribution_note=note)
     series = {"t_s": list(t), "min": list(y), "median": list(y), "max": list(y)}
     page = render_leak_html({"verdict": v.to_dict(), "series": series}, plotly_js="")

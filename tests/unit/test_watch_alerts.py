@@ -167,7 +167,7 @@ def test_tracing_armed_by_the_alert_stops_once_the_sites_have_gone_out():
     assert attribution.disarmed_at is not None
     assert attribution.disarmed_at < 40 - 5 * monitor._attribution_gap
     sent = sink.sent[1]["attribution_note"]
-    assert sent == "traced 10 s from the alert; tracing stopped once these sites were sent"
+    assert sent == "sites over 10 s traced from the alert; tracing stopped once they were sent"
     asked = attribution.asked
     final = monitor.verdict_dict(final=True)  # the last word asks nothing of a stopped tracer
     assert attribution.asked == asked
@@ -188,7 +188,8 @@ def test_a_tracker_stopped_by_its_bound_says_why_in_the_sites_alert():
     attribution.stopped_because = "tracemalloc's own tables reached 70 MiB (its bound: 64 MiB)"
     run_monitor(leaking(), 40, sinks=[sink], attribution=attribution)
     note = sink.sent[1]["attribution_note"]
-    assert note == f"traced 10 s from the alert, then stopped: {attribution.stopped_because}"
+    why = attribution.stopped_because
+    assert note == f"sites over 10 s traced from the alert, then tracing stopped: {why}"
 
 
 def test_when_nothing_grows_in_five_tries_tracing_stops_and_the_verdict_says_so():
