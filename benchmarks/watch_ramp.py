@@ -20,10 +20,11 @@ The truth is by construction; the benchmark also reads each app's session count 
     python benchmarks/watch_ramp.py [--rates 20,30,...] [--step 120] [--steady 600]
         [--ttl 180] [--kept-every 20] [--window 5m] [--warmup 1m]
 
-Real processes and real time: ~40 min at the defaults. Run on a quiet machine. Once
-either arm is flagged, ``probe watch``'s attribution traces it (tracemalloc), which costs
-the app memory and CPU from then on (the first run: ~4 GB and 44% of a core an app after
-30 min): the rates after a first LEAK are not the service's own.
+Real processes and real time: ~35 min at the defaults. Run on a quiet machine. Once
+either arm is flagged, ``probe watch``'s attribution traces it (tracemalloc) until its
+sites are sent, some seconds at ~8x the app's CPU (``attribution_cost.py``); in the first
+run, before tracing stopped by itself, it took each app to ~4 GB and 44% of a core after
+30 min, and the rates after a first LEAK were not the service's own.
 """
 
 from __future__ import annotations
