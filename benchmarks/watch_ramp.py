@@ -18,7 +18,7 @@ The truth is by construction; the benchmark also reads each app's session count 
 ``/health`` at the end (the store's sessions plus the kept ones).
 
     python benchmarks/watch_ramp.py [--rates 20,30,...] [--step 120] [--steady 600]
-        [--ttl 180] [--kept-every 20] [--window 5m] [--warmup 1m]
+        [--ttl 180] [--kept-every 20] [--window 5m] [--warmup 5m] [--keep DIR]
 
 Real processes and real time: ~35 min at the defaults. Run on a quiet machine. Once
 either arm is flagged, ``probe watch``'s attribution traces it (tracemalloc) until its
@@ -151,12 +151,20 @@ def main() -> None:
     # both arms were flagged by the fast test 2 min in (the first run, 2026-12-03)
     parser.add_argument("--warmup", default="5m")
     parser.add_argument("--status-every", default="30s")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="write each arm's leak report (leak.json: its series, its verdict) under DIR "
+        "and keep it, to replay a verdict; by default they go with a temporary directory",
+    )
     args = parser.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
     check_watch_args(parser, args)
     schedule = [(r, args.step) for r in rates[:-1]] + [(rates[-1], args.step + args.steady)]
     with tempfile.TemporaryDirectory(prefix="probe-watch-ramp-") as tmp:
-        out = Path(tmp)
+        out = Path(tmp) if args.keep is None else args.keep
+        out.mkdir(parents=True, exist_ok=True)
         mix = out / "login.toml"
         mix.write_text(MIX)
         ttl = {"SESSION_TTL_S": str(args.ttl)}
