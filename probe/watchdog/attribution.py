@@ -71,7 +71,7 @@ _PROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CONTAINERS = (dict, list, set, deque)
 # probe's own allocations, tracemalloc's, and imports' (code objects, module dicts)
 _NOT_THE_SERVICE = (_PROBE_DIR, tracemalloc.__file__, "<frozen importlib.")
-# Chosen: tracemalloc's tables cost ~55 bytes a live trace and a snapshot's copy ~80 more
+# Chosen: tracemalloc's tables cost ~56 bytes a live trace and a snapshot's copy ~80 more
 # for its duration (measured on this machine kind, 2026-12-03: 37 MiB of tables for
 # 700,000 traces, 0.37 s to copy and group them); 64 MiB is ~1.2 million traces, ~0.7 s and
 # ~100 MB for a snapshot -- enough for a leak's sites to outgrow the rest many times over.

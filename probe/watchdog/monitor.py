@@ -460,7 +460,7 @@ class Monitor:
         """Tracing stops once the sites have gone out (or nothing grew in five tries), unless
         it was asked for the whole life (``--attribution always``). Left on, it cost a
         served store of two million live blocks 3.5-4.5 GB and 44% of a core after 30 min
-        (``benchmarks/watch_ramp.py``'s first run, 2026-12-02), for sites already sent."""
+        (``benchmarks/watch_ramp.py``'s first run, 2026-12-03), for sites already sent."""
         assert self._attribution is not None
         self._attribution_due = None
         self._attribution_note = note
