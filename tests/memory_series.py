@@ -117,3 +117,42 @@ def served_ramp(
     y = 300 * MB + session_bytes * alive + leak_bytes_per_request * np.clip(kept, 0.0, None)
     y = y + rng.uniform(-0.05, 0.05, len(t)) * 300 * MB
     return Series("served_ramp", seed, t, y, 300 * MB), done
+
+
+def served_staircase(
+    seed: int,
+    *,
+    ttl_s: float = 180.0,
+    step_s: float = 150.0,
+    rates: tuple[float, ...] = (20, 30, 40, 50, 60, 70, 80, 90),
+    hold_s: float = 600.0,
+    session_bytes: float = 9_500.0,
+    creep: float = 0.07,
+    creep_at_s: float = 600.0,
+    kept_every: int = 0,
+    native_bytes_per_request: float = 0.0,
+) -> tuple[Series, np.ndarray, np.ndarray]:
+    """``benchmarks/watch_ramp.py``'s store as its run at the defaults read it (2026-12-03,
+    counted sessions against the RSS floors of ``probe watch``'s report): a served
+    process of 47.6 MiB whose requests (Poisson) step through ``rates`` every ``step_s``,
+    then hold ``hold_s``, keeping each session ``ttl_s``; its RSS a live session
+    ``session_bytes`` (9.5 KB read there) until ``creep_at_s``, then ``creep`` more over
+    150 s (there: to 10.2 KB, 7%, from 10 to 12.5 min); RSS never falls (the allocator reuses
+    what expires) and moves by pages. Its live Python heap: 240,000 blocks and 125 a
+    session (a dict, a list of 120 strings, a token), +-3,000. ``kept_every``: one
+    session in that many never expires (a leak); ``native_bytes_per_request``: kept for
+    good by each request outside Python's heap (a leak no block counts). (The series,
+    the requests finished by each reading, the live blocks at each.)"""
+    rng = np.random.default_rng([99, seed])
+    t = np.arange(0.0, step_s * len(rates) + hold_s, 1.0)
+    step = np.clip(((t - 14.0) // step_s).astype(int), 0, len(rates) - 1)  # launched at 14 s
+    done = np.cumsum(rng.poisson(np.asarray(rates, float)[step])).astype(float)
+    alive = done - np.interp(t - ttl_s, t, done, left=0.0)
+    kept = np.floor(done / kept_every) if kept_every else 0.0
+    per_session = session_bytes * (1.0 + creep * np.clip((t - creep_at_s) / 150.0, 0.0, 1.0))
+    base = 47.6 * 2**20
+    native = native_bytes_per_request * done
+    y = np.maximum.accumulate(base + per_session * alive + session_bytes * kept + native)
+    y = np.floor(y / 4096) * 4096
+    blocks = 240e3 + 125 * (alive + kept) + rng.integers(-3000, 3000, len(t))
+    return Series("served_staircase", seed, t, y, base), done, blocks

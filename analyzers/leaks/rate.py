@@ -43,7 +43,12 @@ the fast test); a 1-MB/s leak at a steady 100 a second 53-60 s with smooth count
 
 Used by the recorded-run verdict (``leaks.recorded``) and the live detector
 (``leaks.live``), on the same terms: the floor's rise and the rate's rise both read as
-the last quarter against the first (medians of floors, means of their rates).
+the last quarter against the first (medians of floors, means of their rates). The bound
+is exact for a store of constant bytes a request, which a real one is not: under
+``benchmarks/watch_ramp.py``'s staircase a served store's RSS a live session crept 7%
+in 2.5 min and the live slow test flagged it (2026-12-03); the live detector now runs
+this check on the live Python heap too where it is read (``leaks.live``'s
+``_heap_rate_rise``). The recorded-run verdict does not yet.
 """
 
 from __future__ import annotations

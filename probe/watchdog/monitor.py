@@ -221,7 +221,16 @@ class Monitor:
             self._read_heap(now)
         self._read_witnesses(now)
         self._look_for_piles(now)
-        flagged = self.detector.add(now, value, None if done is None else float(done))
+        # the live Python heap: the rate check's witness of what the allocator holds
+        blocks = (
+            None if self._attribution is None else self._safely(self._attribution.python_blocks)
+        )
+        flagged = self.detector.add(
+            now,
+            value,
+            None if done is None else float(done),
+            None if blocks is None else float(blocks),
+        )
         if self._attribution is not None:
             if self._traced_until is not None and now >= self._traced_until:
                 self._traced_until = None
@@ -556,7 +565,10 @@ class Monitor:
             "limit_source": self.limit_source,
             "memory_bytes": self.last_bytes,
             "verdict": verdict if verdict is not None else self.verdict_dict(),
-            "series": {k: [float(x) for x in v] for k, v in bins.items()},
+            # NaN (a bin whose requests were not counted) is not JSON: null
+            "series": {
+                k: [float(x) if math.isfinite(x) else None for x in v] for k, v in bins.items()
+            },
         }
 
     def status_line(self) -> str:

@@ -343,6 +343,38 @@ def test_the_report_carries_the_series_and_settings():
     assert report["verdict"]["seconds_to_limit"] > 0
 
 
+def test_the_report_keeps_the_request_counts_the_rate_checks_read_as_json():
+    counted = FakeAttribution()
+    # counted from the second reading on: the first bins' counts are missing
+    counted.requests = lambda t: None if t < 1.0 else int(10 * t)
+    report = run_monitor(leaking(), 20, attribution=counted).report()
+    series = report["series"]
+    assert len(series["requests_done"]) == len(series["t_s"])
+    assert series["requests_done"][0] is None  # a bin counted from no reading: null
+    done = [d for d in series["requests_done"] if d is not None]
+    assert done == sorted(done) and done[-1] > done[0]
+    json.dumps(report, allow_nan=False)  # NaN is not JSON
+
+
+def test_the_monitor_hands_the_detector_the_live_heap_and_the_report_keeps_its_floors():
+    counted = FakeAttribution()
+    counted.requests = lambda t: int(10 * t)
+    counted.blocks = lambda t: 500_000 + int(1000 * t)
+    series = run_monitor(leaking(), 20, attribution=counted).report()["series"]
+    blocks = series["python_blocks_min"]
+    assert len(blocks) == len(series["t_s"]) and blocks == sorted(blocks)
+    # each bin's least reading: its first, a bin (10 readings, give or take the one the
+    # clock's sums of 0.1 s put on either side) after the last bin's
+    steps = [b - a for a, b in zip(blocks, blocks[1:], strict=False)]
+    assert all(900 <= step <= 1100 for step in steps), steps
+
+
+def test_a_report_without_counts_has_no_count_series():
+    series = run_monitor(leaking(), 20).report()["series"]
+    assert "requests_done" not in series and "requests_done_t_s" not in series
+    assert "python_blocks_min" not in series
+
+
 def test_log_alert_is_one_json_line(caplog):
     with caplog.at_level(logging.WARNING, logger="probe.watch"):
         LogAlert().send({"event": "probe.leak", "rate_bytes_per_s": 1.5})
