@@ -16,14 +16,28 @@ HELPER_ENV = "PROBE_HELPER"
 
 
 def alive(pid: int) -> bool:
-    """True while ``pid`` exists (another user's process included: EPERM says it does)."""
+    """True while ``pid`` runs (another user's process included: EPERM says it does). A
+    zombie -- ended, its parent yet to reap it -- is not alive: ``probe run``'s load
+    driver waited the full two minutes for a service to listen that had already ended,
+    its parent (a test's ``communicate``, still reading pipes the driver held) not having
+    reaped it (a clean-clone CI run, 2026-12-03)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """True when /proc says ``pid`` is a zombie (state Z); False where unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            # the state follows the command name, which may hold spaces and parentheses
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def ignores(pid: int, signum: int) -> bool:

@@ -85,6 +85,12 @@ def where_stuck(pid: int, run_dir: Path) -> str:
     out = []
     for p in procs.values():
         try:
+            if p.status() == psutil.STATUS_ZOMBIE:  # ended; its parent has yet to reap it
+                out.append(f"pid {p.pid}: a zombie (ended, not yet reaped)")
+                continue
+        except psutil.Error:
+            pass
+        try:
             cmd = " ".join(Path(c).name if c.startswith("/") else c for c in p.cmdline())
             out.append(f"pid {p.pid} (ppid {p.ppid()}): {cmd[:120]}")
             tids = sorted(int(t) for t in os.listdir(f"/proc/{p.pid}/task"))
