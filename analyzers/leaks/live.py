@@ -259,10 +259,14 @@ class LiveLeakDetector:
         self._bins += 1
         self._open_t, self._open_y, self._open_blocks = [], [], []
 
+    def _ring(self, n: int) -> np.ndarray:
+        """The ring indices of the last ``n`` closed bins (at most those kept), oldest first."""
+        n = min(n, self._bins, len(self._bt))
+        return np.arange(self._bins - n, self._bins) % len(self._bt)
+
     def _last_bins(self, n: int) -> tuple[np.ndarray, ...]:
         """(time, min, median, max) of the last ``n`` closed bins, oldest first."""
-        n = min(n, self._bins, len(self._bt))
-        idx = np.arange(self._bins - n, self._bins) % len(self._bt)
+        idx = self._ring(n)
         return self._bt[idx], self._bmin[idx], self._bmed[idx], self._bmax[idx]
 
     def bins(self) -> dict[str, np.ndarray]:
@@ -271,9 +275,8 @@ class LiveLeakDetector:
         it was read (NaN where not), and the least live Python blocks read in each bin:
         what the rate checks read, kept so that a verdict can be replayed from the
         report."""
-        t, lo, med, hi = self._last_bins(len(self._bt))
-        n = len(t)
-        idx = np.arange(self._bins - n, self._bins) % len(self._bt)
+        idx = self._ring(len(self._bt))
+        t, lo, med, hi = self._bt[idx], self._bmin[idx], self._bmed[idx], self._bmax[idx]
         bins = {"t_s": t, "min": lo, "median": med, "max": hi}
         if np.isfinite(self._bdone[idx]).any():
             bins["requests_done"] = self._bdone[idx]
@@ -471,7 +474,7 @@ class LiveLeakDetector:
         failed = self._slow_failures(wt, wy, ht, history, tr, growth, level)
         rise = None
         if not failed:
-            rise, why = self._rate_explains(growth, level)
+            rise, why = self._rate_explains(growth, level, wy)
             failed = [why] if why else []
         now = self._last_t
         if flag:
@@ -513,14 +516,16 @@ class LiveLeakDetector:
         )
         self._flag(tr, float(wy[-1]), k, reason, "slow", now)
 
-    def _rate_explains(self, growth: float, level: float) -> tuple[RateRise | None, str]:
-        """The rate's rise that accounts for a rise the slow test's checks passed, and the
-        reason to give: the memory's own (``_rate_rise``), else its live Python heap's
-        (``_heap_rate_rise``); (None, "") where neither does."""
+    def _rate_explains(
+        self, growth: float, level: float, floors: np.ndarray
+    ) -> tuple[RateRise | None, str]:
+        """The rate's rise that accounts for a rise the slow test's checks passed (over the
+        window's ``floors``), and the reason to give: the memory's own (``_rate_rise``),
+        else its live Python heap's (``_heap_rate_rise``); (None, "") where neither does."""
         rise = self._rate_rise(level)
         if rise is not None:
             return rise, f"memory floor rose {growth / 1e6:.1f} MB, but {rise.reason()}"
-        rise = self._heap_rate_rise()
+        rise = self._heap_rate_rise(floors)
         return rise, "" if rise is None else _heap_rose_with_the_rate(growth, rise)
 
     def _counted_bins(self) -> tuple[np.ndarray, Callable[[np.ndarray], np.ndarray]] | None:
@@ -529,8 +534,7 @@ class LiveLeakDetector:
         to the latest reading; None before the first request finished."""
         if self._served_from is None:
             return None
-        n = min(self._bins, len(self._bt))
-        idx = np.arange(self._bins - n, self._bins) % len(self._bt)
+        idx = self._ring(len(self._bt))
         counted = np.isfinite(self._bdone[idx])
         if not counted.all():  # a count with a hole is not read across it
             idx = idx[np.flatnonzero(~counted)[-1] + 1 :]
@@ -547,7 +551,7 @@ class LiveLeakDetector:
 
         return idx, count_at
 
-    def _heap_rate_rise(self) -> RateRise | None:
+    def _heap_rate_rise(self, floors: np.ndarray) -> RateRise | None:
         """The rate check on the live Python heap (its blocks' floors, grouped and
         bounded as ``_rate_rise`` groups and bounds the memory's) where the memory's own
         failed: a store of Python objects whose blocks the rate's rise accounts for, and
@@ -561,8 +565,9 @@ class LiveLeakDetector:
         session, read the extra as a leak at 13.2 min; in a second run, 9.6-11.0 KB over
         the run and 10.2-11.0 KB at a steady 16,200 sessions (an RSS saw-tooth of ~12 MiB),
         flagged at 16.6 min when replayed without its blocks -- whose floors rose with the
-        sessions and held within +-300 of 2,354,000 once they held. None where the blocks
-        were not read over the window and a group before it."""
+        sessions and held within +-300 of 2,354,000 once they held. ``floors``: the
+        memory's over the window (``_slow_window``'s, grouped as the blocks' are). None
+        where the blocks were not read over the window and a group before it."""
         s = self.settings
         counted = self._counted_bins()
         g, w = self._group, self._window_bins
@@ -582,8 +587,9 @@ class LiveLeakDetector:
         )
         if rise is None or rise.grew_bytes < matters:
             return None
-        wy = _grouped(self._bt[idx[len(idx) - w :]], self._bmin[idx[len(idx) - w :]], g)[1]
-        return rise if _allocator_share(wy, wb, self._served_from, self._served_blocks) else None
+        return (
+            rise if _allocator_share(floors, wb, self._served_from, self._served_blocks) else None
+        )
 
     def _served(self, idx: np.ndarray) -> tuple[float, float]:
         assert self._served_from is not None

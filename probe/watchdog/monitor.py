@@ -215,16 +215,17 @@ class Monitor:
         # the requests finished: the short life's work axis, and the live slow test's
         # check of a rise against their rate (``analyzers.leaks.rate``)
         done = None if self._attribution is None else self._safely(self._attribution.requests_done)
-        if len(self._early) < _SHORT_LIFE_READINGS:
-            self._early.append((now, value - self._tracing_bytes()))
-            self._count_work(now, done)
-            self._read_heap(now)
-        self._read_witnesses(now)
-        self._look_for_piles(now)
-        # the live Python heap: the rate check's witness of what the allocator holds
+        # the live Python heap, read once a reading: the short life's and the piles'
+        # witness, and the rate check's of what the allocator holds
         blocks = (
             None if self._attribution is None else self._safely(self._attribution.python_blocks)
         )
+        if len(self._early) < _SHORT_LIFE_READINGS:
+            self._early.append((now, value - self._tracing_bytes()))
+            self._count_work(now, done)
+            self._read_heap(now, blocks)
+        self._read_witnesses(now, blocks)
+        self._look_for_piles(now)
         flagged = self.detector.add(
             now,
             value,
@@ -283,10 +284,9 @@ class Monitor:
             return
         self._work.append((now, float(done)))
 
-    def _read_heap(self, now: float) -> None:
+    def _read_heap(self, now: float, blocks: int | None) -> None:
         if self._attribution is None:
             return
-        blocks = self._safely(self._attribution.python_blocks)
         if blocks is None:  # none read, or unreadable: no heap witness
             return
         # probe watch's agent sets its gauge every 0.2 s and the early readings come every
@@ -303,8 +303,9 @@ class Monitor:
         if fresh:
             self._last_in_use = float(in_use)
 
-    def _read_witnesses(self, now: float) -> None:
-        """The threads and descriptors, and the live heap, once a second."""
+    def _read_witnesses(self, now: float, blocks: int | None) -> None:
+        """The threads and descriptors, and the live heap (``blocks``, read now), once a
+        second."""
         if self._witnesses and now - self._witnesses[-1][0] < _WITNESS_EVERY_S:
             return
         counts = self._safely(self._read_counts) if self._read_counts is not None else None
@@ -314,9 +315,8 @@ class Monitor:
         used = (counts or {}).get("cpu seconds")
         if used is not None and len(self._early) < _SHORT_LIFE_READINGS:
             self._cpu.append((now, float(used)))
-        blocks = in_use = None
+        in_use = None
         if self._attribution is not None:
-            blocks = self._safely(self._attribution.python_blocks)
             in_use = self._safely(self._attribution.malloc_in_use)
         nan = math.nan
         self._witnesses.append(
