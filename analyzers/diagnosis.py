@@ -41,6 +41,7 @@ from probe.analyzers.rules import (
     runnable_beside_idle_cores,
 )
 from probe.analyzers.run_queue import (
+    others_held_cores,
     others_queued_share,
     run_queue_note,
     run_queue_wait,
@@ -565,6 +566,9 @@ def _run_block(
         "cpu_limit": facts.cpu_limit,
         # of the CPU quota's periods the process ran in, the share it was throttled in
         "cpu_throttled_share": round(throttled_share(run.meta.get("cpu_throttling")), 4),
+        # the threads' time on the kernel's run queue (schedstat), and whether other
+        # processes held the cores meanwhile (the machine's wait, not the service's)
+        "waited_for_cpu": _waited_for_cpu(facts),
         "gpu": facts.has_gpu,
         "ended_by": (run.meta.get("exit") or {}).get("ended_by"),
         "exit_status": (run.meta.get("exit") or {}).get("status"),
@@ -593,6 +597,20 @@ def _run_block(
             }
             for tid, r in bd.loops.iterrows()
         ],
+    }
+
+
+def _waited_for_cpu(facts: RunFacts) -> dict[str, Any] | None:
+    wait = facts.run_queue
+    if wait is None:
+        return None
+    return {
+        "queued_s": round(wait.queued_s, 3),
+        "ran_s": round(wait.ran_s, 3),
+        "share": round(wait.share, 4),
+        "others_held_cores": others_held_cores(
+            wait, host_cores_busy=facts.host_cores_busy, process_cores=facts.process_cores
+        ),
     }
 
 

@@ -130,6 +130,7 @@ def _run_block(meta: dict[str, Any]) -> dict[str, Any]:
         "cpu_limit": str(host.get("cpu_limit") or ""),
         # no throttled period (else declined): 0 of the periods, or no counters
         "cpu_throttled_share": 0.0,
+        "waited_for_cpu": None,
         "gpu": False,
         "ended_by": exit_info.get("ended_by"),
         "exit_status": exit_info.get("status"),

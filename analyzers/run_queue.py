@@ -24,6 +24,7 @@ __all__ = [
     "RUN_QUEUE",
     "RunQueue",
     "RunQueueWait",
+    "others_held_cores",
     "others_queued_share",
     "run_queue_note",
     "run_queue_wait",
@@ -87,6 +88,24 @@ def run_queue_wait(samples: pd.DataFrame) -> RunQueueWait | None:
     queued = float(samples["queued_ns"].fillna(0).clip(lower=0).sum()) / 1e9
     ran = float(samples["cpu_ns"].fillna(0).clip(lower=0).sum()) / 1e9
     return RunQueueWait(queued, ran)
+
+
+def others_held_cores(
+    wait: RunQueueWait | None,
+    *,
+    host_cores_busy: float,
+    process_cores: float,
+    settings: RunQueue = RUN_QUEUE,
+) -> bool:
+    """Whether the threads waited for a CPU (``min_queued_s`` at least) while other
+    processes kept ``others_cores`` or more of the host's cores busy: a wait that is the
+    machine's, whatever its share (``probe check`` takes it out of the requests)."""
+    others = host_cores_busy - process_cores
+    return (
+        wait is not None
+        and wait.queued_s >= settings.min_queued_s
+        and (others >= settings.others_cores)
+    )
 
 
 def others_queued_share(

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from probe.analyzers.gate import change_text
 from probe.printable import printable
 
 if TYPE_CHECKING:
@@ -29,16 +30,16 @@ def _value(v: float, unit: str) -> str:
     return f"{v * 1e3:,.2f} ms" if v < 10 else f"{v:,.2f} s"
 
 
-def _change(slowdown: float, interval: tuple[float, float] | None) -> str:
-    if not math.isfinite(slowdown):
-        return "n/a"
-    text = f"{(slowdown - 1) * 100:+.1f}% slower" if slowdown >= 1 else (
-        f"{(1 - slowdown) * 100:.1f}% faster"
-    )  # fmt: skip
-    if interval is not None:
-        lo, hi = ((x - 1) * 100 for x in interval)
-        text += f" (95% CI {lo:+.1f}%..{hi:+.1f}%)"
-    return text
+def _without_the_machine(r: Regression) -> dict[str, Any] | None:
+    """The slowdown with the wait for a CPU other processes held taken out, where a side
+    waited so."""
+    if r.without_the_machine is None:
+        return None
+    slowdown, interval = r.without_the_machine
+    return {
+        "slowdown": slowdown if math.isfinite(slowdown) else None,
+        "interval": list(interval) if interval else None,
+    }
 
 
 @dataclass(frozen=True)
@@ -69,12 +70,13 @@ class GateText:
                 "figure": r.figure,
                 "baseline": _value(r.baseline, r.unit),
                 "value": _value(r.value, r.unit),
-                "change": _change(r.slowdown, r.interval),
+                "change": change_text(r.slowdown, r.interval),
                 "slowdown": r.slowdown if math.isfinite(r.slowdown) else None,
                 "interval": list(r.interval) if r.interval else None,
                 "regressed": r.regressed,
                 "state": r.state,
                 "notes": r.notes,
+                "without_the_machine": _without_the_machine(r),
             }
             for r in regressions
         ]

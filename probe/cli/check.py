@@ -59,6 +59,8 @@ def check_command(
     whose speed drifts within a run widens it; worse than allowed but within
     the noise reads "inconclusive" (not a failure). On a noisy machine, give
     several runs a side: their slices pool, and the drift between runs counts.
+    Where a run waited for CPUs other processes held, each figure is judged
+    also with that wait taken out: a slowdown it explains is inconclusive.
 
     \b
     Examples:

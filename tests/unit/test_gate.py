@@ -3,6 +3,8 @@ it, and regressions judged by the runs' own noise."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,6 +14,7 @@ from probe.analyzers.gate import (
     evaluate,
     parse_assertion,
     regressions,
+    request_latencies,
 )
 from probe.reports.gate import GateText
 
@@ -206,3 +209,75 @@ def test_with_repeated_runs_the_drift_between_them_makes_a_difference_inconclusi
     single = regressions(_run(100.0), _run(100.0), 0.10, baseline_requests=_side([1.0], 0),
                          current_requests=_side([1.5], 10))  # fmt: skip
     assert {r.figure: r for r in single}["p50(GET /)"].regressed
+
+
+def _by_figure(found: list) -> dict:
+    return {r.figure: r for r in found}
+
+
+def _beside_hogs(latencies: np.ndarray, queued: np.ndarray, rate: float) -> pd.DataFrame:
+    """Requests whose threads waited ``queued`` s each for a CPU other processes held."""
+    return _requests({"GET /": latencies}, rate=rate).assign(waited_for_cpu_s=queued)
+
+
+def test_a_slowdown_the_wait_for_a_cpu_others_held_explains_is_inconclusive_not_a_failure() -> None:
+    # the same 10 ms of work; beside CPU hogs each request waited 4 ms more for a core
+    old = _requests({"GET /": _lognormal(1, 400)})
+    work = _lognormal(2, 400)
+    new = _beside_hogs(work + 0.004, np.full(400, 0.004), rate=100 / 1.4)
+    found = _by_figure(regressions(_run(100.0), _run(100 / 1.4), 0.10, baseline_requests=old,
+                                   current_requests=new))  # fmt: skip
+    for figure in ("p50(GET /)", "throughput"):
+        r = found[figure]
+        assert r.slowdown > 1.3 and not r.regressed and r.state == "inconclusive", r
+        assert "this run waited for a CPU other processes held" in r.notes[-1]
+    # measured without the wait, the same requests regress: the gate is not blind to it
+    bare = regressions(_run(100.0), _run(100 / 1.4), 0.10, baseline_requests=old,
+                       current_requests=new.drop(columns="waited_for_cpu_s"))  # fmt: skip
+    assert {r.figure: r for r in bare}["p50(GET /)"].regressed
+
+
+def test_a_slowdown_beyond_the_wait_for_a_cpu_still_regresses_and_says_so() -> None:
+    # 30% more work, and 2 ms a request of waiting beside hogs on top
+    old = _requests({"GET /": _lognormal(1, 400)})
+    new = _beside_hogs(_lognormal(2, 400, 1.3) + 0.002, np.full(400, 0.002), rate=100 / 1.5)
+    found = _by_figure(regressions(_run(100.0), _run(100 / 1.5), 0.10, baseline_requests=old,
+                                   current_requests=new))  # fmt: skip
+    for figure in ("p50(GET /)", "throughput"):
+        assert found[figure].regressed, found[figure]
+        assert "a regression either way" in found[figure].notes[-1]
+
+
+def test_a_regression_against_a_baseline_slowed_by_other_processes_is_inconclusive_and_named() -> (
+    None
+):
+    # the baseline waited 3 ms a request for a core; this run is 30% slower, on its own
+    old = _beside_hogs(_lognormal(1, 400) + 0.003, np.full(400, 0.003), rate=100 / 1.3)
+    new = _requests({"GET /": _lognormal(2, 400, 1.3)}, rate=100 / 1.3)
+    found = _by_figure(regressions(_run(100 / 1.3), _run(100 / 1.3), 0.10, baseline_requests=old,
+                                   current_requests=new))  # fmt: skip
+    p50 = found["p50(GET /)"]
+    assert not p50.regressed and p50.state == "inconclusive"
+    # measured, the two sides look alike; without the baseline's wait, 30% slower
+    assert p50.slowdown < 1.1 and "the baseline waited for a CPU" in p50.notes[-1]
+    without = re.search(r"without it \+([0-9.]+)% slower", p50.notes[-1])
+    assert without and 25 < float(without.group(1)) < 40
+
+
+def test_a_requests_wait_for_a_cpu_is_its_threads_wait_within_its_span() -> None:
+    ms = 1_000_000
+    spans = pd.DataFrame({
+        "name": ["a", "b", "c"], "category": "request", "thread_id": [7, 7, 8],
+        "start_ns": [0, 15 * ms, 0], "end_ns": [10 * ms, 20 * ms, 10 * ms],
+    })  # fmt: skip
+    # thread 7, (0, 10 ms]: blocked on a lock, 2 ms on a CPU, 4 ms on a run queue -- the
+    # 4 ms are the machine's; (10, 20 ms]: runnable (the GIL), 2 ms queued, never on a
+    # CPU -- all 10 ms are. Thread 8 was not sampled.
+    samples = pd.DataFrame({
+        "ts_ns": [10 * ms, 20 * ms], "thread_id": [7, 7], "wall_ns": [10 * ms, 10 * ms],
+        "cpu_ns": [2 * ms, 0], "wait_reason": ["lock", "gil"],
+        "queued_ns": pd.array([4 * ms, 2 * ms], dtype="Int64"),
+    })  # fmt: skip
+    got = request_latencies(spans, samples=samples)
+    assert got["waited_for_cpu_s"].tolist() == pytest.approx([0.004, 0.005, 0.0])
+    assert request_latencies(spans)["waited_for_cpu_s"].tolist() == [0.0, 0.0, 0.0]

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from probe.analyzers.run_queue import RUN_QUEUE, RunQueueWait, run_queue_note, run_queue_wait
+from probe.analyzers.run_queue import (
+    RUN_QUEUE,
+    RunQueueWait,
+    others_held_cores,
+    run_queue_note,
+    run_queue_wait,
+)
 
 
 def samples(cpu_ms: list[float], queued_ms: list[float | None]) -> pd.DataFrame:
@@ -51,3 +57,15 @@ def test_a_wait_under_the_bars_is_no_note():
     below = RUN_QUEUE.note_share * 0.9
     for wait in (RunQueueWait(below, 1.0 - below), RunQueueWait(0.07, 0.06)):  # ship_logs
         assert run_queue_note(wait, cpu_count=2, host_cores_busy=2.0, process_cores=0.5) == []
+
+
+def test_a_wait_is_the_machines_wherever_others_held_the_cores_whatever_its_share():
+    # 0.15 s queued of 1.05 s ready (14%): under the note's share, still the machine's
+    small = RunQueueWait(queued_s=0.15, ran_s=0.9)
+    assert others_held_cores(small, host_cores_busy=1.9, process_cores=0.8)
+    # the same wait with the host's other cores idle is the process's own threads'
+    assert not others_held_cores(small, host_cores_busy=1.0, process_cores=0.8)
+    # a few ticks on a run queue are no figure to act on
+    brief = RunQueueWait(queued_s=0.05, ran_s=0.9)
+    assert not others_held_cores(brief, host_cores_busy=1.9, process_cores=0.8)
+    assert not others_held_cores(None, host_cores_busy=1.9, process_cores=0.8)
