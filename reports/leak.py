@@ -14,13 +14,15 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from probe.analyzers.leaks.words import pile_notes, what_holds
 from probe.atomicfile import write_atomic
 from probe.errors import ProbeError
 from probe.reports.json import json_safe
 from probe.reports.page import MAX_POINTS, Markup, html, join, layout, num, page
+
+_T = TypeVar("_T")
 
 __all__ = [
     "alert_text",
@@ -128,7 +130,7 @@ def status_text(v: dict[str, Any], memory: float | None, warmup_left_s: float) -
     return f"{mem}, {state}"
 
 
-def _thin(values: list[float], step: int) -> list[float]:
+def _thin(values: list[_T], step: int) -> list[_T]:
     return values[::step] if step > 1 else values
 
 
@@ -153,6 +155,14 @@ def leak_figure(report: dict[str, Any]) -> dict[str, Any]:
         {"type": "scatter", "x": tt, "y": scaled("min"), "name": "floor (min)",
          "mode": "lines", "line": {"color": "#2ca02c", "dash": "dot"}},
     ]  # fmt: skip
+    rate = _request_rate(series)
+    if rate is not None:
+        # the traffic beside the memory: a store grows with the rate, a leak with the count
+        data.append(
+            {"type": "scatter", "x": _thin([x / 60 for x in rate[0]], step),
+             "y": _thin(rate[1], step), "name": "requests/s", "mode": "lines",
+             "yaxis": "y2", "line": {"color": "#7f7f7f", "width": 1, "dash": "dot"}}
+        )  # fmt: skip
     v = report["verdict"]
     shapes: list[dict[str, Any]] = []
     if v.get("detected") and t:
@@ -176,13 +186,37 @@ def leak_figure(report: dict[str, Any]) -> dict[str, Any]:
              "y0": report["limit_bytes"] / mib, "y1": report["limit_bytes"] / mib,
              "line": {"color": "#7f7f7f", "dash": "dot"}}
         )  # fmt: skip
+    axes: dict[str, Any] = {}
+    if rate is not None:
+        axes["yaxis2"] = {"title": {"text": "requests/s"}, "overlaying": "y", "side": "right",
+                          "rangemode": "tozero", "showgrid": False, "tickmode": "auto",
+                          "tickformat": ",.0f"}  # fmt: skip
+        axes["legend"] = {"x": 1.08}  # right of the rate's axis, not over its labels
     spec_layout = layout(
         "Memory over time",
         xaxis={"title": {"text": "minutes since watching began"}},
         yaxis={"title": {"text": "MiB"}},
         shapes=shapes,
+        **axes,
     )
     return {"data": data, "layout": spec_layout}
+
+
+def _request_rate(series: dict[str, Any]) -> tuple[list[float], list[float | None]] | None:
+    """Requests a second from each bin's count (series ``requests_done``, read at
+    ``requests_done_t_s``) to the next one's, at the later bin's time; a gap where either
+    was not counted. None where no two bins in a row were."""
+    done, at, t = series.get("requests_done"), series.get("requests_done_t_s"), series["t_s"]
+    if not done or not at or len(done) != len(t) or len(at) != len(t):
+        return None
+    rate: list[float | None] = []
+    for i in range(1, len(t)):
+        d0, d1, t0, t1 = done[i - 1], done[i], at[i - 1], at[i]
+        counted = None not in (d0, d1, t0, t1) and t1 > t0 and d1 >= d0
+        rate.append((d1 - d0) / (t1 - t0) if counted else None)
+    if all(r is None for r in rate):
+        return None
+    return list(t[1:]), rate
 
 
 def _table(title: str, table_id: str, headers: list[str], rows: list[Markup]) -> Markup:

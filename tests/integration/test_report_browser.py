@@ -192,6 +192,28 @@ def test_the_leak_report_of_probe_watch_draws_its_trend_and_sites(tmp_path, brow
     assert "floor (min)" in names and any(n.startswith("growth ") for n in names)
 
 
+def test_the_leak_report_draws_the_request_rate_beside_the_memory_on_a_real_series(
+    tmp_path, browser
+):
+    # watch_ramp's store as `probe watch` recorded it: RSS bins and the agent's counts
+    from probe.analyzers.leaks import LeakVerdict
+    from probe.reports.leak import render_leak_html
+
+    recorded = json.loads((REPO / "tests/memory_corpus/watch/watch_ramp-store.json").read_text())
+    verdict = LeakVerdict(state="no_leak", reason="no new high").to_dict()
+    path = tmp_path / "leak.html"
+    path.write_text(render_leak_html({"verdict": verdict, "series": recorded["series"]}))
+    page, errors, outside = open_report(browser, path, tmp_path / "leak.png")
+    assert errors == [] and outside == []
+    traces = page.evaluate(
+        "document.getElementById('fig-trend').data.map(t => [t.name, t.yaxis || 'y'])"
+    )
+    assert ["requests/s", "y2"] in traces and ["floor (min)", "y"] in traces
+    # the staircase read back from the drawn axis: 20 requests a second rising to 90
+    ticks = [t.strip() for t in page.locator("#fig-trend .y2tick").all_text_contents()]
+    assert "0" in ticks and any(int(t) >= 80 for t in ticks if t.isdigit()), ticks
+
+
 def test_a_trace_s_report_renders_its_charts_offline_and_keeps_its_names_as_text(tmp_path, browser):
     from tests.unit.test_kineto_reader import write_trace
     from tests.unit.test_trace_diagnosis import host_bound_trace

@@ -14,6 +14,7 @@ import pytest
 
 from probe.analyzers.leaks import DetectorSettings
 from probe.errors import ProbeError
+from probe.reports.leak import leak_figure
 from probe.watchdog.alerts import LogAlert, Metrics, WebhookAlert, alert_payload, check_webhook_url
 from probe.watchdog.limits import cgroup_memory_limit, parse_duration, parse_size
 from probe.watchdog.monitor import Monitor
@@ -370,9 +371,25 @@ def test_the_monitor_hands_the_detector_the_live_heap_and_the_report_keeps_its_f
 
 
 def test_a_report_without_counts_has_no_count_series():
-    series = run_monitor(leaking(), 20).report()["series"]
+    report = run_monitor(leaking(), 20).report()
+    series = report["series"]
     assert "requests_done" not in series and "requests_done_t_s" not in series
     assert "python_blocks_min" not in series
+    assert all(trace["name"] != "requests/s" for trace in leak_figure(report)["data"])
+
+
+def test_the_memory_chart_draws_the_request_rate_on_its_own_axis():
+    counted = FakeAttribution()
+    # 10 requests a second, counted from the second reading on
+    counted.requests = lambda t: None if t < 1.0 else int(10 * t)
+    report = run_monitor(leaking(), 20, attribution=counted).report()
+    figure = leak_figure(report)
+    rate = next(trace for trace in figure["data"] if trace["name"] == "requests/s")
+    assert rate["yaxis"] == "y2" and figure["layout"]["yaxis2"]["overlaying"] == "y"
+    assert rate["y"][0] is None  # from a bin with no count: a gap, not a rate
+    counted_rates = [r for r in rate["y"] if r is not None]
+    assert counted_rates and all(9 <= r <= 11 for r in counted_rates), counted_rates
+    json.dumps(figure, allow_nan=False)
 
 
 def test_log_alert_is_one_json_line(caplog):
