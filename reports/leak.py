@@ -155,14 +155,8 @@ def leak_figure(report: dict[str, Any]) -> dict[str, Any]:
         {"type": "scatter", "x": tt, "y": scaled("min"), "name": "floor (min)",
          "mode": "lines", "line": {"color": "#2ca02c", "dash": "dot"}},
     ]  # fmt: skip
-    rate = _request_rate(series)
-    if rate is not None:
-        # the traffic beside the memory: a store grows with the rate, a leak with the count
-        data.append(
-            {"type": "scatter", "x": _thin([x / 60 for x in rate[0]], step),
-             "y": _thin(rate[1], step), "name": "requests/s", "mode": "lines",
-             "yaxis": "y2", "line": {"color": "#7f7f7f", "width": 1, "dash": "dot"}}
-        )  # fmt: skip
+    rate_traces, axes = _rate_on_its_axis(series, step)
+    data.extend(rate_traces)
     v = report["verdict"]
     shapes: list[dict[str, Any]] = []
     if v.get("detected") and t:
@@ -186,12 +180,6 @@ def leak_figure(report: dict[str, Any]) -> dict[str, Any]:
              "y0": report["limit_bytes"] / mib, "y1": report["limit_bytes"] / mib,
              "line": {"color": "#7f7f7f", "dash": "dot"}}
         )  # fmt: skip
-    axes: dict[str, Any] = {}
-    if rate is not None:
-        axes["yaxis2"] = {"title": {"text": "requests/s"}, "overlaying": "y", "side": "right",
-                          "rangemode": "tozero", "showgrid": False, "tickmode": "auto",
-                          "tickformat": ",.0f"}  # fmt: skip
-        axes["legend"] = {"x": 1.08}  # right of the rate's axis, not over its labels
     spec_layout = layout(
         "Memory over time",
         xaxis={"title": {"text": "minutes since watching began"}},
@@ -200,6 +188,25 @@ def leak_figure(report: dict[str, Any]) -> dict[str, Any]:
         **axes,
     )
     return {"data": data, "layout": spec_layout}
+
+
+def _rate_on_its_axis(
+    series: dict[str, Any], step: int
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The request rate's trace and its axis on the right, where requests were counted
+    (else none): the traffic beside the memory -- a store grows with the rate, a leak
+    with the count."""
+    rate = _request_rate(series)
+    if rate is None:
+        return [], {}
+    trace = {"type": "scatter", "x": _thin([x / 60 for x in rate[0]], step),
+             "y": _thin(rate[1], step), "name": "requests/s", "mode": "lines", "yaxis": "y2",
+             "line": {"color": "#7f7f7f", "width": 1, "dash": "dot"}}  # fmt: skip
+    axis = {"title": {"text": "requests/s"}, "overlaying": "y", "side": "right",
+            "rangemode": "tozero", "showgrid": False, "tickmode": "auto",
+            "tickformat": ",.0f"}  # fmt: skip
+    # the legend right of the rate's axis, not over its labels
+    return [trace], {"yaxis2": axis, "legend": {"x": 1.08}}
 
 
 def _request_rate(series: dict[str, Any]) -> tuple[list[float], list[float | None]] | None:
