@@ -351,10 +351,10 @@ def regressions(
     sides = _machine_sides(baseline_requests, current_requests)
     if not sides:
         return measured
-    assert baseline_requests is not None
-    free = _figures(baseline, current, _without_the_machine(baseline_requests),
-                    _without_the_machine(current_requests), max_regression,
-                    np.random.default_rng(seed))  # fmt: skip
+    # a saved diagnosis as the baseline has no requests: this run's alone, then
+    old = None if baseline_requests is None else _without_the_machine(baseline_requests)
+    free = _figures(baseline, current, old, _without_the_machine(current_requests),
+                    max_regression, np.random.default_rng(seed))  # fmt: skip
     by_figure = {r.figure: r for r in free}
     return [_net_of_the_machine(r, by_figure.get(r.figure), sides) for r in measured]
 

@@ -300,3 +300,16 @@ def test_the_interval_is_of_the_figure_shown_even_when_some_slices_stalled() -> 
         p50 = found["p50(GET /)"]
         assert p50.slowdown < 1.01 and p50.interval is not None
         assert p50.interval[0] <= p50.slowdown <= p50.interval[1], p50.interval
+
+
+def test_against_a_saved_diagnosis_a_crowded_run_is_judged_without_its_wait_too() -> None:
+    # the baseline (14 ms p50) has no requests to take a wait out of: this run's alone;
+    # the same 14 ms of work, and 7 ms a request waiting for a core
+    work = np.random.default_rng(5).normal(0.014, 0.0005, 400)
+    new = _requests({"POST /predict": work + 0.007}).assign(waited_for_cpu_s=0.007)
+    found = _by_figure(regressions([DIAGNOSIS], _run(612.0 / 1.5), 0.10, baseline_requests=None,
+                                   current_requests=new))  # fmt: skip
+    p50 = found["p50(POST /predict)"]
+    assert p50.slowdown > 1.4 and not p50.regressed and p50.state == "inconclusive", p50
+    assert "this run waited for a CPU other processes held" in p50.notes[-1]
+    assert p50.without_the_machine is not None and p50.without_the_machine[0] < 1.1
