@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence, Sized
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -311,6 +312,8 @@ def _waited_for_cpu_during(req: pd.DataFrame, samples: pd.DataFrame) -> np.ndarr
     runnable = samples["wait_reason"].fillna("").isin(("", *RUNNABLE_REASONS))
     rows = samples.assign(waited=np.where(runnable, np.maximum(queued, off_cpu), queued))
     tids = req["thread_id"].to_numpy()
+    begins = req["start_ns"].to_numpy(dtype="float64")
+    ends_at = req["end_ns"].to_numpy(dtype="float64")
     for tid, thread in rows.sort_values("ts_ns").groupby("thread_id", sort=False):
         at = np.flatnonzero(tids == tid)
         if not len(at):
@@ -322,8 +325,7 @@ def _waited_for_cpu_during(req: pd.DataFrame, samples: pd.DataFrame) -> np.ndarr
         done = np.cumsum(waited)
         edges = np.column_stack((starts, ends)).ravel()
         totals = np.column_stack((done - waited, done)).ravel()
-        begin = req["start_ns"].to_numpy(dtype="float64")[at]
-        end = req["end_ns"].to_numpy(dtype="float64")[at]
+        begin, end = begins[at], ends_at[at]
         out[at] = (np.interp(end, edges, totals) - np.interp(begin, edges, totals)) / 1e9
     return np.clip(out, 0.0, None)
 
@@ -481,7 +483,7 @@ def _latency(
         return Regression(figure, base, value, float("nan"), None, False, "s", ["too few requests"])
     slowdown = value / base
     old_slices, new_slices = _slices(old, q), _slices(new, q)
-    if _slice_count(old_slices) >= MIN_SLICES and _slice_count(new_slices) >= MIN_SLICES:
+    if _count(old_slices) >= MIN_SLICES and _count(new_slices) >= MIN_SLICES:
         interval = _pooled_ratio_interval(new_slices, old_slices, q, rng)
         notes: list[str] = []
     else:  # too few requests to see the runs drift: the requests' own spread only
@@ -537,10 +539,6 @@ def _summarized(latencies: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.percentile(latencies, at), np.full(_SLICE_POINTS, n / _SLICE_POINTS)
 
 
-def _slice_count(runs: list[list[np.ndarray]]) -> int:
-    return sum(len(r) for r in runs)
-
-
 def _pooled_ratio_interval(
     new: list[list[np.ndarray]], old: list[list[np.ndarray]], q: int, rng: np.random.Generator
 ) -> tuple[float, float]:
@@ -590,8 +588,10 @@ def _pooled_percentiles(
     return out
 
 
-def _count(clusters: list[np.ndarray]) -> int:
-    return sum(len(c) for c in clusters)
+def _count(runs: Sequence[Sized]) -> int:
+    """The slices over a side's runs (each run's slices: an array of figures, or a list
+    of slices' requests)."""
+    return sum(len(r) for r in runs)
 
 
 def _ratio_interval(

@@ -119,13 +119,10 @@ def others_queued_share(
     held the cores (``others_cores`` or more beyond the process's own) and that wait is
     one to tell (``note_share`` of the ready time, ``min_queued_s`` at least); 0 where
     not."""
-    others = host_cores_busy - process_cores
-    if (
-        wait is None
-        or wait.share < settings.note_share
-        or wait.queued_s < settings.min_queued_s
-        or others < settings.others_cores
-    ):
+    held = others_held_cores(
+        wait, host_cores_busy=host_cores_busy, process_cores=process_cores, settings=settings
+    )
+    if wait is None or not held or wait.share < settings.note_share:
         return 0.0
     return wait.share
 
