@@ -29,7 +29,8 @@ Against a baseline that is only a ``diagnosis.json`` there are no requests to re
 figures are judged by the threshold alone, and the result says so. Where a side's
 threads waited for CPUs other processes held, each figure is judged again with that wait
 taken out of each request, and regressed only where both judgements say so
-(``regressions``).
+(``regressions``) -- where the requests' threads did nothing else; where they did (a
+served app's worker threads), a slower figure is inconclusive, with no figure without it.
 """
 
 from __future__ import annotations
@@ -91,6 +92,19 @@ _PER_SLICE = {50: 20, 90: 50, 95: 100, 99: 200}
 MIN_SLICES = 4
 # quantiles a slice is summarized by for the percentiles' bootstrap (``_summarized``)
 _SLICE_POINTS = 500
+
+
+# A request's wait for a CPU is read from its own thread only where that thread did at
+# least this share of its process's sampled CPU, and spent this share of its serving
+# window in requests (``_lone_request_threads``): the rest -- other threads' CPU, or the
+# thread's own work between requests -- is time whose waits are not the machine's part
+# of a request (other threads hold the GIL the request's thread waits on) or move the
+# throughput without being in any request. At 95% that error stays within half the
+# default --max-regression (10%). Measured (2026-12-04): a one-thread service beside 0
+# or 4 CPU hogs 1.000 of the CPU, 0.999 of its time in requests (probe's sampler is not
+# sampled); uvicorn's sync route 0.28-0.32 of the CPU (the loop thread); gunicorn's sync
+# workers 0.99 of the CPU, 0.65-0.84 of their time in requests.
+LONE_THREAD_SHARE = 0.95
 
 
 class GateSyntaxError(ValueError):
@@ -271,18 +285,25 @@ def _share(subject: str | None, findings: list[dict[str, Any]]) -> float:
 
 
 def request_latencies(
-    spans: pd.DataFrame, run: int = 0, samples: pd.DataFrame | None = None
+    spans: pd.DataFrame,
+    run: int = 0,
+    samples: pd.DataFrame | None = None,
+    threads: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Each request's name, latency (s), end (ns) and ``run`` (which of a side's repeated
     runs it came from): the samples regressions are judged on. With the run's
     ``samples`` (given where other processes held the cores: the diagnosis's
     ``waited_for_cpu``), ``waited_for_cpu_s`` is the time its thread waited for a CPU
-    during it (``_waited_for_cpu_during``) -- the machine's part of its latency; else 0."""
+    during it (``_waited_for_cpu_during``) -- the machine's part of its latency; else 0.
+    NaN where that cannot be read from its thread, which did other work too
+    (``_lone_request_threads``; ``threads``: the run's, for which process each is in)."""
     req = spans[spans["category"] == "request"]
     latency = ((req["end_ns"] - req["start_ns"]).clip(lower=0) / 1e9).to_numpy()
     waited = np.zeros(len(req))
     if samples is not None and len(req):
         waited = np.minimum(_waited_for_cpu_during(req, samples), latency)
+        alone = req["thread_id"].isin(_lone_request_threads(req, samples, threads))
+        waited = np.where(alone.to_numpy(), waited, np.nan)
     return pd.DataFrame(
         {
             "name": req["name"].astype(str).to_numpy(),
@@ -292,6 +313,35 @@ def request_latencies(
             "waited_for_cpu_s": waited,
         }
     )
+
+
+def _lone_request_threads(
+    req: pd.DataFrame, samples: pd.DataFrame, threads: pd.DataFrame | None
+) -> set[int]:
+    """The requests' threads that did nothing else: (nearly) all of their process's
+    sampled CPU, and their requests back to back (``LONE_THREAD_SHARE`` of the time from
+    the first one's start to the last one's end). Only there is a request's stall read
+    from its own thread, as it was measured (a one-thread loop: 1.000 and 0.999). Where
+    the work runs on other threads -- a uvicorn app's sync route on AnyIO's worker
+    threads, its span on the event loop's (28-32% of the CPU) -- the span's thread waits
+    on the GIL the workers hold, which ``_waited_for_cpu_during`` counts as the machine's:
+    a real 30% slowdown beside four hogs read "without it 75% faster". Where the thread
+    works between requests -- gunicorn's sync workers parse and write outside the span
+    (requests 83% of their time quiet, 65-70% beside hogs) -- the machine's wait there
+    moves the throughput, not the requests: an unchanged app read "without it 26% faster"
+    (2026-12-04)."""
+    cpu = samples.groupby("thread_id")["cpu_ns"].sum().astype("float64")
+    pid = pd.Series(0, index=cpu.index)  # one process unless the threads table says
+    if threads is not None and not threads.empty and "pid" in threads:
+        known = threads.dropna(subset=["pid"]).drop_duplicates("thread_id")
+        pid = known.set_index("thread_id")["pid"].reindex(cpu.index).fillna(-1)
+    share = cpu / cpu.groupby(pid).transform("sum")
+    by_thread = req.groupby("thread_id")
+    window = (by_thread["end_ns"].max() - by_thread["start_ns"].min()).astype("float64")
+    inside = (req["end_ns"] - req["start_ns"]).clip(lower=0).groupby(req["thread_id"]).sum()
+    covered = inside / window.where(window > 0)
+    lone = share.reindex(covered.index).ge(LONE_THREAD_SHARE) & covered.ge(LONE_THREAD_SHARE)
+    return {int(t) for t in lone[lone].index}
 
 
 def _waited_for_cpu_during(req: pd.DataFrame, samples: pd.DataFrame) -> np.ndarray:
@@ -353,6 +403,9 @@ def regressions(
     sides = _machine_sides(baseline_requests, current_requests)
     if not sides:
         return measured
+    unread = _machine_sides(baseline_requests, current_requests, unread=True)
+    if unread:  # the wait not read from the requests' threads: no figure without it
+        return [_net_of_unread_waits(r, sides, unread) for r in measured]
     # a saved diagnosis as the baseline has no requests: this run's alone, then
     old = None if baseline_requests is None else _without_the_machine(baseline_requests)
     free = _figures(baseline, current, old, _without_the_machine(current_requests),
@@ -388,13 +441,18 @@ def _figures(
     return out
 
 
-def _machine_sides(old: pd.DataFrame | None, new: pd.DataFrame) -> str:
+def _machine_sides(old: pd.DataFrame | None, new: pd.DataFrame, *, unread: bool = False) -> str:
     """Which side's requests waited for a CPU other processes held: "", "the baseline",
-    "this run", or "both sides"."""
+    "this run", or "both sides"; with ``unread``, which side's wait could not be read
+    from its requests' threads (NaN: ``request_latencies``)."""
     base, this = (
         requests is not None
         and "waited_for_cpu_s" in requests
-        and bool(requests["waited_for_cpu_s"].gt(0).any())
+        and bool(
+            requests["waited_for_cpu_s"].isna().any()
+            if unread
+            else (requests["waited_for_cpu_s"].gt(0) | requests["waited_for_cpu_s"].isna()).any()
+        )
         for requests in (old, new)
     )
     return "both sides" if base and this else "the baseline" if base else "this run" if this else ""
@@ -437,6 +495,24 @@ def _net_of_the_machine(measured: Regression, free: Regression | None, sides: st
                  "change from the machine's load: rerun where the cores are free"]  # fmt: skip
         return replace(measured, regressed=False, worse=True, notes=notes)
     return measured
+
+
+def _net_of_unread_waits(measured: Regression, sides: str, unread: str) -> Regression:
+    """``measured`` where ``sides`` waited for CPUs other processes held and ``unread``'s
+    requests' threads did other work too (``_lone_request_threads``), so the wait could
+    not be taken out of them: a regression is inconclusive, with no figure without the wait."""
+    if not measured.regressed:
+        return measured
+    if unread == sides:
+        whose = "their" if sides == "both sides" else "its"
+    else:
+        whose = {"this run": "this run's", "the baseline": "the baseline's"}[unread]
+    notes = [*measured.notes, f"inconclusive: {sides} waited for a CPU other processes held "
+             f"(schedstat), and {whose} requests' threads did other work too (a server's "
+             "worker threads, or its work between requests): probe cannot take that wait out "
+             "of each request. The runs cannot tell the service's change from the machine's load: "
+             "rerun where the cores are free"]  # fmt: skip
+    return replace(measured, regressed=False, worse=True, notes=notes)
 
 
 def change_text(slowdown: float, interval: tuple[float, float] | None) -> str:

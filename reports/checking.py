@@ -104,7 +104,11 @@ def _runs(paths: list[Path]) -> _Side:
         waited = (diagnoses[-1].get("run") or {}).get("waited_for_cpu") or {}
         # the machine's part of each request: only where other processes held the cores
         samples = run.tables["samples"] if waited.get("others_held_cores") else None
-        requests.append(request_latencies(run.tables["spans"], run=i, samples=samples))
+        requests.append(
+            request_latencies(
+                run.tables["spans"], run=i, samples=samples, threads=run.tables.get("threads")
+            )
+        )
         targets.append(str((run.meta.get("target") or {}).get("name") or ""))
     return _Side(diagnoses, pd.concat(requests, ignore_index=True), targets)
 

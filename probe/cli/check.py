@@ -60,7 +60,11 @@ def check_command(
     the noise reads "inconclusive" (not a failure). On a noisy machine, give
     several runs a side: their slices pool, and the drift between runs counts.
     Where a run waited for CPUs other processes held, each figure is judged
-    also with that wait taken out: a slowdown it explains is inconclusive.
+    also with that wait taken out: a slowdown it explains is inconclusive. The
+    wait is read from each request's thread, only where that thread ran
+    requests back to back and nothing else (a one-thread loop; not a served
+    app's worker threads): elsewhere a slower crowded run is inconclusive,
+    with no figure without the wait.
 
     \b
     Examples:

@@ -19,13 +19,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from .conftest import probe_cmd, write_script
+from tests.threads_corpus.drive import free_port
+
+from .conftest import REPO, probe_cmd, write_script
 
 pytestmark = pytest.mark.integration
+
+CORPUS = REPO / "tests" / "serving_corpus"
 
 SERVICE = """
 import argparse, time
@@ -48,6 +54,23 @@ for i in range(args.requests):
     with probe.request():
         score(args.work_ms)
 """
+
+
+@contextmanager
+def cpu_hogs(count: int) -> Iterator[None]:
+    """``count`` CPU-bound processes for the block, each in a session of its own, as
+    another tenant's service would be: the kernel shares the cores between sessions
+    (autogroup) before it shares them between tasks."""
+    hogs = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
+        for _ in range(count)
+    ]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
 
 
 def check(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -91,18 +114,8 @@ def test_a_run_slowed_by_other_processes_on_its_cores_is_inconclusive_not_a_regr
     script = write_script(tmp_path, SERVICE, "service.py")
     cpu_bound = ("--clock", "cpu", "--work-ms", "3", "--requests", "300")
     quiet = run_probe(script, *cpu_bound, out=tmp_path / "quiet")
-    # each in a session of its own, as another tenant's service would be: the kernel
-    # shares the cores between sessions (autogroup) before it shares them between tasks
-    hogs = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True)
-        for _ in range(4)
-    ]
-    try:
+    with cpu_hogs(4):
         crowded = run_probe(script, *cpu_bound, out=tmp_path / "crowded")
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
     assert quiet.returncode == 0 and crowded.returncode == 0, crowded.stderr
     waited = json.loads((crowded.run_dir / "diagnosis.json").read_text())["run"]["waited_for_cpu"]
     assert waited["others_held_cores"] and waited["queued_s"] > 0.1, waited
@@ -122,6 +135,51 @@ def test_a_run_slowed_by_other_processes_on_its_cores_is_inconclusive_not_a_regr
             assert any("other processes held" in n for n in r["notes"]), r
         # its wait for a CPU taken out, it is within what the gate allows
         assert r["without_the_machine"]["slowdown"] < 1.1, r
+
+
+def _served(run_probe, tmp_path, name: str, n: int):
+    """shop_api (tests/serving_corpus: an undecorated FastAPI app) under uvicorn, driven
+    for 4 s by 4 clients on its sync route, ``n`` rounds of arithmetic a request."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    port = free_port()
+    spec = tmp_path / f"{name}.toml"
+    spec.write_text(
+        f'url = "http://127.0.0.1:{port}"\nconcurrency = 4\nduration = 4\nwarmup = 1\n'
+        f'[[request]]\nmethod = "POST"\npath = "/predict"\njson = {{ n = {n} }}\n'
+    )
+    return run_probe(
+        "--load", spec, "-m", "uvicorn", "shop_api:app", "--app-dir", str(CORPUS),
+        "--port", str(port), "--log-level", "critical", out=tmp_path / name,
+    )  # fmt: skip
+
+
+def test_a_served_app_slower_beside_other_processes_is_inconclusive_with_no_figure_it_cannot_read(
+    run_probe, tmp_path
+):
+    # Its sync route runs on AnyIO's worker threads, its request span on the event loop's
+    # thread, which waits on the GIL the workers hold: no wait of the machine's can be
+    # read from the span's thread. Taken for the machine's, it made a real 30% slowdown
+    # beside four hogs read "without it 75% faster" (2026-12-04).
+    quiet = _served(run_probe, tmp_path, "quiet", 40_000)
+    with cpu_hogs(4):
+        slower = _served(run_probe, tmp_path, "slower", 52_000)  # 30% more work a request
+    assert quiet.returncode == 0 and slower.returncode == 0, slower.stderr
+    waited = json.loads((slower.run_dir / "diagnosis.json").read_text())["run"]["waited_for_cpu"]
+    assert waited["others_held_cores"], waited
+
+    gate = check(slower.run_dir, "--baseline", quiet.run_dir)
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    verdict = json.loads(check(slower.run_dir, "--baseline", quiet.run_dir, "--json").stdout)
+    figures = {r["figure"]: r for r in verdict["regressions"]}
+    for r in figures.values():
+        assert r["state"] != "regressed" and r["without_the_machine"] is None, r
+    # measured, the work and the hogs together regress it (three runs: throughput
+    # 1.31-1.50x slower, p99 1.54-1.89x; p50 1.08-1.27x in six, at times within the
+    # noise): those figures are inconclusive, and say why there is no figure without it
+    unread = [r for r in figures.values() if any("threads did other work" in n for n in r["notes"])]
+    assert unread and all(r["state"] == "inconclusive" for r in unread), figures
+    assert figures["throughput"] in unread, figures["throughput"]
 
 
 def test_assertions_hold_or_fail_on_a_real_run_and_a_saved_diagnosis_is_a_baseline(runs):
