@@ -187,6 +187,23 @@ def test_a_producer_held_back_by_a_slow_consumer_points_at_the_consumer(run_prob
     assert all(f["kind"] != "contention" for f in d["findings"]), d["findings"]
 
 
+def test_a_process_pool_s_work_is_its_workers_function_on_both_cores_with_no_pool_advised(
+    run_probe,
+):
+    # the parent waits in Pool.map (0.12 cores by /proc); the tree runs 1.84 cores of two
+    truth = truth_of("pool_score")
+    assert truth["cores_used"] < 0.2
+    d = diagnosis_of(run_probe, "pool_score")
+    primary = d["primary"]
+    assert (primary["kind"], primary["subkind"]) == ("cpu", "python"), primary
+    assert primary["stage"].startswith("score_document"), primary
+    assert d["run"]["process_cores"] > 1.4, d["run"]
+    # both cores are already in use: more processes or instances would buy nothing
+    advised = {r["id"] for r in d["recommendations"]}
+    assert not advised & {"multiprocess", "multi_instance"}, advised
+    assert all(f["kind"] != "contention" for f in d["findings"]), d["findings"]
+
+
 def test_a_pure_python_thread_pool_is_limited_by_the_gil_and_told_to_use_processes(run_probe):
     # four threads of pure Python: the process runs at one core of two, each thread
     # runnable but sleeping on the GIL most of the time (py-spy's top on-CPU function is
