@@ -18,6 +18,7 @@ from probe.analyzers.gpu_timeline import GpuTimeline, gpu_timeline
 from probe.analyzers.kernels import classify_kernels, kernel_breakdown
 from probe.analyzers.op_breakdown import op_breakdown
 from probe.analyzers.rules import Finding
+from probe.analyzers.trace_diagnosis import TraceDiagnosis, diagnose_trace
 from probe.analyzers.trace_fixes import TraceEvidence, trace_recommendations
 from probe.analyzers.trace_limits import trace_findings
 from probe.rundir.kineto import KinetoTrace, read_kineto
@@ -195,3 +196,45 @@ def test_the_data_loader_estimate_meets_its_realisation_in_the_four_worker_trace
     estimate = {r.id: r.estimated_speedup for r in trace_recommendations(ev)}
     realized = median_step_ns(name) / median_step_ns(name.replace("nw0", "nw4"))
     assert estimate["dataloader_workers"] == pytest.approx(realized, rel=0.25)
+
+
+@cache
+def diagnosis_of(name: str) -> TraceDiagnosis:
+    return diagnose_trace(read(GPU_TRACES / name))
+
+
+@needs_traces
+def test_a_gpu_bound_model_whose_element_wise_chains_run_unfused_is_told_to_fuse_them():
+    # README: Qwen1.5-0.5B generating at batch 16 in BF16, eager (transformers 4.49: its
+    # attention already SDPA's kernels; RMSNorm -- upcast to FP32 -- rotary embeddings and
+    # the SiLU gate each a chain of separate element-wise kernels)
+    d = diagnosis_of("tl_h100_qwen1.5-0.5b_infer.json.gz")
+    assert d.primary["subkind"] == "gpu_compute", d.primary
+    advised = [r.id for r in d.recommendations]
+    assert advised[0] == "kernel_fusion", advised
+    assert "fused_attention" not in advised and "fp16" not in advised, advised
+
+
+@needs_traces
+def test_a_video_transformer_s_explicit_softmax_attention_is_told_to_use_fused_attention():
+    # README: TimeSformer on one video in BF16; Hugging Face's TimesformerSelfAttention
+    # computes softmax(q @ k^T * scale) @ v op by op, its softmax over the frames' patches
+    d = diagnosis_of("tl_h100_timesformer_infer.json.gz")
+    assert d.primary["subkind"] == "gpu_compute", d.primary
+    assert d.recommendations[0].id == "fused_attention", d.recommendations
+
+
+@needs_traces
+def test_cpu_pre_processing_before_each_forward_is_the_input_pipeline_workers_are_advised():
+    # README: OWLv2 zero-shot detection through a transformers pipeline, one image at a
+    # time; the trace's own frames put each image's `preprocess` inside a single-process
+    # DataLoader's __next__ (~125 ms each), before the forward's first kernel
+    name = "tl_h100_owlv2_infer.json.gz"
+    py = read(GPU_TRACES / name).tables["python"]
+    assert py["name"].str.contains("zero_shot_object_detection.py.*preprocess").any()
+    d = diagnosis_of(name)
+    idle = d.idle.set_index("cause")["share"]
+    assert idle.idxmax() == "input" and idle["input"] > 0.3, idle
+    # the GPU busy 53% of the window: a limit on neither side with any confidence
+    assert d.primary["confidence"] < 0.2, d.primary
+    assert d.recommendations[0].id == "dataloader_workers", d.recommendations
