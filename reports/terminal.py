@@ -14,6 +14,7 @@ right-to-left override reorder what they read.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -129,7 +130,7 @@ class Verdict:
             endpoints=_endpoint_lines(d)
             + capacity_lines(d.capacity)
             + batching_lines(d.batching.to_dict() if d.batching is not None else None),
-            minor=[f"{r.id} {_x(r.estimated_speedup)}" for r in d.minor_recommendations],
+            minor=_minor_lines(d),
         )
 
     @classmethod
@@ -175,6 +176,18 @@ class Verdict:
             lines += ["", *_leak_lines(self.leak)]
         lines += [f"note: {n}" for n in self.notes]
         return printable("\n".join(lines))
+
+
+def _minor_lines(d: Diagnosis) -> list[str]:
+    """The fixes under the bar, "id 1.05x"; one whose id a listed fix also has names its
+    stage ("vectorize_python in main (pool_score.py) 1.05x"): the same id for a stage the
+    verdict did not name read as that fix again."""
+    listed = Counter(r.id for r in (*d.recommendations, *d.minor_recommendations))
+    return [
+        f"{r.id}{f' in {r.stage}' if listed[r.id] > 1 and r.stage else ''} "
+        f"{_x(r.estimated_speedup)}"
+        for r in d.minor_recommendations
+    ]
 
 
 # a request's phases as the verdict names them (analyzers.endpoints: queued is the wait
