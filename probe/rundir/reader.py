@@ -191,7 +191,11 @@ def _assemble(root: Path, tables: list[str] | None, read: dict[str, pd.DataFrame
     if "end" not in meta:
         notes.insert(0, "the run did not finish cleanly (no end time): data up to the last flush")
     if "stacks" in frames and "frames" in frames:
+        own = probe_s_own_stacks(frames["stacks"], frames["frames"])
         frames["stacks"] = without_the_launcher(frames["stacks"], frames["frames"])
+        if own and "samples" in frames:  # probe's start and end, not the target's time
+            samples = frames["samples"]
+            frames["samples"] = samples[~samples["stack_id"].isin(own)].reset_index(drop=True)
     windows = _torch_windows(root, meta, notes)
     workers: list[dict[str, Any]] = []
     merged = [t for t in frames if t in shards.MERGED]
@@ -238,6 +242,34 @@ def without_the_launcher(stacks: pd.DataFrame, frames: pd.DataFrame) -> pd.DataF
 
 
 _LAUNCHER_FILE = "/probe/launcher.py"
+
+
+def probe_s_own_stacks(stacks: pd.DataFrame, frames: pd.DataFrame) -> set[int]:
+    """The stacks of the main thread in probe's own code around the target: through the
+    launcher's frame but not into runpy's ``_run_code`` (the session starting, or
+    closing after the target returned -- an import it makes there was read as the
+    target's "<library> disk 100%"). Their samples are not the target's time."""
+    if stacks.empty or frames.empty:
+        return set()
+    files = frames["filename"].astype(str)
+    launcher = set(frames["frame_id"][files.str.endswith(_LAUNCHER_FILE)].astype(int))
+    if not launcher:
+        return set()
+    runs = set(
+        frames["frame_id"][
+            (frames["function"].astype(str) == "_run_code")
+            & files.str.endswith(("<frozen runpy>", "/runpy.py"))
+        ].astype(int)
+    )
+    own: set[int] = set()
+    for sid, text in zip(
+        stacks["stack_id"], stacks["frame_ids"].fillna("").astype(str), strict=True
+    ):
+        ids = [int(f) for f in text.split(";") if f]
+        at = next((i for i, f in enumerate(ids) if f in launcher), None)
+        if at is not None and not any(f in runs for f in ids[at + 1 :]):
+            own.add(int(sid))
+    return own
 
 
 def _from_the_target(text: str, launcher: set[int], runs: set[int]) -> str:
