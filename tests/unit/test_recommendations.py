@@ -211,3 +211,18 @@ def test_a_file_s_package_is_its_top_level_package_or_module():
     assert package_of("/usr/lib/python3/dist-packages/yaml/reader.py") == "yaml"
     assert package_of("<frozen os>") == "os"
     assert package_of("/srv/service/app.py") == "app.py"
+
+
+def test_concurrent_io_states_its_range_where_the_cpu_binds_and_the_ceiling_holds_it():
+    # A request in flight with others cost 1.27-1.30x its CPU alone on some hosts of this
+    # class, 0.63-0.75x on another (2026-12-04: the multimodal sample, no probe): the
+    # figure, at the model's 1.15x, is stated with the range those give, the high end at
+    # the largest pool the model sizes. A recorded run of the image sample, GIL-bound.
+    from pathlib import Path
+
+    golden = Path(__file__).resolve().parents[1] / "data" / "io_network_download"
+    rec = next(r for r in diagnose(load(golden)).recommendations if r.id == "concurrent_io")
+    assert rec.evidence["bound_by"] == "gil"
+    low, high = rec.evidence["speedup_range"]
+    assert low < rec.estimated_speedup < high <= rec.ceiling
+    assert f"{low:.1f}-{high:.1f}x" in rec.model
