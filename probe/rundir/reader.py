@@ -191,8 +191,7 @@ def _assemble(root: Path, tables: list[str] | None, read: dict[str, pd.DataFrame
     if "end" not in meta:
         notes.insert(0, "the run did not finish cleanly (no end time): data up to the last flush")
     if "stacks" in frames and "frames" in frames:
-        own = probe_s_own_stacks(frames["stacks"], frames["frames"])
-        frames["stacks"] = without_the_launcher(frames["stacks"], frames["frames"])
+        frames["stacks"], own = _split_at_the_launcher(frames["stacks"], frames["frames"])
         if own and "samples" in frames:  # probe's start and end, not the target's time
             samples = frames["samples"]
             frames["samples"] = samples[~samples["stack_id"].isin(own)].reset_index(drop=True)
@@ -224,24 +223,7 @@ def without_the_launcher(stacks: pd.DataFrame, frames: pd.DataFrame) -> pd.DataF
     ``python service.py`` has, at the root of every flame graph. Cut at runpy's
     ``_run_code`` above the launcher's frame; a stack without the launcher (the target's
     other threads and processes, a service's own runpy use) is left whole."""
-    if stacks.empty or frames.empty:
-        return stacks
-    names = frames["function"].astype(str)
-    files = frames["filename"].astype(str)
-    launcher = set(frames["frame_id"][files.str.endswith(_LAUNCHER_FILE)].astype(int))
-    runs = set(
-        frames["frame_id"][
-            (names == "_run_code") & files.str.endswith(("<frozen runpy>", "/runpy.py"))
-        ].astype(int)
-    )
-    if not launcher or not runs:
-        return stacks
-    ids = stacks["frame_ids"].fillna("").astype(str)
-    cut = ids.map(lambda text: _from_the_target(text, launcher, runs))
-    return stacks.assign(frame_ids=cut)
-
-
-_LAUNCHER_FILE = "/probe/launcher.py"
+    return _split_at_the_launcher(stacks, frames)[0]
 
 
 def probe_s_own_stacks(stacks: pd.DataFrame, frames: pd.DataFrame) -> set[int]:
@@ -249,30 +231,41 @@ def probe_s_own_stacks(stacks: pd.DataFrame, frames: pd.DataFrame) -> set[int]:
     launcher's frame but not into runpy's ``_run_code`` (the session starting, or
     closing after the target returned -- an import it makes there was read as the
     target's "<library> disk 100%"). Their samples are not the target's time."""
+    return _split_at_the_launcher(stacks, frames)[1]
+
+
+_LAUNCHER_FILE = "/probe/launcher.py"
+
+
+def _split_at_the_launcher(
+    stacks: pd.DataFrame, frames: pd.DataFrame
+) -> tuple[pd.DataFrame, set[int]]:
+    """(``without_the_launcher``'s stacks, ``probe_s_own_stacks``), in one walk."""
     if stacks.empty or frames.empty:
-        return set()
+        return stacks, set()
     files = frames["filename"].astype(str)
     launcher = set(frames["frame_id"][files.str.endswith(_LAUNCHER_FILE)].astype(int))
     if not launcher:
-        return set()
+        return stacks, set()
     runs = set(
         frames["frame_id"][
             (frames["function"].astype(str) == "_run_code")
             & files.str.endswith(("<frozen runpy>", "/runpy.py"))
         ].astype(int)
     )
-    own: set[int] = set()
-    for sid, text in zip(
-        stacks["stack_id"], stacks["frame_ids"].fillna("").astype(str), strict=True
-    ):
-        ids = [int(f) for f in text.split(";") if f]
-        at = next((i for i, f in enumerate(ids) if f in launcher), None)
-        if at is not None and not any(f in runs for f in ids[at + 1 :]):
+    ids = stacks["frame_ids"].fillna("").astype(str)
+    cut, own = [], set()
+    for sid, text in zip(stacks["stack_id"], ids, strict=True):
+        target, probe_s = _from_the_target(text, launcher, runs)
+        cut.append(target)
+        if probe_s:
             own.add(int(sid))
-    return own
+    return stacks.assign(frame_ids=pd.Series(cut, index=ids.index, dtype=ids.dtype)), own
 
 
-def _from_the_target(text: str, launcher: set[int], runs: set[int]) -> str:
+def _from_the_target(text: str, launcher: set[int], runs: set[int]) -> tuple[str, bool]:
+    """(the stack from the target's first frame, or whole; whether it is probe's own:
+    through the launcher and never into runpy's ``_run_code`` below it)."""
     ids = text.split(";")
     seen_launcher = False
     for i, frame in enumerate(ids):
@@ -282,8 +275,8 @@ def _from_the_target(text: str, launcher: set[int], runs: set[int]) -> str:
         if fid in launcher:
             seen_launcher = True
         elif seen_launcher and fid in runs:
-            return ";".join(ids[i + 1 :]) or text  # the target's frames, if it has any
-    return text
+            return ";".join(ids[i + 1 :]) or text, False  # the target's frames, if any
+    return text, seen_launcher
 
 
 # the load driver's records in a run directory (probe.load.runner.REQUESTS)
