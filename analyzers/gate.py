@@ -491,10 +491,15 @@ def _net_of_the_machine(measured: Regression, free: Regression | None, sides: st
         notes = [*measured.notes, f"{waited}; a regression either way"]
         return replace(measured, notes=notes)
     if measured.regressed or free.regressed:
-        notes = [*measured.notes, f"inconclusive: {waited}. The runs cannot tell the service's "
-                 "change from the machine's load: rerun where the cores are free"]  # fmt: skip
-        return replace(measured, regressed=False, worse=True, notes=notes)
+        return _machine_inconclusive(measured, waited)
     return measured
+
+
+def _machine_inconclusive(measured: Regression, why: str) -> Regression:
+    """``measured``, not a regression: the machine's load may explain it (``why``)."""
+    notes = [*measured.notes, f"inconclusive: {why}. The runs cannot tell the service's "
+             "change from the machine's load: rerun where the cores are free"]  # fmt: skip
+    return replace(measured, regressed=False, worse=True, notes=notes)
 
 
 def _net_of_unread_waits(measured: Regression, sides: str, unread: str) -> Regression:
@@ -507,12 +512,12 @@ def _net_of_unread_waits(measured: Regression, sides: str, unread: str) -> Regre
         whose = "their" if sides == "both sides" else "its"
     else:
         whose = {"this run": "this run's", "the baseline": "the baseline's"}[unread]
-    notes = [*measured.notes, f"inconclusive: {sides} waited for a CPU other processes held "
-             f"(schedstat), and {whose} requests' threads did other work too (a server's "
-             "worker threads, or its work between requests): probe cannot take that wait out "
-             "of each request. The runs cannot tell the service's change from the machine's load: "
-             "rerun where the cores are free"]  # fmt: skip
-    return replace(measured, regressed=False, worse=True, notes=notes)
+    return _machine_inconclusive(
+        measured,
+        f"{sides} waited for a CPU other processes held (schedstat), and {whose} requests' "
+        "threads did other work too (a server's worker threads, or its work between "
+        "requests): probe cannot take that wait out of each request",
+    )
 
 
 def change_text(slowdown: float, interval: tuple[float, float] | None) -> str:
