@@ -65,6 +65,7 @@ from probe.analyzers.spantree import (
 )
 from probe.analyzers.stacks import LIBRARY, UNKNOWN, label_stacks, package_of
 from probe.analyzers.tasks import loop_lag, loop_lag_notes, with_task_waits
+from probe.analyzers.transfer import copy_cores, transfer_notes, transfer_table
 from probe.rundir.reader import Run
 from probe.rundir.schema import BLOCKING_REASONS, WAIT_REASONS
 
@@ -128,6 +129,9 @@ class Breakdown:
     # The attributed samples of the work (idle capacity left out), for analyses that
     # group them another way than by stage (``analyzers.endpoints``).
     work_samples: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # CPU spent copying data between processes (multiprocessing's pickling and pipes), in
+    # cores over the run (``analyzers.transfer``)
+    copy_cores: float = 0.0
 
 
 def _empty_requests() -> RequestFigures:
@@ -172,9 +176,9 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int]]:
     )
     for column in (*bools, "awaited"):
         joined[column] = joined[column].fillna(False).astype(bool) if column in joined else False
-    for column in ("user_function", "location", "leaf_call", "function", "idle_role"):
+    for column in ("user_function", "location", "leaf_call", "function", "idle_role", "transfer"):
         joined[column] = joined[column].fillna(
-            "" if column in ("leaf_call", "idle_role") else UNKNOWN
+            "" if column in ("leaf_call", "idle_role", "transfer") else UNKNOWN
         )
     return _charged_to_their_tasks(joined), brief
 
@@ -596,7 +600,8 @@ def breakdown(run: Run) -> Breakdown:
     python_cpu_s = float(samples["cpu_ns"].where(~samples["native"], 0.0).sum()) / 1e9
     tensor_cpu_s = float(samples["cpu_ns"].where(samples["tensor"], 0.0).sum()) / 1e9
     loops = loop_lag(run.tables["loop_samples"], attributed)
-    notes: list[str] = idle_notes(idle) + loop_lag_notes(loops)
+    copies = transfer_table(attributed)
+    notes = idle_notes(idle) + transfer_notes(copies, wall_s) + loop_lag_notes(loops)
     indexed = pd.DataFrame()
     followed = False
     if not spans.empty:
@@ -633,6 +638,7 @@ def breakdown(run: Run) -> Breakdown:
         loops=loops,
         path_followed=followed,
         work_samples=samples,
+        copy_cores=copy_cores(copies, wall_s),
     )
 
 

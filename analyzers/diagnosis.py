@@ -386,6 +386,7 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
         kernel_unavailable=str(
             (_collector_figure(meta, "kernel_states") or {}).get("unavailable") or ""
         ),
+        copy_cores=bd.copy_cores,
     )
 
 

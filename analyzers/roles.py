@@ -31,6 +31,7 @@ __all__ = [
     "idle_role",
     "in_pool_worker",
     "in_serving_loop",
+    "process_transfer",
     "waits_to_be_notified",
 ]
 
@@ -243,3 +244,33 @@ def enters_a_brief_lock(frames: list[tuple[str, str]], leaf_call: str) -> bool:
         if not _in_condition(*caller):
             return _holds_briefly(*caller)
     return False
+
+
+# multiprocessing moving data between processes by copy: pickling a task (or a result)
+# and writing it into a pipe, where a full pipe blocks the write until the far end reads;
+# and reading one (a blocked read there is waiting for the next message, not moving one)
+_SENDS = frozenset(
+    {
+        ("multiprocessing/reduction.py", "ForkingPickler.dumps"),
+        ("multiprocessing/connection.py", "_ConnectionBase.send_bytes"),
+        ("multiprocessing/connection.py", "_ConnectionBase.send"),
+    }
+)
+_RECEIVES = frozenset(
+    {
+        ("multiprocessing/connection.py", "_ConnectionBase.recv_bytes"),
+        ("multiprocessing/connection.py", "_ConnectionBase.recv"),
+        # a pool worker's task arrives here: read, then unpickled (a C call in this frame)
+        ("multiprocessing/queues.py", "Queue.get"),
+    }
+)
+
+
+def process_transfer(frames: list[tuple[str, str]]) -> str:
+    """``"send"`` where the stack (frames as ``idle_role``'s) sends data to another
+    process through multiprocessing, ``"receive"`` where it receives it, else ``""``."""
+    if any(_frame_key(fn, name, _SENDS) for fn, name in frames):
+        return "send"
+    if any(_frame_key(fn, name, _RECEIVES) for fn, name in frames):
+        return "receive"
+    return ""

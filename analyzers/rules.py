@@ -25,6 +25,7 @@ import pandas as pd
 from probe.analyzers.breakdown import DEFAULT_HZ, Breakdown
 from probe.analyzers.constants import constant
 from probe.analyzers.run_queue import RunQueueWait
+from probe.analyzers.transfer import TRANSFER
 from probe.analyzers.vocabulary import WAITS, kind_words, subkind_words
 
 __all__ = [
@@ -196,6 +197,8 @@ class RunFacts:
     # why the sampler could not read threads' kernel states ("" when it could, or when the
     # run predates them): a native call's time is then CPU or an unnamed wait, unknown
     kernel_unavailable: str = ""
+    # CPU copying data between processes, in cores over the run (``Breakdown.copy_cores``)
+    copy_cores: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -636,6 +639,14 @@ def with_doubts(
         doubts.append(
             f"the stack sampler took {facts.ticks_taken:.0%} of the ticks it was due (the "
             "GIL was not free when they came): its samples stand for more time each"
+        )
+    if facts.copy_cores >= TRANSFER.note_share:
+        # the copy runs in library threads, on no stage of the service's: whichever
+        # stage leads, the pool may be paced by the copy instead (analyzers.transfer)
+        factor *= max(0.1, 1.0 - min(1.0, facts.copy_cores))
+        doubts.append(
+            f"copying data between processes took {facts.copy_cores:.1f} of a core "
+            "(see the note): the copy may pace the run instead"
         )
     if not doubts:
         return primary

@@ -43,6 +43,7 @@ from probe.analyzers.roles import (
     idle_role,
     in_pool_worker,
     in_serving_loop,
+    process_transfer,
     waits_to_be_notified,
 )
 from probe.rundir.schema import MODULE_CALL_FILE, MODULE_CALLS
@@ -150,6 +151,8 @@ _COLUMNS = {
     # expression: a loop over items, charged to the function that wrote it
     # (analyzers.batching.glue_share tells the two apart)
     "comprehension": "bool",
+    # sends or receives data to or from another process by copy (roles.process_transfer)
+    "transfer": "object",
 }
 
 
@@ -233,6 +236,7 @@ def label_stacks(
                 enters_a_brief_lock(named, call),
                 user == LIBRARY and in_pool_worker(named),
                 deepest is not None and by_id[deepest][0].endswith(_INLINE_SCOPES),
+                process_transfer(named),
             )
         )
     flags = [c for c, t in _COLUMNS.items() if t == "bool"]
