@@ -17,6 +17,7 @@ disjoint stages combine by Amdahl); without ``applied``, that of A's top recomme
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -193,18 +194,21 @@ def _realized(a: Diagnosis, b: Diagnosis, notes: list[str]) -> _Realized:
 
 def _chosen(a: Diagnosis, applied: list[str] | None) -> tuple[list[Recommendation], str, str]:
     """The recommendations B applied, how they were picked ("given", "top" or ""), and a
-    note naming those of ``applied`` RUN_A has no recommendation for ("" if none)."""
+    note naming those of ``applied`` RUN_A has no recommendation for ("" if none).
+    ``applied``: ids, each the highest-ranked recommendation of that id, or ``ID@STAGE``
+    for the one on that stage (its full name, or its function without the file)."""
     # the fixes under the recommendations' bar too: applied with others, they compound
-    by_id = {r.id: r for r in (*a.minor_recommendations, *a.recommendations)}
+    ranked = [*a.recommendations, *a.minor_recommendations]
     if applied:
-        missing = [i for i in applied if i not in by_id]
-        known = ", ".join(by_id) or "none"
+        picked = {key: _pick(key, ranked) for key in applied}
+        missing = [key for key, r in picked.items() if r is None]
         unmatched = (
-            f"RUN_A's diagnosis has no recommendation {', '.join(missing)} (it has: {known})"
+            f"RUN_A's diagnosis has no recommendation {', '.join(missing)} "
+            f"(it has: {', '.join(_names(ranked)) or 'none'})"
             if missing
             else ""
         )
-        chosen = [by_id[i] for i in applied if i in by_id]
+        chosen = [r for r in picked.values() if r is not None]
         return chosen, "given" if chosen else "", unmatched
     if a.recommendations:
         # Without --applied: the top recommendation, the change the diagnosis asked for.
@@ -212,6 +216,28 @@ def _chosen(a: Diagnosis, applied: list[str] | None) -> tuple[list[Recommendatio
         speed = [r for r in a.recommendations if r.id != "fix_leak"]
         return [(speed or a.recommendations)[0]], "top", ""
     return [], "", ""
+
+
+def _pick(key: str, ranked: list[Recommendation]) -> Recommendation | None:
+    """``ID`` or ``ID@STAGE`` (``_chosen``) among the ranked recommendations. Two stages
+    may get the same fix (vectorize_python on two loops): an id alone took the last of
+    them, the smaller estimate, before."""
+    rid, _, stage = key.partition("@")
+    return next(
+        (
+            r
+            for r in ranked
+            if r.id == rid and (not stage or stage in (r.stage, r.stage.split(" (")[0]))
+        ),
+        None,
+    )
+
+
+def _names(ranked: list[Recommendation]) -> list[str]:
+    """What ``--applied`` takes, as the error lists it: each id, with ``@STAGE`` for an
+    id more than one stage has."""
+    shared = Counter(r.id for r in ranked)
+    return [f"{r.id}@{r.stage}" if shared[r.id] > 1 else r.id for r in ranked]
 
 
 def held_error(predicted: float, realized: float, stated: Sequence[float] | None) -> float:

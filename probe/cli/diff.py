@@ -19,7 +19,9 @@ __all__ = ["diff_command"]
     "--applied",
     metavar="ID[,ID...]",
     help="Recommendation id(s) of RUN_A's diagnosis that RUN_B applied "
-    "(e.g. concurrent_io). Default: RUN_A's top recommendation.",
+    "(e.g. concurrent_io), each its highest-ranked one; ID@STAGE for the one on a stage "
+    "where several stages have it (vectorize_python@load_catalogue). "
+    "Default: RUN_A's top recommendation.",
 )
 @click.option(
     "--sweep",
