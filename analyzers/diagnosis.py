@@ -595,6 +595,8 @@ def _run_block(
                 "ready_mean": round(float(r["ready_mean"]), 2),
                 "busy_share": round(float(r["busy_share"]), 3),
                 "busiest": str(r["busiest"]),
+                "blocked_share": round(float(r["blocked_share"]), 3),
+                "blocked_in": str(r["blocked_in"]),
             }
             for tid, r in bd.loops.iterrows()
         ],

@@ -41,6 +41,7 @@ from probe.analyzers.constants import constant
 from probe.analyzers.leaks.words import what_holds
 from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, allowed_cores, stage_rows
 from probe.analyzers.stacks import NOT_THE_SERVICE
+from probe.analyzers.tasks import LOOP_LAG
 
 __all__ = [
     "FIXES",
@@ -377,71 +378,113 @@ def _concurrent_io(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | N
     ratio = wait_s / max(service_s, 1e-9)
     free = float(cap.get("cores_available") or 1.0)
     workers = int(min(model.io_workers_max, math.ceil(free * (1.0 + ratio))))
+    offered = _offered_by_the_load(ctx, f.stage)
+    if offered is not None:
+        workers = min(workers, offered)
     # Whole requests overlap, not only this stage: the estimate is the MVA throughput
     # ratio, which can pass the stage's Amdahl ceiling.
     speedup = _concurrency_speedup(cap, workers, model) if cap else amdahl(p, workers)
-    return _concurrent_io_proposal(ctx, f, row, p, wait, workers, ratio, speedup)
+    return _concurrent_io_proposal(ctx, f, row, _Overlap(p, wait, workers, ratio, speedup, offered))
 
 
-def _concurrent_io_proposal(
-    ctx: RuleContext,
-    f: Finding,
-    row: pd.Series,
-    p: float,
-    wait: float,
-    workers: int,
-    ratio: float,
-    speedup: float,
-) -> Proposal:
+@dataclass(frozen=True)
+class _Overlap:
+    """What ``_concurrent_io`` worked out for its proposal."""
+
+    p: float  # the stage's share of the path
+    wait: float  # of the stage's time, the share waiting
+    workers: int  # requests in flight
+    ratio: float  # wait over service, Goetz's
+    speedup: float
+    offered: int | None  # the requests the load kept in the server, where it bounds them
+
+
+def _offered_by_the_load(ctx: RuleContext, stage: str) -> int | None:
+    """Where ``stage`` blocked an event loop that had callbacks queued behind it (a
+    blocking call in a coroutine: ``analyzers.tasks.loop_lag``), the requests the load
+    kept in the server: the one running and those ready behind it. Overlapped, no more
+    than those can be in flight; Goetz's count alone (16) read an undecorated FastAPI
+    app's fix 12.1x where its 8 clients realised 7.6x
+    (tests/threads_corpus/services/lookup_api.py). None elsewhere."""
+    loops = ctx.bd.loops
+    if loops.empty or "blocked_in" not in loops:
+        return None
+    held = loops[(loops["blocked_in"] == stage) & (loops["lagged_share"] >= LOOP_LAG.lagged_share)]
+    if held.empty:
+        return None
+    return max(1, round(1.0 + float(held["ready_mean"].max())))
+
+
+def _concurrent_io_proposal(ctx: RuleContext, f: Finding, row: pd.Series, o: _Overlap) -> Proposal:
     model, cap = ctx.model, ctx.demands
     # what a request in flight with others costs against one alone goes both ways across
     # hosts of this class (contention_cpu_least, contention_cpu_most): where the CPU binds,
     # the figure is stated with the range those give, up to the largest pool the model
-    # sizes (a pool of io_workers_max where Goetz's rule said fewer)
+    # sizes (a pool of io_workers_max where Goetz's rule said fewer; no more than the load
+    # offered, where it bounds them)
+    most = model.io_workers_max if o.offered is None else min(model.io_workers_max, o.offered)
     stated = (
         [
-            _concurrency_speedup(cap, workers, model, model.contention_cpu_most),
-            _concurrency_speedup(cap, model.io_workers_max, model, model.contention_cpu_least),
+            _concurrency_speedup(cap, o.workers, model, model.contention_cpu_most),
+            _concurrency_speedup(cap, most, model, model.contention_cpu_least),
         ]
         if cap
         else []
     )
-    ranged = bool(stated) and stated[1] - stated[0] >= 0.01 * speedup
+    ranged = bool(stated) and stated[1] - stated[0] >= 0.01 * o.speedup
     return Proposal(
         stage=f.stage,
-        p=p,
-        s=local_speedup_for(p, speedup),
+        p=o.p,
+        s=local_speedup_for(o.p, o.speedup),
         how={
             "what": {"network": "the network", "disk": "the disk"}[f.subkind],
-            "wait": wait,
-            "workers": workers,
+            "wait": o.wait,
+            "workers": o.workers,
             "top_call": row["top_call"],
-            # awaited in coroutines: the loop overlaps them; a thread pool would not help
-            "sketch": (_GATHER if float(row["awaited_share"]) >= 0.5 else _THREADS).format(
-                workers=workers, function=function_of(f.stage)
+            "sketch": _overlap_sketch(o, row).format(
+                workers=o.workers, function=function_of(f.stage)
             ),
         },
         evidence={
             **_evidence(f),
-            "wait_share": round(wait, 4),
-            "wait_to_service": round(ratio, 2),
-            "workers": workers,
+            "wait_share": round(o.wait, 4),
+            "wait_to_service": round(o.ratio, 2),
+            "workers": o.workers,
             **cap,
             **({"speedup_range": [round(v, 2) for v in stated]} if ranged else {}),
         },
-        model=f"{workers} requests in flight (Goetz: cores x (1 + wait/service), at most "
-        f"{model.io_workers_max}); throughput by mean-value analysis of the measured "
-        "per-request demands: waits, the GIL, the cores"
-        + (
-            f", each request in flight costing {model.contention_cpu:g}x its CPU alone; "
-            f"{model.contention_cpu_least:g}-{model.contention_cpu_most:g}x measured across "
-            f"hosts, so {stated[0]:.1f}-{stated[1]:.1f}x (the high end with "
-            f"{model.io_workers_max} in flight)"
-            if ranged
-            else ""
-        ),
-        speedup=speedup,
-        ceiling=max(_bound_ratio(cap, ctx.bd) or ceiling(p), stated[1] if ranged else 0.0),
+        model=_overlap_model(o, model, stated if ranged else [], most),
+        speedup=o.speedup,
+        ceiling=max(_bound_ratio(cap, ctx.bd) or ceiling(o.p), stated[1] if ranged else 0.0),
+    )
+
+
+def _overlap_sketch(o: _Overlap, row: pd.Series) -> str:
+    """Blocking the loop from a coroutine: the call off the loop. Awaited in coroutines:
+    the loop overlaps them (a thread pool would not help). Else a thread pool."""
+    if o.offered is not None:
+        return _OFF_THE_LOOP
+    return _GATHER if float(row["awaited_share"]) >= 0.5 else _THREADS
+
+
+def _overlap_model(o: _Overlap, model: Model, stated: list[float], most: int) -> str:
+    offered = (
+        f", and at most the {o.offered} the load kept in the server: the one running and "
+        "those queued behind it on the event loop"
+        if o.offered is not None
+        else ""
+    )
+    ranged = (
+        f", each request in flight costing {model.contention_cpu:g}x its CPU alone; "
+        f"{model.contention_cpu_least:g}-{model.contention_cpu_most:g}x measured across "
+        f"hosts, so {stated[0]:.1f}-{stated[1]:.1f}x (the high end with {most} in flight)"
+        if stated
+        else ""
+    )
+    return (
+        f"{o.workers} requests in flight (Goetz: cores x (1 + wait/service), at most "
+        f"{model.io_workers_max}{offered}); throughput by mean-value analysis of the "
+        f"measured per-request demands: waits, the GIL, the cores{ranged}"
     )
 
 
@@ -738,6 +781,13 @@ _THREADS = (
     "        ...\n"
     "or, in asyncio, `await asyncio.gather(*(fetch(u) for u in urls))` with an async "
     "client (httpx.AsyncClient, aiohttp). "
+)
+_OFF_THE_LOOP = (
+    "    # in the coroutine: the blocking call on a worker thread, the loop free meanwhile\n"
+    "    result = await asyncio.to_thread({function}, ...)\n"
+    "    # Starlette/FastAPI: await starlette.concurrency.run_in_threadpool({function}, ...)\n"
+    "or an async client (httpx.AsyncClient, aiohttp, an async database driver). A blocking "
+    "call inside a coroutine holds the event loop: every other request waits behind it. "
 )
 _GATHER = (
     "    limit = asyncio.Semaphore({workers})\n"

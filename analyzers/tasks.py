@@ -30,6 +30,8 @@ import pandas as pd
 
 from probe.analyzers.constants import constant
 from probe.analyzers.stacks import NOT_THE_SERVICE
+from probe.analyzers.vocabulary import subkind_words
+from probe.rundir.schema import BLOCKING_REASONS
 
 __all__ = ["AWAITED_IO", "LOOP_LAG", "LoopLag", "loop_lag", "loop_lag_notes", "with_task_waits"]
 
@@ -105,7 +107,10 @@ class LoopLag:
 
 
 LOOP_LAG = LoopLag()
-_LOOP_COLUMNS = ["readings", "lagged_share", "ready_mean", "busy_share", "gil_share", "busiest"]
+_LOOP_COLUMNS = [
+    *("readings", "lagged_share", "ready_mean", "busy_share", "gil_share", "busiest"),
+    *("blocked_share", "blocked_in", "blocked_on"),
+]
 _NOT_THE_SERVICE = ("", *NOT_THE_SERVICE)
 
 
@@ -115,8 +120,11 @@ def loop_lag(loop_samples: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
     an I/O callback) waiting while the loop ran something else; ``ready_mean``, the
     callbacks ready at those readings; ``busy_share``, the loop thread's on-CPU time over
     its sampled time, ``gil_share`` its waits for the GIL over it; ``busiest``, the
-    function it ran on a CPU most. ``samples``: attributed rows (thread_id, cpu_ns,
-    wait_ns, reason, user_function)."""
+    function it ran on a CPU most; ``blocked_share``, its time blocked in a call (a
+    sleep, a socket, a lock) outside its selector -- a blocking call in a coroutine --
+    over it, ``blocked_in`` the function that blocked most and ``blocked_on`` on what.
+    ``samples``: attributed rows (thread_id, cpu_ns, wait_ns, reason, user_function;
+    ``idle_role``: the loop's wait in its selector is idle, ``awaited``: a task's await)."""
     if loop_samples.empty:
         return pd.DataFrame(columns=_LOOP_COLUMNS)
     rows = {}
@@ -125,6 +133,7 @@ def loop_lag(loop_samples: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
         mine = samples[samples["thread_id"] == tid]
         spent = float((mine["cpu_ns"] + mine["wait_ns"]).sum())
         cpu = mine.groupby("user_function")["cpu_ns"].sum()
+        blocked = _blocked_in_a_call(mine)
         rows[tid] = (
             len(theirs),
             float(lagged.mean()),
@@ -134,8 +143,29 @@ def loop_lag(loop_samples: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
             if spent > 0
             else 0.0,
             str(cpu.idxmax()) if not cpu.empty and cpu.max() > 0 else "",
+            float(blocked.sum()) / spent if spent > 0 else 0.0,
+            *_most_blocked(mine, blocked),
         )
     return pd.DataFrame.from_dict(rows, orient="index", columns=_LOOP_COLUMNS)
+
+
+def _blocked_in_a_call(mine: pd.DataFrame) -> pd.Series:
+    """The loop thread's waits blocked in a call (BLOCKING_REASONS), not in its selector
+    waiting for the next event (``idle_role``) nor a task's await (``awaited``)."""
+    blocking = mine["reason"].isin(BLOCKING_REASONS)
+    for column in ("idle_role", "awaited"):
+        if column in mine:
+            blocking &= ~mine[column].astype(bool) if column == "awaited" else mine[column] == ""
+    return mine["wait_ns"].where(blocking, 0.0)
+
+
+def _most_blocked(mine: pd.DataFrame, blocked: pd.Series) -> tuple[str, str]:
+    """(the function blocked most, on what), or ("", "")."""
+    if not (blocked > 0).any():
+        return "", ""
+    by = blocked.groupby([mine["user_function"], mine["reason"]]).sum()
+    function, reason = by.idxmax()
+    return str(function), str(reason)
 
 
 def loop_lag_notes(loops: pd.DataFrame, settings: LoopLag = LOOP_LAG) -> list[str]:
@@ -147,7 +177,15 @@ def loop_lag_notes(loops: pd.DataFrame, settings: LoopLag = LOOP_LAG) -> list[st
             f"at {r.lagged_share:.0%} of the instants read, {r.ready_mean:.1f} callbacks of "
             "an event loop were ready to run and waited for it (loop lag)"
         )
-        if r.busiest not in _NOT_THE_SERVICE and r.busy_share >= r.gil_share:
+        if r.blocked_share >= max(r.busy_share, r.gil_share):
+            lines.append(
+                f"{lag}: it was blocked in a call {r.blocked_share:.0%} of its time, mostly "
+                f"in {r.blocked_in} ({subkind_words(r.blocked_on)}); a blocking call in a "
+                "coroutine holds up every other task: await an async client instead, or "
+                "run the call off the loop (await asyncio.to_thread(fn, ...); Starlette: "
+                "await run_in_threadpool(fn, ...))"
+            )
+        elif r.busiest not in _NOT_THE_SERVICE and r.busy_share >= r.gil_share:
             lines.append(
                 f"{lag}: it ran on a CPU {r.busy_share:.0%} of its time, mostly in "
                 f"{r.busiest}; CPU work in a coroutine holds up every other task: make it "

@@ -340,6 +340,44 @@ def test_a_fastapi_app_under_uvicorn_is_gil_bound_in_its_handler_and_its_pool_is
     assert not any("run_in_executor" in n for n in d["notes"]), d["notes"]
 
 
+def test_an_async_route_that_blocks_the_loop_on_a_sync_client_is_told_to_move_the_call_off_it(
+    run_probe, tmp_path
+):
+    # undecorated, 8 clients: an async route calls a blocking HTTP client (~20 ms), so the
+    # loop serves one request at a time (/proc: its one thread asleep reading the socket
+    # 86% of the run, 0.1 cores). Awaited on the thread pool instead (LOOKUP_API_FIXED=1)
+    # the same clients got 7.6x the answers (232-238 against 1,780-1,788 in 5 s, two
+    # pairs, 2026-12-04). It read concurrent_io at 12.1x with a batch job's
+    # ThreadPoolExecutor.map, and its loop-lag note blamed "CPU work in a coroutine".
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    loop = truth_of("lookup_api")["threads"][0]
+    assert loop["cpu_s"] < 1.0 and loop["wchans"].get("wait_woken", 0) > 0.5
+    port = free_port()
+    server = run_probe.spawn(
+        "-m", "uvicorn", "lookup_api:app", "--app-dir", CORPUS, "--port", str(port),
+        "--log-level", "warning",
+    )  # fmt: skip
+    wait_for_port(port)
+    answered = drive(port, clients=8, seconds=6)
+    server.send_signal(signal.SIGINT)
+    _, stderr = server.communicate(timeout=120)
+    assert server.returncode == 0 and answered > 0, stderr
+    d = json.loads((tmp_path / "run" / "diagnosis.json").read_text())
+    primary = d["primary"]
+    assert (primary["kind"], primary["subkind"]) == ("io", "network"), primary
+    assert primary["stage"].startswith("FeatureStore.fetch"), primary
+    first = d["recommendations"][0]
+    assert first["id"] == "concurrent_io", d["recommendations"]
+    # no more in flight than the 8 clients keep in the server; the realised 7.6x within 25%
+    assert first["evidence"]["workers"] <= 9, first["evidence"]
+    assert abs(first["estimated_speedup"] / 7.6 - 1) <= 0.25, first
+    assert "run_in_threadpool" in first["how"] and "pool.map" not in first["how"], first["how"]
+    [lag] = [n for n in d["notes"] if "loop lag" in n]
+    assert "blocked in a call" in lag and "FeatureStore.fetch" in lag, lag
+    assert "CPU work in a coroutine" not in lag, lag
+
+
 def test_a_thread_per_request_flask_server_survives_sampling_and_is_native_cpu_bound(
     run_probe, tmp_path
 ):

@@ -361,3 +361,27 @@ def test_a_loop_mostly_asleep_in_its_selector_has_no_loop_lag():
     )
     assert loops.loc[3].lagged_share == pytest.approx(2 / 12)
     assert loop_lag_notes(loops) == []
+
+
+def test_a_loop_blocked_in_a_call_inside_a_coroutine_is_told_to_move_the_call_off_it():
+    # lookup_api: an async route calls a blocking HTTP client; the loop thread asleep in
+    # the socket's read 86% of /proc's readings, callbacks ready behind it at 66%
+    samples = pd.DataFrame(
+        [
+            (5, "FeatureStore.fetch (app.py)", 0.0, 600e6, "network", "", False),
+            (5, "score (app.py)", 40e6, 0.0, "cpu", "", False),
+            (5, "<library>", 0.0, 300e6, "network", "event loop", False),  # its selector
+            (5, "lookup (app.py)", 0.0, 500e6, "network", "", True),  # a task's await
+        ],
+        columns=[
+            *("thread_id", "user_function", "cpu_ns", "wait_ns"),
+            *("reason", "idle_role", "awaited"),
+        ],
+    )  # fmt: skip
+    loops = loop_lag(loop_readings(5, [7, 8, 0, 7, 6, 8, 7, 0, 7, 8]), samples)
+    r = loops.loc[5]
+    assert r.blocked_share == pytest.approx(600 / 1440)
+    assert (r.blocked_in, r.blocked_on) == ("FeatureStore.fetch (app.py)", "network")
+    (note,) = loop_lag_notes(loops)
+    assert "blocked in a call 42% of its time, mostly in FeatureStore.fetch (app.py)" in note
+    assert "asyncio.to_thread" in note and "CPU work" not in note
