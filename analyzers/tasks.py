@@ -153,9 +153,10 @@ def _blocked_in_a_call(mine: pd.DataFrame) -> pd.Series:
     """The loop thread's waits blocked in a call (BLOCKING_REASONS), not in its selector
     waiting for the next event (``idle_role``) nor a task's await (``awaited``)."""
     blocking = mine["reason"].isin(BLOCKING_REASONS)
-    for column in ("idle_role", "awaited"):
-        if column in mine:
-            blocking &= ~mine[column].astype(bool) if column == "awaited" else mine[column] == ""
+    if "idle_role" in mine:
+        blocking &= mine["idle_role"] == ""
+    if "awaited" in mine:
+        blocking &= ~mine["awaited"].astype(bool)
     return mine["wait_ns"].where(blocking, 0.0)
 
 
@@ -169,8 +170,9 @@ def _most_blocked(mine: pd.DataFrame, blocked: pd.Series) -> tuple[str, str]:
 
 
 def loop_lag_notes(loops: pd.DataFrame, settings: LoopLag = LOOP_LAG) -> list[str]:
-    """A line per event loop whose ready callbacks queued behind what it ran: a coroutine
-    of the service's on a CPU, or the GIL held by other threads."""
+    """A line per event loop whose ready callbacks queued behind what it ran: a blocking
+    call in a coroutine, a coroutine of the service's on a CPU, or the GIL held by other
+    threads."""
     lines = []
     for _, r in loops[loops["lagged_share"] >= settings.lagged_share].iterrows():
         lag = (

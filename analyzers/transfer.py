@@ -14,9 +14,12 @@ results (``tests/threads_corpus/services/frame_stats.py``: 24-MB frames to a poo
 its feeder thread on a CPU 59% of the run and blocked writing 35%, measured from /proc;
 threads instead of processes, nothing copied, served the same frames 20x faster). So the
 run's samples in multiprocessing's send and receive paths (``roles.process_transfer``)
-are summed by thread, and a thread that spent most of the run moving data is said, with
-what to do instead. No speedup is estimated: what the copy's removal buys depends on
-what the workers then do with the cores, which this run cannot show.
+are summed by thread: their CPU is the copy (a send blocked on a full pipe may be a
+worker busy with its task, not a copy: a pool of small CPU-bound tasks blocks so). Where
+the copy took half a core or more over the run, a note says so with what to do instead,
+and the verdict's confidence falls with it (``rules.with_doubts``). No speedup is
+estimated: what the copy's removal buys depends on what the workers then do with the
+cores, which this run cannot show.
 """
 
 from __future__ import annotations
