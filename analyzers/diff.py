@@ -236,8 +236,14 @@ def _pick(key: str, ranked: list[Recommendation]) -> Recommendation | None:
 def _names(ranked: list[Recommendation]) -> list[str]:
     """What ``--applied`` takes, as the error lists it: each id, with ``@STAGE`` for an
     id more than one stage has."""
+    return _named(ranked, ranked)
+
+
+def _named(chosen: list[Recommendation], ranked: list[Recommendation]) -> list[str]:
+    """``chosen`` as ``--applied`` would name them among ``ranked``: the id, with
+    ``@STAGE`` where more than one stage has it (the diff's text then says which)."""
     shared = Counter(r.id for r in ranked)
-    return [f"{r.id}@{r.stage}" if shared[r.id] > 1 else r.id for r in ranked]
+    return [f"{r.id}@{r.stage}" if shared[r.id] > 1 else r.id for r in chosen]
 
 
 def held_error(predicted: float, realized: float, stated: Sequence[float] | None) -> float:
@@ -302,7 +308,9 @@ def compare(
         job_speedup=real.speedup if real.basis == "job" else None,
         basis=real.basis,
         stages=stages,
-        applied=[prediction[0]] if prediction is not None else [r.id for r in chosen],
+        applied=[prediction[0]]
+        if prediction is not None
+        else _named(chosen, [*a.recommendations, *a.minor_recommendations]),
         predicted=predicted,
         matched_by=matched,
         error=error,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from probe.analyzers.diff import _chosen
+from probe.analyzers.diff import _chosen, _named
 from probe.analyzers.recommendations import Recommendation
 
 
@@ -40,3 +40,11 @@ def test_an_unknown_stage_is_said_with_what_the_diagnosis_has_by_stage_where_ids
     assert unmatched.startswith("RUN_A's diagnosis has no recommendation vectorize_python@rank")
     assert "vectorize_python@load_catalogue (route_features.py)" in unmatched
     assert ", multi_instance," in unmatched  # an id no other stage has goes bare
+
+
+def test_the_comparison_names_the_stage_of_a_fix_two_stages_share():
+    # the diff's text and JSON say which vectorize_python it held the run to
+    assert _named([CATALOGUE], [*A.recommendations, *A.minor_recommendations]) == [
+        "vectorize_python@load_catalogue (route_features.py)"
+    ]
+    assert _named([INSTANCES], A.recommendations) == ["multi_instance"]
