@@ -197,14 +197,13 @@ def _chosen(a: Diagnosis, applied: list[str] | None) -> tuple[list[Recommendatio
     note naming those of ``applied`` RUN_A has no recommendation for ("" if none).
     ``applied``: ids, each the highest-ranked recommendation of that id, or ``ID@STAGE``
     for the one on that stage (its full name, or its function without the file)."""
-    # the fixes under the recommendations' bar too: applied with others, they compound
-    ranked = [*a.recommendations, *a.minor_recommendations]
+    ranked = _ranked(a)
     if applied:
         picked = {key: _pick(key, ranked) for key in applied}
         missing = [key for key, r in picked.items() if r is None]
         unmatched = (
             f"RUN_A's diagnosis has no recommendation {', '.join(missing)} "
-            f"(it has: {', '.join(_names(ranked)) or 'none'})"
+            f"(it has: {', '.join(_named(ranked, ranked)) or 'none'})"
             if missing
             else ""
         )
@@ -233,15 +232,16 @@ def _pick(key: str, ranked: list[Recommendation]) -> Recommendation | None:
     )
 
 
-def _names(ranked: list[Recommendation]) -> list[str]:
-    """What ``--applied`` takes, as the error lists it: each id, with ``@STAGE`` for an
-    id more than one stage has."""
-    return _named(ranked, ranked)
+def _ranked(a: Diagnosis) -> list[Recommendation]:
+    """What ``--applied`` picks from, best first: the recommendations, then the fixes
+    under their bar (applied with others, they compound)."""
+    return [*a.recommendations, *a.minor_recommendations]
 
 
 def _named(chosen: list[Recommendation], ranked: list[Recommendation]) -> list[str]:
     """``chosen`` as ``--applied`` would name them among ``ranked``: the id, with
-    ``@STAGE`` where more than one stage has it (the diff's text then says which)."""
+    ``@STAGE`` where more than one stage has it (the diff's text then says which; the
+    error, all of them)."""
     shared = Counter(r.id for r in ranked)
     return [f"{r.id}@{r.stage}" if shared[r.id] > 1 else r.id for r in chosen]
 
@@ -308,9 +308,7 @@ def compare(
         job_speedup=real.speedup if real.basis == "job" else None,
         basis=real.basis,
         stages=stages,
-        applied=[prediction[0]]
-        if prediction is not None
-        else _named(chosen, [*a.recommendations, *a.minor_recommendations]),
+        applied=[prediction[0]] if prediction is not None else _named(chosen, _ranked(a)),
         predicted=predicted,
         matched_by=matched,
         error=error,

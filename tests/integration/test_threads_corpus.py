@@ -157,6 +157,22 @@ def diagnosis_of(run_probe, name: str) -> dict:
     return json.loads((result.run_dir / "diagnosis.json").read_text())
 
 
+def served_diagnosis(run_probe, tmp_path, name: str) -> dict:
+    """``probe run`` of corpus app ``name:app`` under uvicorn, driven by 8 clients for 6 s
+    and stopped as Ctrl-C would: its diagnosis."""
+    port = free_port()
+    server = run_probe.spawn(
+        "-m", "uvicorn", f"{name}:app", "--app-dir", CORPUS, "--port", str(port),
+        "--log-level", "warning",
+    )  # fmt: skip
+    wait_for_port(port)
+    answered = drive(port, clients=8, seconds=6)
+    server.send_signal(signal.SIGINT)
+    _, stderr = server.communicate(timeout=120)
+    assert server.returncode == 0 and answered > 0, stderr
+    return json.loads((tmp_path / "run" / "diagnosis.json").read_text())
+
+
 def busiest_thread(truth: dict) -> dict:
     return max(truth["threads"], key=lambda t: t["cpu_s"])
 
@@ -316,17 +332,7 @@ def test_a_fastapi_app_under_uvicorn_is_gil_bound_in_its_handler_and_its_pool_is
     pytest.importorskip("uvicorn")
     truth = truth_of("predict_api")
     assert truth["cores_used"] < 1.2
-    port = free_port()
-    server = run_probe.spawn(
-        "-m", "uvicorn", "predict_api:app", "--app-dir", CORPUS, "--port", str(port),
-        "--log-level", "warning",
-    )  # fmt: skip
-    wait_for_port(port)
-    answered = drive(port, clients=8, seconds=6)
-    server.send_signal(signal.SIGINT)
-    _, stderr = server.communicate(timeout=120)
-    assert server.returncode == 0 and answered > 0, stderr
-    d = json.loads((tmp_path / "run" / "diagnosis.json").read_text())
+    d = served_diagnosis(run_probe, tmp_path, "predict_api")
     primary = d["primary"]
     assert primary["subkind"] == "gil" and primary["kind"] in ("cpu", "contention"), primary
     assert primary["stage"].startswith(("score_tokens", "normalise", "predict")), primary
@@ -353,17 +359,7 @@ def test_an_async_route_that_blocks_the_loop_on_a_sync_client_is_told_to_move_th
     pytest.importorskip("uvicorn")
     loop = truth_of("lookup_api")["threads"][0]
     assert loop["cpu_s"] < 1.0 and loop["wchans"].get("wait_woken", 0) > 0.5
-    port = free_port()
-    server = run_probe.spawn(
-        "-m", "uvicorn", "lookup_api:app", "--app-dir", CORPUS, "--port", str(port),
-        "--log-level", "warning",
-    )  # fmt: skip
-    wait_for_port(port)
-    answered = drive(port, clients=8, seconds=6)
-    server.send_signal(signal.SIGINT)
-    _, stderr = server.communicate(timeout=120)
-    assert server.returncode == 0 and answered > 0, stderr
-    d = json.loads((tmp_path / "run" / "diagnosis.json").read_text())
+    d = served_diagnosis(run_probe, tmp_path, "lookup_api")
     primary = d["primary"]
     assert (primary["kind"], primary["subkind"]) == ("io", "network"), primary
     assert primary["stage"].startswith("FeatureStore.fetch"), primary
