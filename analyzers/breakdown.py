@@ -63,8 +63,8 @@ from probe.analyzers.spantree import (
     latency_ns,
     request_mask,
 )
-from probe.analyzers.stacks import LIBRARY, UNKNOWN, label_stacks, package_of
-from probe.analyzers.tasks import loop_lag, loop_lag_notes, with_task_waits
+from probe.analyzers.stacks import LIBRARY, UNKNOWN, label_stacks, outermost_of, package_of
+from probe.analyzers.tasks import loop_lag, loop_lag_notes, queued_for_a_limit, with_task_waits
 from probe.analyzers.transfer import copy_cores, transfer_notes, transfer_table
 from probe.rundir.reader import Run
 from probe.rundir.schema import BLOCKING_REASONS, WAIT_REASONS
@@ -147,9 +147,10 @@ def _empty_requests() -> RequestFigures:
     )
 
 
-def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int]]:
+def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int], pd.DataFrame]:
     """(attributed sample rows with their timestamps and stack labels, the stacks blocked
-    entering a briefly held lock)."""
+    entering a briefly held lock, the tasks queued for a limit per function:
+    ``tasks.queued_for_a_limit``)."""
     samples = split_run_queue_waits(run.tables["samples"])
     labels = label_stacks(
         run.tables["stacks"],
@@ -167,6 +168,9 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int]]:
     tasks = run.tables.get("task_samples", pd.DataFrame())
     library = labels.loc[labels["user_function"] == LIBRARY, "stack_id"]
     kept, made = with_task_waits(joined, tasks, library)
+    limits = queued_for_a_limit(
+        tasks, labels, outermost_of(run.tables["stacks"], run.tables["frames"])
+    )
     if not made.empty:  # the rows made for the loop's tasks, labelled by their stacks
         made = made.merge(labels, on="stack_id", how="left").assign(awaited=True)
         joined = pd.concat([kept, made], ignore_index=True)
@@ -180,7 +184,7 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int]]:
         joined[column] = joined[column].fillna(
             "" if column in ("leaf_call", "idle_role", "transfer") else UNKNOWN
         )
-    return _charged_to_their_tasks(joined), brief
+    return _charged_to_their_tasks(joined), brief, limits
 
 
 def _charged_to_their_tasks(samples: pd.DataFrame) -> pd.DataFrame:
@@ -588,7 +592,7 @@ def _function_table(
 
 def breakdown(run: Run) -> Breakdown:
     """Per-stage (or per-function) breakdown of a loaded run (``probe.rundir.load``)."""
-    attributed, brief = _attributed_samples(run)
+    attributed, brief, limits = _attributed_samples(run)
     samples, idle = _idle_capacity(attributed)
     hz = float((run.meta.get("settings") or {}).get("hz") or DEFAULT_HZ)
     spans = run.tables["spans"]
@@ -613,7 +617,7 @@ def breakdown(run: Run) -> Breakdown:
     elif not samples.empty:
         on_path, queued = _on_the_path(samples, run, hz, _main_thread(run, attributed))
         followed = queued is not None
-        table = _function_table(on_path, run, queued)
+        table = _function_table(on_path, run, queued).join(limits, how="left")
         requests = _empty_requests() if indexed.empty else _requests(indexed, indexed["is_request"])
         source = "samples"
         notes.append(_samples_note(served=not indexed.empty, followed=followed))
@@ -669,6 +673,10 @@ _DEFAULTS: dict[str, Any] = {
     "top_line": "",
     "top_packages": "",
     "queued": 0.0,
+    # asyncio tasks queued for a pool's or a semaphore's permits (tasks.queued_for_a_limit)
+    "queued_tasks": 0.0,
+    "task_holders": 0.0,
+    "queued_in": "",
 }
 
 

@@ -8,7 +8,10 @@ Operational analysis (Denning & Buzen 1978) on what each request needed, measure
   release it), one server per worker process; ``cpu`` -- all its CPU, one server per
   core the host left free; ``server slots`` -- its whole time in the server, where the
   server takes a fixed number of requests at once (gunicorn's sync workers: one each,
-  ``gthread``: ``threads`` each); an async server has no such limit;
+  ``gthread``: ``threads`` each); an async server has no such limit; ``... permits`` --
+  the time a request holds a permit of a pool or a semaphore its requests queued for
+  (the tasks holding them over the throughput, Little's law), as many servers as it
+  lends;
 * the **ceiling**, by the bottleneck law: ``X <= min_k servers_k / demand_k``;
 * the **curve**, by exact mean-value analysis of a closed loop of N clients sending their
   next request as the last is answered (Reiser & Lavenberg 1980; Seidmann's
@@ -269,6 +272,9 @@ class Demands:
     free_cores: float
     processes: int  # worker processes, one interpreter each
     slots: int | None  # requests the server takes at once (None: no limit known)
+    # a pool's or a semaphore's permits requests queued for (rules' queued_for_a_limit):
+    # (what it is, its permits, seconds a request holds one)
+    limit: tuple[str, int, float] | None = None
 
 
 def capacity(
@@ -347,6 +353,9 @@ def _stations(demands: Demands, mean_s: float, measured: float, clients: float) 
         if clients >= demands.slots + 1 and measured > 0:
             held = max(mean_s, demands.slots / measured)
         stations.append(Station("server slots", held, float(demands.slots)))
+    if demands.limit is not None:
+        name, permits, held_s = demands.limit
+        stations.append(Station(f"{name} permits", held_s, float(permits)))
     return stations
 
 

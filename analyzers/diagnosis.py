@@ -678,7 +678,8 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
     )
     if sla_s is None:
         sla_s = (run.meta.get("settings") or {}).get("sla_s")
-    limits = _capacity(run, bd, facts, cold, served, sla_s)
+    queued = next((f for f in findings if f.rule == "queued_for_a_limit"), None)
+    limits = _capacity(run, bd, facts, cold, served, sla_s, queued)
     primary = findings[0] if findings else None
     primary_block = _primary_block(primary)
     primary_block["summary"] = _summary(primary, recs, bd)
@@ -716,10 +717,12 @@ def _capacity(
     cold: dict[str, Any] | None,
     served: EndpointFigures | None,
     sla_s: float | None,
+    queued: Finding | None = None,
 ) -> Capacity | None:
     """A served app's capacity (``analyzers.capacity``) from its requests' demands, the
-    server's configured limits (meta.json's ``collector.http_spans.limits``) and, when
-    the load driver ran, what its clients saw."""
+    server's configured limits (meta.json's ``collector.http_spans.limits``), the limit
+    its requests queued for (``queued``: a finding of ``rules``' ``queued_for_a_limit``)
+    and, when the load driver ran, what its clients saw."""
     per_request = demands(bd, facts, cold)
     spans = bd.spans
     if served is None or not per_request or spans.empty:
@@ -747,11 +750,22 @@ def _capacity(
             free_cores=float(per_request["cores_available"]),
             processes=int(limits.get("workers") or (len(workers) if workers is not None else 1)),
             slots=None if slots is None else int(slots),
+            limit=_limit_held(queued, bd.requests.throughput_per_s),
         ),
         endpoints=table,
         client_latencies_s=clients,
         sla_s=sla_s,
     )
+
+
+def _limit_held(queued: Finding | None, throughput: float | None) -> tuple[str, int, float] | None:
+    """(the limit, its permits, seconds a request holds one) from a finding of requests
+    queued for it: as many permits as tasks held them (all were out: others queued),
+    each held for those tasks over the throughput (Little's law)."""
+    if queued is None or not throughput:
+        return None
+    holding = float(queued.evidence["tasks_in_the_call"])
+    return str(queued.evidence["queued_in"]), max(1, round(holding)), holding / throughput
 
 
 def _unwrapped(run: Run) -> list[str]:

@@ -364,6 +364,8 @@ def _evidence(f: Finding) -> dict[str, Any]:
 
 
 def _concurrent_io(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
+    if f.rule == "queued_for_a_limit":
+        return _raised_limit(ctx, f, row)
     # Not for sleeps: a sleep on the request path is the service's own choice (polling,
     # back-off, pacing), not a call to overlap.
     if not (f.kind == "io" and f.subkind in ("network", "disk") and ctx.sequential):
@@ -385,6 +387,62 @@ def _concurrent_io(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | N
     # ratio, which can pass the stage's Amdahl ceiling.
     speedup = _concurrency_speedup(cap, workers, model) if cap else amdahl(p, workers)
     return _concurrent_io_proposal(ctx, f, row, _Overlap(p, wait, workers, ratio, speedup, offered))
+
+
+def _raised_limit(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
+    """Requests in line for a pool's or a semaphore's permits (``rules``'
+    ``queued_for_a_limit``): the limit raised to the requests in flight. By Little's law
+    on the tasks counted, a request spends ``in line / throughput`` seconds in line; the
+    estimate is the MVA throughput with that time gone from its waits, the requests in
+    flight as measured, over the same without the change. An ``asyncio.Lock`` is a
+    mutex: shortening what it holds is the fix (``reduce_lock_scope``)."""
+    ev, cap, req = f.evidence, ctx.demands, ctx.bd.requests
+    if ev.get("queued_in") == "asyncio.Lock" or not cap or not req.throughput_per_s:
+        return None
+    holding = float(ev["tasks_in_the_call"])
+    in_line = holding * float(ev["waiting_tasks"])
+    flight = max(1, round(req.concurrency))
+    think = float(cap["wait_s_per_request"])
+    shorter = max(0.0, think - in_line / float(req.throughput_per_s))
+    d_cpu, d_gil = float(cap["cpu_s_per_request"]), float(cap["gil_s_per_request"])
+    k = ctx.model.contention_cpu if flight > 1 else 1.0
+    stations = {
+        "gil": (d_gil * k, 1),
+        "cpu": (max(0.0, d_cpu - d_gil) * k, max(1, round(float(cap["cores_available"])))),
+    }
+    now = mva_throughput(think, stations, flight)
+    speedup = mva_throughput(shorter, stations, flight) / now if now > 0 else 1.0
+    permits = max(flight, math.ceil(holding + in_line))
+    waited = max(_WAITED_ON, key=lambda reason: float(row[f"wait_{reason}"]))
+    return Proposal(
+        stage=f.stage,
+        p=f.share,
+        s=local_speedup_for(f.share, speedup),
+        how={
+            "what": _WAITED_ON[waited],
+            "pace": f"{holding:.1f} calls at a time, {in_line:.1f} more requests in line",
+            "wait": float(row[f"wait_{waited}"]),
+            "workers": permits,
+            "top_call": row["top_call"],
+            "sketch": _RAISE_THE_LIMIT.format(
+                holding=holding, in_line=in_line, limit=ev["queued_in"], workers=permits
+            ),
+        },
+        evidence={
+            **_evidence(f),
+            "in_line_s_per_request": round(in_line / float(req.throughput_per_s), 6),
+            "workers": permits,
+            **cap,
+        },
+        model=f"{in_line:.1f} requests in line for {holding:.1f} permits at "
+        f"{req.throughput_per_s:.1f}/s: {in_line / req.throughput_per_s * 1e3:.0f} ms of each "
+        f"request's waits (Little's law), gone with {permits} permits; throughput by "
+        f"mean-value analysis of the measured per-request demands with {flight} in flight, "
+        "as measured. Assumes the far end serves that many at once: its capacity is not in "
+        "the run",
+        speedup=speedup,
+        ceiling=max(_bound_ratio(cap, ctx.bd) or ceiling(f.share), speedup),
+    )
 
 
 @dataclass(frozen=True)
@@ -437,7 +495,8 @@ def _concurrent_io_proposal(ctx: RuleContext, f: Finding, row: pd.Series, o: _Ov
         p=o.p,
         s=local_speedup_for(o.p, o.speedup),
         how={
-            "what": {"network": "the network", "disk": "the disk"}[f.subkind],
+            "what": _WAITED_ON[f.subkind],
+            "pace": "one request at a time",
             "wait": o.wait,
             "workers": o.workers,
             "top_call": row["top_call"],
@@ -560,7 +619,9 @@ def _multiprocess(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | No
 def _reduce_lock_scope(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
     if not (f.kind == "contention" and f.subkind == "lock"):
         return None
-    queued = f.evidence.get("waiting_threads")
+    if f.rule == "queued_for_a_limit" and f.evidence.get("queued_in") != "asyncio.Lock":
+        return None  # a pool's or a semaphore's permits: raised (_raised_limit), not shortened
+    queued = f.evidence.get("waiting_threads") or f.evidence.get("waiting_tasks")
     if queued:  # serialised: one thread works under the lock while the others queue on it
         waiting = float(queued)
         return Proposal(
@@ -789,6 +850,15 @@ _OFF_THE_LOOP = (
     "or an async client (httpx.AsyncClient, aiohttp, an async database driver). A blocking "
     "call inside a coroutine holds the event loop: every other request waits behind it. "
 )
+_WAITED_ON = {"network": "the network", "disk": "the disk", "subprocess": "another process"}
+_RAISE_THE_LIMIT = (
+    "{holding:.1f} of its calls were out at a time, as many as its {limit} let out, while "
+    "{in_line:.1f} requests waited in line. Raise the limit to {workers}, as far as the far "
+    "end serves that many at once:\n"
+    "    pool = await asyncpg.create_pool(dsn, max_size={workers})   # a database pool\n"
+    "    client = httpx.AsyncClient(limits=httpx.Limits(max_connections={workers}))\n"
+    "    limit = asyncio.Semaphore({workers})   # a semaphore of the service's own\n"
+)
 _GATHER = (
     "    limit = asyncio.Semaphore({workers})\n"
     "    async def bounded(item):\n"
@@ -807,7 +877,7 @@ FIXES: tuple[Fix, ...] = (
         id="concurrent_io",
         title="Make the {stage} calls concurrent",
         how=(
-            "{stage} waits on {what} for {wait:.0%} of its time, one request at a time. "
+            "{stage} waits on {what} for {wait:.0%} of its time, {pace}. "
             "Overlap the waits ({workers} in flight):\n{sketch}Waited in: {top_call}."
         ),
         scope="throughput",

@@ -130,7 +130,8 @@ class Thresholds:
     serialised_waiters: float = constant(
         1.0,
         "a stage runs one at a time under a lock when, while it runs, at least one other "
-        "thread waits on a lock in it (on average): demand for a second one, held off",
+        "thread waits on a lock in it (on average): demand for a second one, held off; "
+        "likewise a task waiting for a pool's or semaphore's permit per task holding one",
     )
     host_hinge: float = constant(
         0.5,
@@ -410,10 +411,10 @@ def _stage_kind(
         if pd.notna(gpu_util) and gpu_util >= t.gpu_busy_util:
             return "gpu", "gpu_compute", "gpu_wait_gpu_busy", evidence
         return "gpu", "launch_bound", "gpu_wait_gpu_underused", evidence
-    queued = float(row.get("queued", 0.0) or 0.0)
-    if queued >= t.serialised_waiters:
-        evidence["waiting_threads"] = round(queued, 2)
-        return "contention", "lock", "serialised_by_lock", evidence
+    queued = _in_line(row, top, t)
+    if queued:
+        evidence.update(queued)
+        return "contention", "lock", _IN_LINE_RULES[next(iter(queued))], evidence
     if top in ("network", "disk", "sleep"):
         return "io", top, f"wait_{top}", evidence
     if top == "subprocess":
@@ -443,6 +444,30 @@ def _stage_kind(
             evidence,
         )
     )
+
+
+_IN_LINE_RULES = {"waiting_threads": "serialised_by_lock", "waiting_tasks": "queued_for_a_limit"}
+
+
+def _in_line(row: pd.Series, top: str, t: Thresholds) -> dict[str, Any]:
+    """The stage's evidence of running only so many at a time, the rest in line: threads
+    queued on a mutex in it while it ran (``analyzers.path``), or tasks queued in it for a
+    pool's or a semaphore's permits while those holding them awaited I/O
+    (``tasks.queued_for_a_limit``) -- its waits are then a line, not the call alone. The
+    tasks' only where the I/O leads the stage's time: where its CPU does (a semaphore
+    admitting 16 of 480 queries to an event loop busy ranking them, rank_async), the
+    permits are not what holds the rest back. {} for neither."""
+    threads = float(row.get("queued", 0.0) or 0.0)
+    if threads >= t.serialised_waiters:
+        return {"waiting_threads": round(threads, 2)}
+    tasks = float(row.get("queued_tasks", 0.0) or 0.0)
+    if top in ("network", "disk", "subprocess") and tasks >= t.serialised_waiters:
+        return {
+            "waiting_tasks": round(tasks, 2),
+            "tasks_in_the_call": round(float(row["task_holders"]), 2),
+            "queued_in": str(row["queued_in"]),
+        }
+    return {}
 
 
 def _leading_part(comp: dict[str, float], contends: bool) -> str:
@@ -498,7 +523,7 @@ def classify(bd: Breakdown, facts: RunFacts, t: Thresholds = THRESHOLDS) -> list
         comp = _components(row)
         # the component that named the kind (GPU subkinds: the waits on the GPU; on-CPU
         # kinds: the CPU, whichever of python and native holds more of it)
-        if rule == "serialised_by_lock":
+        if rule in ("serialised_by_lock", "queued_for_a_limit"):
             component = max(comp.values())
         elif rule in ("cpu_native", "cpu_python"):
             component = comp["python"] + comp["native"]

@@ -55,6 +55,7 @@ __all__ = [
     "callers_of",
     "is_library_file",
     "label_stacks",
+    "outermost_of",
     "package_of",
 ]
 
@@ -241,6 +242,22 @@ def label_stacks(
         )
     flags = [c for c, t in _COLUMNS.items() if t == "bool"]
     return pd.DataFrame(rows, columns=list(_COLUMNS)).astype(dict.fromkeys(flags, bool))
+
+
+def outermost_of(stacks: pd.DataFrame, frames: pd.DataFrame) -> pd.Series:
+    """Each stack's outermost frame as ``name (file.py)``, indexed by stack id."""
+    if stacks.empty or frames.empty:
+        return pd.Series(dtype=object)
+    named = {
+        int(fid): f"{fn} ({os.path.basename(str(fname or ''))})"
+        for fid, fn, fname in zip(
+            frames["frame_id"], frames["function"], frames["filename"], strict=True
+        )
+    }
+    roots = stacks["frame_ids"].fillna("").astype(str).str.split(";").str[0]
+    return pd.Series(
+        [named.get(int(r), "") if r else "" for r in roots], index=stacks["stack_id"].astype(int)
+    )
 
 
 def callers_of(

@@ -33,7 +33,10 @@ from probe.analyzers.stacks import NOT_THE_SERVICE
 from probe.analyzers.vocabulary import subkind_words
 from probe.rundir.schema import BLOCKING_REASONS
 
-__all__ = ["AWAITED_IO", "LOOP_LAG", "LoopLag", "loop_lag", "loop_lag_notes", "with_task_waits"]
+__all__ = [
+    *("AWAITED_IO", "LIMIT_LEAVES", "LOOP_LAG", "LoopLag", "loop_lag", "loop_lag_notes"),
+    *("queued_for_a_limit", "with_task_waits"),
+]
 
 # Task wait reasons that are the work's own waits (the rest wait on other work)
 AWAITED_IO = ("network", "sleep", "subprocess")
@@ -83,6 +86,80 @@ def with_task_waits(
         made[column] = made[column] * made["share"]
     made = made.rename(columns={"wait_reason": "reason"})[_ATTRIBUTED]
     return samples.drop(index=hits.index), made.reset_index(drop=True)
+
+
+# Where a task queues for a limit other tasks hold: a lock's or a semaphore's permits
+# (BoundedSemaphore's acquire is Semaphore's), or a queue lending what it holds one
+# request at a time (a pool of connections; asyncpg's pool is a LifoQueue)
+LIMIT_LEAVES = {
+    ("asyncio/locks.py", "Lock.acquire"): "asyncio.Lock",
+    ("asyncio/locks.py", "Semaphore.acquire"): "asyncio.Semaphore",
+    ("asyncio/queues.py", "Queue.get"): "asyncio.Queue",
+}
+_QUEUED = ["queued_tasks", "task_holders", "queued_in"]
+
+
+def queued_for_a_limit(tasks: pd.DataFrame, labels: pd.DataFrame, roots: pd.Series) -> pd.DataFrame:
+    """Per function of the service (``user_function``), indexed by it, the tasks that
+    queued in it for a limit (``LIMIT_LEAVES``) while others of it awaited I/O there: a
+    pool or a semaphore letting only so many calls out at once, the rest of the requests
+    in line behind them. ``queued_tasks``: those queued per task in the call (mean over
+    the ticks with one in it, weighted by the tick's interval); ``task_holders``: the
+    tasks in the call at those ticks (mean); ``queued_in``: the limit (``asyncio.Queue``...).
+
+    A queue's ``get`` counts only inside a unit of work -- where the waiting function is
+    not its task's outermost coroutine: a worker task looping on ``get`` waits there for
+    its next item (idle, starved by its producer), not in line for a connection.
+    ``labels``: ``label_stacks``' rows; ``roots``: each stack's outermost function
+    (``stacks.outermost_of``). Empty when no task queued so."""
+    if tasks.empty or labels.empty:
+        return pd.DataFrame(columns=_QUEUED)
+    rows = tasks.merge(labels[["stack_id", "function", "filename", "user_function"]], on="stack_id")
+    rows = rows[~rows["user_function"].isin(_NOT_THE_SERVICE)]
+    limit = pd.Series(
+        [_limit_of(f, n) for f, n in zip(rows["function"], rows["filename"], strict=True)],
+        index=rows.index,
+    )
+    mid_work = rows["stack_id"].map(roots).fillna("") != rows["user_function"]
+    queued = (limit != "") & ((limit != "asyncio.Queue") | mid_work)
+    holding = rows["wait_reason"].isin(AWAITED_IO)
+    keys = ["thread_id", "ts_ns", "user_function"]
+    ticks = (
+        pd.DataFrame(
+            {
+                "queued": rows["tasks"].where(queued, 0.0),
+                "holders": rows["tasks"].where(holding, 0.0),
+                "wall": rows["wall_ns"].astype(float),
+            }
+        )
+        .join(rows[keys])
+        .groupby(keys)
+        .agg(queued=("queued", "sum"), holders=("holders", "sum"), wall=("wall", "max"))
+    )
+    ticks = ticks[(ticks["holders"] > 0)].reset_index()
+    if ticks.empty or not (ticks["queued"] > 0).any():
+        return pd.DataFrame(columns=_QUEUED)
+    out = {}
+    for function, theirs in ticks.groupby("user_function"):
+        weight = theirs["wall"]
+        held = float((theirs["holders"] * weight).sum())
+        if held <= 0 or not (theirs["queued"] > 0).any():
+            continue
+        where = limit[queued & (rows["user_function"] == function)]
+        out[function] = (
+            float((theirs["queued"] * weight).sum()) / held,
+            held / float(weight.sum()),
+            str(where.mode().iloc[0]) if not where.empty else "",
+        )
+    return pd.DataFrame.from_dict(out, orient="index", columns=_QUEUED)
+
+
+def _limit_of(function: str, filename: str) -> str:
+    name = filename.replace("\\", "/")
+    for (path, leaf), limit in LIMIT_LEAVES.items():
+        if function == leaf and name.endswith("/" + path):
+            return limit
+    return ""
 
 
 def _io_ticks(tasks: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,128 @@
+"""Requests in line for a pool's or a semaphore's permits (``tasks.queued_for_a_limit``,
+``rules``' ``queued_for_a_limit``, ``recommendations``' raised limit, the capacity's
+permits station), on fake task samples and stage rows."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from probe.analyzers.capacity import Demands, capacity
+from probe.analyzers.rules import THRESHOLDS, RunFacts, _stage_kind
+from probe.analyzers.tasks import queued_for_a_limit
+
+ASYNCIO = "/usr/lib/python3.11/asyncio/"
+LOOKUP = "ConnectionPool.lookup (app.py)"
+CONSUME = "consume (feed.py)"
+# stack id -> (leaf function, leaf file, the service's function, outermost frame)
+STACKS = {
+    1: ("StreamReader._wait_for_data", ASYNCIO + "streams.py", LOOKUP, "run_asgi (h11_impl.py)"),
+    2: ("Queue.get", ASYNCIO + "queues.py", LOOKUP, "run_asgi (h11_impl.py)"),
+    3: ("Semaphore.acquire", ASYNCIO + "locks.py", LOOKUP, "run_asgi (h11_impl.py)"),
+    4: ("StreamReader._wait_for_data", ASYNCIO + "streams.py", CONSUME, CONSUME),
+    5: ("Queue.get", ASYNCIO + "queues.py", CONSUME, CONSUME),  # a worker's next item
+    6: ("Event.wait", ASYNCIO + "locks.py", LOOKUP, "run_asgi (h11_impl.py)"),
+}
+
+
+def labels() -> pd.DataFrame:
+    rows = [(sid, fn, path, user) for sid, (fn, path, user, _) in STACKS.items()]
+    return pd.DataFrame(rows, columns=["stack_id", "function", "filename", "user_function"])
+
+
+def roots() -> pd.Series:
+    return pd.Series({sid: root for sid, (*_, root) in STACKS.items()})
+
+
+def ticks(rows: list[tuple[int, int, str, float]]) -> pd.DataFrame:
+    """(tick, stack, reason, tasks) rows, 10 ms ticks of one loop thread."""
+    frame = pd.DataFrame(rows, columns=["ts_ns", "stack_id", "wait_reason", "tasks"])
+    return frame.assign(thread_id=7, wall_ns=10_000_000)
+
+
+def test_requests_waiting_on_a_pool_s_queue_mid_request_queue_behind_those_in_the_call():
+    tasks = ticks(
+        [
+            (1, 1, "network", 2.0), (1, 2, "tasks", 6.0),
+            (2, 1, "network", 2.0), (2, 2, "tasks", 5.0),
+            (3, 2, "tasks", 8.0),  # nobody in the call: no line behind it
+        ]
+    )  # fmt: skip
+    found = queued_for_a_limit(tasks, labels(), roots())
+    row = found.loc[LOOKUP]
+    assert row["queued_tasks"] == pytest.approx(11 / 4)  # in line per task in the call
+    assert row["task_holders"] == pytest.approx(2.0)
+    assert row["queued_in"] == "asyncio.Queue"
+
+
+def test_a_semaphore_s_waiters_are_in_line_and_an_event_s_are_not():
+    tasks = ticks([(1, 1, "network", 2.0), (1, 3, "tasks", 4.0), (1, 6, "tasks", 9.0)])
+    row = queued_for_a_limit(tasks, labels(), roots()).loc[LOOKUP]
+    assert (row["queued_tasks"], row["queued_in"]) == (2.0, "asyncio.Semaphore")
+
+
+def test_worker_tasks_waiting_for_their_next_item_are_idle_not_in_line():
+    # eight consumers looping on `await queue.get()`, some fetching: a starved
+    # consumer waits for its producer, not for a permit another consumer holds
+    tasks = ticks([(1, 4, "network", 2.0), (1, 5, "tasks", 6.0), (2, 5, "tasks", 8.0)])
+    assert queued_for_a_limit(tasks, labels(), roots()).empty
+
+
+def stage(top_wait: str, *, cpu: float, queued: float) -> pd.Series:
+    waits = {f"wait_{r}": 0.0 for r in ("network", "disk", "sleep", "lock", "subprocess")}
+    waits |= {"wait_gil": 0.0, "wait_gpu_sync": 0.0, "wait_unknown": 0.0}
+    waits[f"wait_{top_wait}"] = 1.0 - cpu
+    return pd.Series(
+        {
+            **waits,
+            "cpu_share": cpu,
+            "python_share": 1.0,
+            "native_share": 0.0,
+            "tensor_share": 0.0,
+            "queued": 0.0,
+            "queued_tasks": queued,
+            "task_holders": 2.0,
+            "queued_in": "asyncio.Queue",
+        }
+    )
+
+
+FACTS = RunFacts(cpu_count=2, process_cores=0.1)
+
+
+def test_a_stage_waiting_on_the_network_with_requests_in_line_is_contention_for_the_limit():
+    kind, subkind, rule, evidence = _stage_kind(
+        stage("network", cpu=0.03, queued=3.0), FACTS, THRESHOLDS
+    )
+    assert (kind, subkind, rule) == ("contention", "lock", "queued_for_a_limit")
+    assert evidence["waiting_tasks"] == 3.0 and evidence["tasks_in_the_call"] == 2.0
+    # fewer than one in line per task in the call: the limit is not what holds them
+    kind, *_ = _stage_kind(stage("network", cpu=0.03, queued=0.5), FACTS, THRESHOLDS)
+    assert kind == "io"
+
+
+def test_a_stage_on_a_cpu_is_not_held_back_by_the_permits_it_hands_out():
+    # rank_async: a semaphore admits 16 of 480 queries to a loop busy ranking them
+    kind, subkind, *_ = _stage_kind(stage("network", cpu=0.9, queued=11.6), FACTS, THRESHOLDS)
+    assert (kind, subkind) == ("cpu", "python")
+
+
+def test_a_pool_s_permits_bound_the_capacity_by_the_time_each_request_holds_one():
+    # 2 permits, each request holding one 25 ms: at most 80 a second, whatever the GIL
+    latencies = [0.1] * 400
+    cap = capacity(
+        requests=400,
+        window_s=5.0,
+        latencies_s=latencies,  # type: ignore[arg-type]
+        demands=Demands(
+            cpu_s=0.001,
+            gil_s=0.0009,
+            free_cores=2.0,
+            processes=1,
+            slots=None,
+            limit=("asyncio.Queue", 2, 0.025),
+        ),  # fmt: skip
+    )
+    assert cap is not None
+    assert cap.bound_by == "asyncio.Queue permits"
+    assert cap.ceiling_per_s == pytest.approx(80.0)
