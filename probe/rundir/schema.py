@@ -197,7 +197,9 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
     # thread (thread_id), stack (the await chain, outermost coroutine first) and reason
     # (network, sleep, subprocess; tasks: on other tasks of the loop; thread: on an
     # executor; unknown) at each tick; tasks: how many tasks the row stands for (scaled
-    # from the chains walked), wall_ns: the tick's interval.
+    # from the chains walked), wall_ns: the tick's interval; main_task: the row is the
+    # task the loop's run_until_complete waits for (asyncio.run's; false in runs before
+    # 2026-12-04, which lack it).
     "task_samples": [
         ("ts_ns", "int64"),
         ("thread_id", "int64"),
@@ -205,6 +207,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("wait_reason", "string"),
         ("tasks", "float64"),
         ("wall_ns", "int64"),
+        ("main_task", "bool"),
     ],
     # Each event loop's ready queue at every stack tick (``probe.samplers.tasks``): the
     # callbacks ready to run (a task whose await completed, an I/O callback) waiting for

@@ -34,9 +34,11 @@ scaled up by pending over known when some could not be walked). A task with no f
 to wait on, or whose future is done, is ``ready``: runnable, waiting for its loop -- while
 the loop runs something else, that wait is loop lag.
 
-Rows: ``task_samples`` (ts_ns, thread_id, stack_id, wait_reason, tasks, wall_ns), one per
-loop thread, stack and reason at each tick, where ``wall_ns`` is the time since the tick
-before.
+Rows: ``task_samples`` (ts_ns, thread_id, stack_id, wait_reason, tasks, wall_ns,
+main_task), one per loop thread, stack and reason at each tick, where ``wall_ns`` is the
+time since the tick before and ``main_task`` marks the row of the task its loop's
+``run_until_complete`` waits for (``asyncio.run``'s: a batch job's own chain of awaits,
+which its run's length follows).
 
 Loop lag is read at every call, not only on the spaced ticks: each loop the ticks have
 met is asked how many callbacks wait in its ready queue (a task whose await completed,
@@ -169,9 +171,10 @@ class TaskSampler:
         self._pending = pending
         self._max_tasks = max_tasks
         self._start_at = start_at  # n -> where a tick's walk starts among n tasks
-        # task -> (the future it waited on, stack, reason) when last walked: a task still
-        # waiting on the same future has not moved, and is not walked again
-        self._known: dict[Any, tuple[Any, int, str]] = {}
+        # task -> (the future it waited on, stack, reason, whether it is its loop's main
+        # task) when last walked: a task still waiting on the same future has not moved,
+        # and is not walked again
+        self._known: dict[Any, tuple[Any, int, str, bool]] = {}
         self._last_ns: int | None = None
         # ticks are spaced to keep their cost under ``budget_share`` of the time: a tick
         # copies the registry and looks at every pending task (measured by
@@ -180,7 +183,7 @@ class TaskSampler:
         # takes nothing from the target. Timed by the wall, ticks in hypercorn's worker
         # under test_http_spans's load came 10-15 in its 3.1-3.4 s, by CPU 16-21
         self._budget = CostBudget(budget_share, timer)
-        self._rows: list[tuple[int, int, int, str, float, int]] = []
+        self._rows: list[tuple[int, int, int, str, float, int, bool]] = []
         # the loops the ticks have met -> their thread's id (weak: a closed loop goes)
         self._loops: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._loop_rows: list[tuple[int, int, int, bool]] = []
@@ -238,7 +241,7 @@ class TaskSampler:
             # every task is as likely to be walked whatever its place in the registry
             first = self._start_at(len(waiting))
             waiting = waiting[first:] + waiting[:first]
-        groups: Counter[tuple[int, int, str]] = Counter()
+        groups: Counter[tuple[int, int, str, bool]] = Counter()
         known, self._known = self._known, {}
         budget, unwalked = self._max_tasks, 0
         for task, tid in waiting:
@@ -249,24 +252,24 @@ class TaskSampler:
                 waiter = None
             hit = known.get(task)
             if hit is not None and waiter is not None and hit[0] is waiter:
-                _, sid, reason = hit  # still waiting on the same future: the same wait
+                _, sid, reason, main = hit  # still waiting on the same future: the same wait
             elif budget > 0:
                 budget -= 1
                 walked, reason = self._walk(task, waiter)
                 if walked is None:
                     continue
-                sid = walked
+                sid, main = walked, _is_main(task)
             else:
                 unwalked += 1
                 continue
-            self._known[task] = (waiter, sid, reason)
-            groups[(tid, sid, reason)] += 1
+            self._known[task] = (waiter, sid, reason, main)
+            groups[(tid, sid, reason, main)] += 1
         if not groups:
             return
         scale = len(waiting) / (len(waiting) - unwalked)
         self._rows.extend(
-            (now, tid, sid, reason, n * scale, now - last)
-            for (tid, sid, reason), n in groups.items()
+            (now, tid, sid, reason, n * scale, now - last, main)
+            for (tid, sid, reason, main), n in groups.items()
         )
 
     def _walk(self, task: Any, waiter: Any) -> tuple[int | None, str]:
@@ -287,6 +290,16 @@ class TaskSampler:
         rows, self._rows = self._rows, []
         loops, self._loop_rows = self._loop_rows, []
         return {"task_samples": rows, "loop_samples": loops}
+
+
+def _is_main(task: Any) -> bool:
+    """The task its loop's ``run_until_complete`` waits for -- ``asyncio.run``'s: the
+    job's own chain of awaits, the rest of its tasks working beside it."""
+    try:
+        callbacks = task._callbacks or ()
+    except AttributeError:
+        return False
+    return any(getattr(c[0], "__name__", "") == "_run_until_complete_cb" for c in callbacks)
 
 
 def _running_tasks() -> dict[Any, Any]:

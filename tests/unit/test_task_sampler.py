@@ -103,12 +103,51 @@ def test_the_sampler_counts_tasks_per_stack_and_reason_on_the_loop_s_thread():
         rows = sampler.drain()["task_samples"]
         tid = stacks.thread_id_of(loop._thread_id)  # type: ignore[attr-defined]
         by_reason: dict[str, float] = {}
-        for ts, thread, _, reason, count, wall in rows:
-            assert (ts, thread, wall) == (11_000, tid, 10_000)
+        for ts, thread, _, reason, count, wall, main in rows:
+            assert (ts, thread, wall, main) == (11_000, tid, 10_000, False)
             by_reason[reason] = by_reason.get(reason, 0.0) + count
         assert by_reason == {"network": 3.0, "sleep": 2.0, "tasks": 1.0}
         chains = [s for s in stacks.drain()["stacks"] if s[3] == "<await>"]
         assert len(chains) == 3  # one stack per chain shape
+
+
+def test_the_task_asyncio_run_waits_for_is_marked_its_loop_s_main_task():
+    # a job's own chain of awaits (asyncio.run's task) against the tasks beside it
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    async def job() -> None:
+        helpers = [asyncio.ensure_future(nap()) for _ in range(2)]
+        await asyncio.sleep(0.1)
+        while not stop.is_set():
+            await asyncio.sleep(0.02)  # the main task: asleep in job
+        for helper in helpers:
+            helper.cancel()
+        await asyncio.gather(*helpers, return_exceptions=True)
+
+    thread = threading.Thread(target=asyncio.run, args=(job(),), daemon=True)
+    try:
+        stacks = StackSampler()
+        thread.start()
+        time.sleep(0.3)
+        stacks.sample()
+        now = [1_000]
+        sampler = TaskSampler(
+            stack_of=stacks.await_stack_id,
+            thread_of=stacks.thread_id_of,
+            clock=lambda: now[0],
+            timer=lambda: 0.0,
+        )
+        sampler.sample()
+        now[0] = 11_000
+        sampler.sample()
+        rows = sampler.drain()["task_samples"]
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        server.close()
+    by_main = {main: count for *_, count, _, main in rows}
+    assert by_main == {True: 1.0, False: 2.0}, rows
 
 
 def test_a_tick_walks_at_most_max_tasks_chains_and_scales_the_counts():
@@ -175,7 +214,7 @@ def test_a_tick_that_cannot_walk_every_moved_task_starts_anywhere_not_at_the_fir
             ):
                 time.sleep(0.001)  # every task has moved since the last tick
             sampler.sample()
-            for _, _, sid, _, n, _ in sampler.drain()["task_samples"]:
+            for _, _, sid, _, n, _, _ in sampler.drain()["task_samples"]:
                 counts[sid] += n
     finally:
         for task in tasks:
@@ -293,6 +332,27 @@ def test_an_idle_loop_interval_is_shared_among_the_tasks_awaiting_io_at_its_end(
     # the loop's time, shared
     total = kept["wait_ns"].sum() + made["wait_ns"].sum()
     assert total == pytest.approx(samples["wait_ns"].sum())
+
+
+def test_an_idle_loop_interval_is_the_main_task_s_when_it_awaits_io_itself():
+    # consume_feed: asyncio.run's task reads a paced feed (stack 10) while eight
+    # consumers (stack 11) wait on their upstream: the job ends when the feed does
+    samples = attributed([(7, 2, 300, 0, 300, "network", 400, "event loop")] * 1)
+    main = task_rows(
+        [
+            (400, 7, 10, "network", 1.0, 300),
+            (400, 7, 11, "network", 3.0, 300),
+        ]
+    ).assign(main_task=[True, False])
+    _, made = with_task_waits(samples, main)
+    assert list(made["stack_id"]) == [10] and made["wait_ns"].sum() == pytest.approx(300)
+    # waiting on the others (a gather), the main task's time is theirs, shared
+    gathering = main.assign(wait_reason=["tasks", "network"])
+    _, made = with_task_waits(samples, gathering)
+    assert list(made["stack_id"]) == [11]
+    # a server's own main loop (no frame of the service's) does not take the time
+    _, made = with_task_waits(samples, main, library_stacks=[10])
+    assert made.set_index("stack_id")["wait_ns"].to_dict() == pytest.approx({10: 75, 11: 225})
 
 
 def test_a_library_task_asleep_is_a_timer_and_the_service_s_sleep_is_its_work():
