@@ -63,7 +63,7 @@ from probe.analyzers.spantree import (
     latency_ns,
     request_mask,
 )
-from probe.analyzers.stacks import LIBRARY, UNKNOWN, label_stacks, outermost_of, package_of
+from probe.analyzers.stacks import LIBRARY, UNKNOWN, chains_of, label_stacks, package_of
 from probe.analyzers.tasks import loop_lag, loop_lag_notes, queued_for_a_limit, with_task_waits
 from probe.analyzers.transfer import copy_cores, transfer_notes, transfer_table
 from probe.rundir.reader import Run
@@ -169,7 +169,9 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int], pd.Data
     library = labels.loc[labels["user_function"] == LIBRARY, "stack_id"]
     kept, made = with_task_waits(joined, tasks, library)
     limits = queued_for_a_limit(
-        tasks, labels, outermost_of(run.tables["stacks"], run.tables["frames"])
+        tasks,
+        labels,
+        chains_of(run.tables["stacks"], run.tables["frames"], tasks.get("stack_id", ())),
     )
     if not made.empty:  # the rows made for the loop's tasks, labelled by their stacks
         made = made.merge(labels, on="stack_id", how="left").assign(awaited=True)

@@ -55,7 +55,7 @@ __all__ = [
     "callers_of",
     "is_library_file",
     "label_stacks",
-    "outermost_of",
+    "chains_of",
     "package_of",
 ]
 
@@ -244,9 +244,11 @@ def label_stacks(
     return pd.DataFrame(rows, columns=list(_COLUMNS)).astype(dict.fromkeys(flags, bool))
 
 
-def outermost_of(stacks: pd.DataFrame, frames: pd.DataFrame) -> pd.Series:
-    """Each stack's outermost frame as ``name (file.py)``, indexed by stack id."""
-    if stacks.empty or frames.empty:
+def chains_of(stacks: pd.DataFrame, frames: pd.DataFrame, ids: Iterable[int]) -> pd.Series:
+    """The frames of the stacks ``ids`` as ``name (file.py)``, outermost first (a
+    tuple), indexed by stack id."""
+    wanted = stacks[stacks["stack_id"].isin(list(ids))]
+    if wanted.empty or frames.empty:
         return pd.Series(dtype=object)
     named = {
         int(fid): f"{fn} ({os.path.basename(str(fname or ''))})"
@@ -254,9 +256,13 @@ def outermost_of(stacks: pd.DataFrame, frames: pd.DataFrame) -> pd.Series:
             frames["frame_id"], frames["function"], frames["filename"], strict=True
         )
     }
-    roots = stacks["frame_ids"].fillna("").astype(str).str.split(";").str[0]
     return pd.Series(
-        [named.get(int(r), "") if r else "" for r in roots], index=stacks["stack_id"].astype(int)
+        [
+            tuple(named.get(int(f), "") for f in str(ids_ or "").split(";") if f)
+            for ids_ in wanted["frame_ids"]
+        ],
+        index=wanted["stack_id"].astype(int),
+        dtype=object,
     )
 
 

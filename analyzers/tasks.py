@@ -100,58 +100,74 @@ LIMIT_LEAVES = {
 _QUEUED = ["queued_tasks", "task_holders", "queued_in"]
 
 
-def queued_for_a_limit(tasks: pd.DataFrame, labels: pd.DataFrame, roots: pd.Series) -> pd.DataFrame:
-    """Per function of the service (``user_function``), indexed by it, the tasks that
-    queued in it for a limit (``LIMIT_LEAVES``) while others of it awaited I/O there: a
-    pool or a semaphore letting only so many calls out at once, the rest of the requests
-    in line behind them. ``queued_tasks``: those queued per task in the call (mean over
-    the ticks with one in it, weighted by the tick's interval); ``task_holders``: the
-    tasks in the call at those ticks (mean); ``queued_in``: the limit (``asyncio.Queue``...).
+def queued_for_a_limit(
+    tasks: pd.DataFrame, labels: pd.DataFrame, chains: pd.Series
+) -> pd.DataFrame:
+    """Per function of the service where tasks awaited I/O (their ``user_function``),
+    indexed by it: the tasks queued for a limit (``LIMIT_LEAVES``) in it or in a function
+    it was called from, while those tasks awaited I/O -- a pool or a semaphore letting
+    only so many calls out at once, the rest of the requests in line behind them.
+    ``queued_tasks``: those in line per task in the call (over the ticks with one in it,
+    weighted by the tick's interval); ``task_holders``: the tasks in the call at those
+    ticks (mean); ``queued_in``: the limit (``asyncio.Queue``...).
 
-    A queue's ``get`` counts only inside a unit of work -- where the waiting function is
-    not its task's outermost coroutine: a worker task looping on ``get`` waits there for
-    its next item (idle, starved by its producer), not in line for a connection.
-    ``labels``: ``label_stacks``' rows; ``roots``: each stack's outermost function
-    (``stacks.outermost_of``). Empty when no task queued so."""
+    A wait counts only in the middle of a task's work -- where the waiting function is
+    not its task's outermost coroutine: a worker looping on a queue's ``get`` waits there
+    for its next item (idle, starved by its producer), and a batch job's coroutines
+    gathered behind a semaphore (``async with limit:`` first thing) wait to start -- the
+    job's chosen pace, whose I/O the job's own finding reads. ``labels``:
+    ``label_stacks``' rows; ``chains``: each task stack's frames, outermost first
+    (``stacks.chains_of``). Empty when no task queued so."""
     if tasks.empty or labels.empty:
         return pd.DataFrame(columns=_QUEUED)
     rows = tasks.merge(labels[["stack_id", "function", "filename", "user_function"]], on="stack_id")
     rows = rows[~rows["user_function"].isin(_NOT_THE_SERVICE)]
+    chain = rows["stack_id"].map(chains).apply(lambda c: c if isinstance(c, tuple) else ())
     limit = pd.Series(
         [_limit_of(f, n) for f, n in zip(rows["function"], rows["filename"], strict=True)],
         index=rows.index,
+        dtype=object,
     )
-    mid_work = rows["stack_id"].map(roots).fillna("") != rows["user_function"]
-    queued = (limit != "") & ((limit != "asyncio.Queue") | mid_work)
-    holding = rows["wait_reason"].isin(AWAITED_IO)
-    keys = ["thread_id", "ts_ns", "user_function"]
-    ticks = (
-        pd.DataFrame(
-            {
-                "queued": rows["tasks"].where(queued, 0.0),
-                "holders": rows["tasks"].where(holding, 0.0),
-                "wall": rows["wall_ns"].astype(float),
-            }
-        )
-        .join(rows[keys])
-        .groupby(keys)
-        .agg(queued=("queued", "sum"), holders=("holders", "sum"), wall=("wall", "max"))
-    )
-    ticks = ticks[(ticks["holders"] > 0)].reset_index()
-    if ticks.empty or not (ticks["queued"] > 0).any():
+    mid_work = chain.str[0].fillna("") != rows["user_function"]
+    waiting = rows[(limit != "") & mid_work].assign(limit=limit)
+    holding = rows[rows["wait_reason"].isin(AWAITED_IO)].assign(chain=chain)
+    if waiting.empty or holding.empty:
         return pd.DataFrame(columns=_QUEUED)
-    out = {}
-    for function, theirs in ticks.groupby("user_function"):
-        weight = theirs["wall"]
-        held = float((theirs["holders"] * weight).sum())
-        if held <= 0 or not (theirs["queued"] > 0).any():
+    lines: dict[str, list[tuple[float, float, float, str]]] = {}
+    in_line = waiting.groupby(["thread_id", "ts_ns", "user_function"]).agg(
+        tasks=("tasks", "sum"), limit=("limit", "first")
+    )
+    for (tid, ts), theirs in holding.groupby(["thread_id", "ts_ns"]):
+        if (tid, ts) not in in_line.index.droplevel(2):
             continue
-        where = limit[queued & (rows["user_function"] == function)]
-        out[function] = (
-            float((theirs["queued"] * weight).sum()) / held,
-            held / float(weight.sum()),
-            str(where.mode().iloc[0]) if not where.empty else "",
+        line = in_line.loc[(tid, ts)]
+        for stage, held in theirs.groupby("user_function"):
+            callers = set().union(*held["chain"])
+            queued = line[line.index.isin(callers)]
+            if len(queued):
+                wall = float(held["wall_ns"].max())
+                counted = (float(queued["tasks"].sum()), float(held["tasks"].sum()), wall)
+                lines.setdefault(str(stage), []).append((*counted, str(queued["limit"].iloc[0])))
+    return _per_stage_line(lines, holding)
+
+
+def _per_stage_line(
+    lines: dict[str, list[tuple[float, float, float, str]]], holding: pd.DataFrame
+) -> pd.DataFrame:
+    """``queued_for_a_limit``'s table from its (in line, in the call, interval, limit)
+    per stage and tick: over every tick with one of the stage's tasks in the call."""
+    out = {}
+    for stage, counted in lines.items():
+        theirs = holding[holding["user_function"] == stage]
+        per_tick = theirs.groupby(["thread_id", "ts_ns"]).agg(
+            tasks=("tasks", "sum"), wall=("wall_ns", "max")
         )
+        held = float((per_tick["tasks"] * per_tick["wall"]).sum())
+        if held <= 0:
+            continue
+        queued = sum(q * w for q, _, w, _ in counted)
+        limits = pd.Series([limit for *_, limit in counted])
+        out[stage] = (queued / held, held / float(per_tick["wall"].sum()), str(limits.mode()[0]))
     return pd.DataFrame.from_dict(out, orient="index", columns=_QUEUED)
 
 

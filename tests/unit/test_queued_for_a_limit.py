@@ -12,16 +12,26 @@ from probe.analyzers.rules import THRESHOLDS, RunFacts, _stage_kind
 from probe.analyzers.tasks import queued_for_a_limit
 
 ASYNCIO = "/usr/lib/python3.11/asyncio/"
+ASGI = "run_asgi (h11_impl.py)"
 LOOKUP = "ConnectionPool.lookup (app.py)"
+PREDICT = "predict (app.py)"
+CALL = "call_model (app.py)"
 CONSUME = "consume (feed.py)"
-# stack id -> (leaf function, leaf file, the service's function, outermost frame)
+ENRICH = "enrich (job.py)"
+# stack id -> (leaf function, leaf file, the service's function, its frames outermost first)
 STACKS = {
-    1: ("StreamReader._wait_for_data", ASYNCIO + "streams.py", LOOKUP, "run_asgi (h11_impl.py)"),
-    2: ("Queue.get", ASYNCIO + "queues.py", LOOKUP, "run_asgi (h11_impl.py)"),
-    3: ("Semaphore.acquire", ASYNCIO + "locks.py", LOOKUP, "run_asgi (h11_impl.py)"),
-    4: ("StreamReader._wait_for_data", ASYNCIO + "streams.py", CONSUME, CONSUME),
-    5: ("Queue.get", ASYNCIO + "queues.py", CONSUME, CONSUME),  # a worker's next item
-    6: ("Event.wait", ASYNCIO + "locks.py", LOOKUP, "run_asgi (h11_impl.py)"),
+    1: ("StreamReader._wait_for_data", ASYNCIO + "streams.py", LOOKUP, (ASGI, PREDICT, LOOKUP)),
+    2: ("Queue.get", ASYNCIO + "queues.py", LOOKUP, (ASGI, PREDICT, LOOKUP)),
+    3: ("Semaphore.acquire", ASYNCIO + "locks.py", LOOKUP, (ASGI, PREDICT, LOOKUP)),
+    4: ("StreamReader._wait_for_data", ASYNCIO + "streams.py", CONSUME, (CONSUME,)),
+    5: ("Queue.get", ASYNCIO + "queues.py", CONSUME, (CONSUME,)),  # a worker's next item
+    6: ("Event.wait", ASYNCIO + "locks.py", LOOKUP, (ASGI, PREDICT, LOOKUP)),
+    # `async with limit:` in the route, the call in a function it calls
+    7: ("Semaphore.acquire", ASYNCIO + "locks.py", PREDICT, (ASGI, PREDICT)),
+    8: ("StreamReader._wait_for_data", ASYNCIO + "streams.py", CALL, (ASGI, PREDICT, CALL)),
+    # a batch job's coroutines gathered behind a semaphore, waiting to start
+    9: ("Semaphore.acquire", ASYNCIO + "locks.py", ENRICH, (ENRICH,)),
+    10: ("StreamReader._wait_for_data", ASYNCIO + "streams.py", ENRICH, (ENRICH,)),
 }
 
 
@@ -30,8 +40,8 @@ def labels() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["stack_id", "function", "filename", "user_function"])
 
 
-def roots() -> pd.Series:
-    return pd.Series({sid: root for sid, (*_, root) in STACKS.items()})
+def chains() -> pd.Series:
+    return pd.Series({sid: chain for sid, (*_, chain) in STACKS.items()})
 
 
 def ticks(rows: list[tuple[int, int, str, float]]) -> pd.DataFrame:
@@ -48,7 +58,7 @@ def test_requests_waiting_on_a_pool_s_queue_mid_request_queue_behind_those_in_th
             (3, 2, "tasks", 8.0),  # nobody in the call: no line behind it
         ]
     )  # fmt: skip
-    found = queued_for_a_limit(tasks, labels(), roots())
+    found = queued_for_a_limit(tasks, labels(), chains())
     row = found.loc[LOOKUP]
     assert row["queued_tasks"] == pytest.approx(11 / 4)  # in line per task in the call
     assert row["task_holders"] == pytest.approx(2.0)
@@ -57,7 +67,7 @@ def test_requests_waiting_on_a_pool_s_queue_mid_request_queue_behind_those_in_th
 
 def test_a_semaphore_s_waiters_are_in_line_and_an_event_s_are_not():
     tasks = ticks([(1, 1, "network", 2.0), (1, 3, "tasks", 4.0), (1, 6, "tasks", 9.0)])
-    row = queued_for_a_limit(tasks, labels(), roots()).loc[LOOKUP]
+    row = queued_for_a_limit(tasks, labels(), chains()).loc[LOOKUP]
     assert (row["queued_tasks"], row["queued_in"]) == (2.0, "asyncio.Semaphore")
 
 
@@ -65,7 +75,19 @@ def test_worker_tasks_waiting_for_their_next_item_are_idle_not_in_line():
     # eight consumers looping on `await queue.get()`, some fetching: a starved
     # consumer waits for its producer, not for a permit another consumer holds
     tasks = ticks([(1, 4, "network", 2.0), (1, 5, "tasks", 6.0), (2, 5, "tasks", 8.0)])
-    assert queued_for_a_limit(tasks, labels(), roots()).empty
+    assert queued_for_a_limit(tasks, labels(), chains()).empty
+
+
+def test_requests_in_line_in_the_route_queue_behind_the_call_the_route_makes():
+    tasks = ticks([(1, 8, "network", 2.0), (1, 7, "tasks", 6.0)])
+    row = queued_for_a_limit(tasks, labels(), chains()).loc[CALL]
+    assert (row["queued_tasks"], row["queued_in"]) == (3.0, "asyncio.Semaphore")
+
+
+def test_a_batch_job_s_coroutines_waiting_to_start_behind_its_semaphore_are_not_in_line():
+    # the job's chosen pace: its I/O is read as the job's own finding
+    tasks = ticks([(1, 10, "network", 8.0), (1, 9, "tasks", 290.0)])
+    assert queued_for_a_limit(tasks, labels(), chains()).empty
 
 
 def stage(top_wait: str, *, cpu: float, queued: float) -> pd.Series:

@@ -237,3 +237,14 @@ def test_a_table_swapped_for_another_or_retyped_is_named_with_its_column(tmp_pat
     pq.write_table(table.set_column(col, "start_ns", texts), run / "spans.parquet")
     with pytest.raises(ProbeError, match=r"spans.parquet: column 'start_ns' holds string"):
         load(run)
+
+
+def test_a_run_recorded_before_task_samples_had_main_task_loads_with_it_false(tmp_path):
+    run = base_run(tmp_path / "run")
+    rows = {
+        "ts_ns": [T0], "thread_id": [1], "stack_id": [0], "wait_reason": ["network"],
+        "tasks": [2.0], "wall_ns": [10 * MS],
+    }  # fmt: skip
+    pq.write_table(pa.table(rows), run / "task_samples.parquet")
+    tasks = load(run).tables["task_samples"]
+    assert list(tasks["main_task"]) == [False] and list(tasks["tasks"]) == [2.0]
