@@ -182,10 +182,11 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int], pd.Data
     )
     for column in (*bools, "awaited"):
         joined[column] = joined[column].fillna(False).astype(bool) if column in joined else False
-    for column in ("user_function", "location", "leaf_call", "function", "idle_role", "transfer"):
-        joined[column] = joined[column].fillna(
-            "" if column in ("leaf_call", "idle_role", "transfer") else UNKNOWN
-        )
+    texts = ("leaf_call", "idle_role", "transfer", "limit")
+    for column in ("user_function", "location", "function", *texts):
+        if column not in joined:
+            joined[column] = ""
+        joined[column] = joined[column].fillna("" if column in texts else UNKNOWN)
     return _charged_to_their_tasks(joined), brief, limits
 
 
@@ -565,6 +566,48 @@ def _on_the_path(
     return scaled[(scaled["cpu_ns"] + scaled["wait_ns"]) > 0], queued
 
 
+def threads_in_line(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per function of the service (``user_function``), indexed by it, its threads in line
+    for a limit (``roles.waits_for_a_limit``: a pool's queue, a semaphore) against those
+    in its I/O calls, where it has both: ``in_line``, the time waiting at the limit over
+    the time in the calls (threads in line per thread in a call); ``in_the_call``, the
+    threads in a call on average over the function's sampled span; ``queued_in``, the
+    limit. ``tasks.queued_for_a_limit`` is the same for asyncio tasks. A thread waiting
+    in a queue's ``get`` in a function with no I/O of its own waits for another thread's
+    work (a batcher's answer), not for a permit: it has no row."""
+    if samples.empty or "limit" not in samples:
+        return pd.DataFrame(columns=["in_line", "in_the_call", "queued_in"])
+    service = samples[~samples["user_function"].isin((LIBRARY, UNKNOWN))]
+    waits = service["wait_ns"].astype(float)
+    at_limit = waits.where((service["limit"] != "") & (service["reason"] == "lock"), 0.0)
+    in_call = waits.where(service["reason"].isin(_CALL_WAITS), 0.0)
+    by = service["user_function"]
+    table = pd.DataFrame(
+        {
+            "at_limit": at_limit.groupby(by).sum(),
+            "in_call": in_call.groupby(by).sum(),
+            "span": service.groupby(by)["ts_ns"].agg(lambda ts: float(ts.max() - ts.min())),
+            "queued_in": service["limit"].where(at_limit > 0).groupby(by).agg(_most_common),
+        }
+    )
+    table = table[(table["at_limit"] > 0) & (table["in_call"] > 0) & (table["span"] > 0)]
+    return pd.DataFrame(
+        {
+            "in_line": table["at_limit"] / table["in_call"],
+            "in_the_call": table["in_call"] / table["span"],
+            "queued_in": table["queued_in"],
+        }
+    )
+
+
+_CALL_WAITS = ("network", "disk", "subprocess")
+
+
+def _most_common(values: pd.Series) -> str:
+    values = values.dropna()
+    return str(values.mode().iloc[0]) if len(values) else ""
+
+
 def _function_table(
     samples: pd.DataFrame, run: Run, queued: pd.Series | None = None
 ) -> pd.DataFrame:
@@ -619,7 +662,8 @@ def breakdown(run: Run) -> Breakdown:
     elif not samples.empty:
         on_path, queued = _on_the_path(samples, run, hz, _main_thread(run, attributed))
         followed = queued is not None
-        table = _function_table(on_path, run, queued).join(limits, how="left")
+        in_line = limits.combine_first(threads_in_line(samples))
+        table = _function_table(on_path, run, queued).join(in_line, how="left")
         requests = _empty_requests() if indexed.empty else _requests(indexed, indexed["is_request"])
         source = "samples"
         notes.append(_samples_note(served=not indexed.empty, followed=followed))
@@ -676,8 +720,8 @@ _DEFAULTS: dict[str, Any] = {
     "top_packages": "",
     "queued": 0.0,
     # asyncio tasks queued for a pool's or a semaphore's permits (tasks.queued_for_a_limit)
-    "queued_tasks": 0.0,
-    "task_holders": 0.0,
+    "in_line": 0.0,
+    "in_the_call": 0.0,
     "queued_in": "",
 }
 

@@ -764,7 +764,7 @@ def _limit_held(queued: Finding | None, throughput: float | None) -> tuple[str, 
     each held for those tasks over the throughput (Little's law)."""
     if queued is None or not throughput:
         return None
-    holding = float(queued.evidence["tasks_in_the_call"])
+    holding = float(queued.evidence["in_the_call"])
     return str(queued.evidence["queued_in"]), max(1, round(holding)), holding / throughput
 
 

@@ -399,8 +399,8 @@ def _raised_limit(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | No
     ev, cap, req = f.evidence, ctx.demands, ctx.bd.requests
     if ev.get("queued_in") == "asyncio.Lock" or not cap or not req.throughput_per_s:
         return None
-    holding = float(ev["tasks_in_the_call"])
-    in_line = holding * float(ev["waiting_tasks"])
+    holding = float(ev["in_the_call"])
+    in_line = holding * float(ev["in_line_per_call"])
     flight = max(1, round(req.concurrency))
     think = float(cap["wait_s_per_request"])
     shorter = max(0.0, think - in_line / float(req.throughput_per_s))
@@ -424,9 +424,14 @@ def _raised_limit(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | No
             "wait": float(row[f"wait_{waited}"]),
             "workers": permits,
             "top_call": row["top_call"],
-            "sketch": _RAISE_THE_LIMIT.format(
-                holding=holding, in_line=in_line, limit=ev["queued_in"], workers=permits
-            ),
+            "sketch": (
+                _RAISE_THE_LIMIT
+                + (
+                    _LIMITS_ASYNC
+                    if str(ev["queued_in"]).startswith("asyncio.")
+                    else _LIMITS_THREADS
+                )
+            ).format(holding=holding, in_line=in_line, limit=ev["queued_in"], workers=permits),
         },
         evidence={
             **_evidence(f),
@@ -621,7 +626,7 @@ def _reduce_lock_scope(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal
         return None
     if f.rule == "queued_for_a_limit" and f.evidence.get("queued_in") != "asyncio.Lock":
         return None  # a pool's or a semaphore's permits: raised (_raised_limit), not shortened
-    queued = f.evidence.get("waiting_threads") or f.evidence.get("waiting_tasks")
+    queued = f.evidence.get("waiting_threads") or f.evidence.get("in_line_per_call")
     if queued:  # serialised: one thread works under the lock while the others queue on it
         waiting = float(queued)
         return Proposal(
@@ -855,9 +860,16 @@ _RAISE_THE_LIMIT = (
     "{holding:.1f} of its calls were out at a time, as many as its {limit} let out, while "
     "{in_line:.1f} requests waited in line. Raise the limit to {workers}, as far as the far "
     "end serves that many at once:\n"
+)
+_LIMITS_ASYNC = (
     "    pool = await asyncpg.create_pool(dsn, max_size={workers})   # a database pool\n"
     "    client = httpx.AsyncClient(limits=httpx.Limits(max_connections={workers}))\n"
     "    limit = asyncio.Semaphore({workers})   # a semaphore of the service's own\n"
+)
+_LIMITS_THREADS = (
+    "    engine = sqlalchemy.create_engine(url, pool_size={workers})   # a database pool\n"
+    "    session.mount('http://', requests.adapters.HTTPAdapter(pool_maxsize={workers}))\n"
+    "    limit = threading.BoundedSemaphore({workers})   # a semaphore of the service's own\n"
 )
 _GATHER = (
     "    limit = asyncio.Semaphore({workers})\n"

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 __all__ = [
     "BRIEF_HOLDERS",
     "IDLE_LOOPS",
+    "LIMITS",
     "NOTIFY_WAITS",
     "SERVING_LOOPS",
     "IdleLoop",
@@ -32,6 +33,7 @@ __all__ = [
     "in_pool_worker",
     "in_serving_loop",
     "process_transfer",
+    "waits_for_a_limit",
     "waits_to_be_notified",
 ]
 
@@ -244,6 +246,28 @@ def enters_a_brief_lock(frames: list[tuple[str, str]], leaf_call: str) -> bool:
         if not _in_condition(*caller):
             return _holds_briefly(*caller)
     return False
+
+
+# Where a thread waits for a limit other threads hold: a semaphore's permits, or a queue
+# lending what it holds one request at a time -- a pool of connections (urllib3's blocking
+# pool lends from a LifoQueue, SQLAlchemy's QueuePool from its own copy of queue.py).
+# Anywhere in the stack: a library's pool calls the queue. A thread-pool worker waits in
+# its queue for its next task too; that wait is its idle role, and no stage of the
+# service's holds it.
+LIMITS = {
+    ("/queue.py", "Queue.get"): "queue.Queue",
+    ("/threading.py", "Semaphore.acquire"): "threading.Semaphore",
+}
+_LIMIT_KEYS = frozenset(LIMITS)
+
+
+def waits_for_a_limit(frames: list[tuple[str, str]]) -> str:
+    """The limit (``LIMITS``) the stack (frames as ``idle_role``'s) waits in, or ``""``."""
+    for function, filename in reversed(frames):
+        key = _frame_key(function, filename, _LIMIT_KEYS)
+        if key is not None:
+            return LIMITS[key]
+    return ""
 
 
 # multiprocessing moving data between processes by copy: pickling a task (or a result)

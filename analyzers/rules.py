@@ -446,25 +446,26 @@ def _stage_kind(
     )
 
 
-_IN_LINE_RULES = {"waiting_threads": "serialised_by_lock", "waiting_tasks": "queued_for_a_limit"}
+_IN_LINE_RULES = {"waiting_threads": "serialised_by_lock", "in_line_per_call": "queued_for_a_limit"}
 
 
 def _in_line(row: pd.Series, top: str, t: Thresholds) -> dict[str, Any]:
     """The stage's evidence of running only so many at a time, the rest in line: threads
-    queued on a mutex in it while it ran (``analyzers.path``), or tasks queued in it for a
-    pool's or a semaphore's permits while those holding them awaited I/O
-    (``tasks.queued_for_a_limit``) -- its waits are then a line, not the call alone. The
-    tasks' only where the I/O leads the stage's time: where its CPU does (a semaphore
-    admitting 16 of 480 queries to an event loop busy ranking them, rank_async), the
-    permits are not what holds the rest back. {} for neither."""
+    queued on a mutex in it while it ran (``analyzers.path``), or tasks or threads in
+    line in it for a pool's or a semaphore's permits while those holding them were in
+    their I/O calls (``tasks.queued_for_a_limit``, ``breakdown.threads_in_line``) -- its
+    waits are then a line, not the call alone. The latter only where those waits lead the
+    stage's time: where its CPU does (a semaphore admitting 16 of 480 queries to an event
+    loop busy ranking them, rank_async), the permits are not what holds the rest back.
+    {} for neither."""
     threads = float(row.get("queued", 0.0) or 0.0)
     if threads >= t.serialised_waiters:
         return {"waiting_threads": round(threads, 2)}
-    tasks = float(row.get("queued_tasks", 0.0) or 0.0)
-    if top in ("network", "disk", "subprocess") and tasks >= t.serialised_waiters:
+    in_line = float(row.get("in_line", 0.0) or 0.0)
+    if top in ("network", "disk", "subprocess", "lock") and in_line >= t.serialised_waiters:
         return {
-            "waiting_tasks": round(tasks, 2),
-            "tasks_in_the_call": round(float(row["task_holders"]), 2),
+            "in_line_per_call": round(in_line, 2),
+            "in_the_call": round(float(row["in_the_call"]), 2),
             "queued_in": str(row["queued_in"]),
         }
     return {}

@@ -44,6 +44,7 @@ from probe.analyzers.roles import (
     in_pool_worker,
     in_serving_loop,
     process_transfer,
+    waits_for_a_limit,
     waits_to_be_notified,
 )
 from probe.rundir.schema import MODULE_CALL_FILE, MODULE_CALLS
@@ -154,6 +155,7 @@ _COLUMNS = {
     "comprehension": "bool",
     # sends or receives data to or from another process by copy (roles.process_transfer)
     "transfer": "object",
+    "limit": "object",  # the limit it waits in (roles.waits_for_a_limit), or ""
 }
 
 
@@ -238,6 +240,7 @@ def label_stacks(
                 user == LIBRARY and in_pool_worker(named),
                 deepest is not None and by_id[deepest][0].endswith(_INLINE_SCOPES),
                 process_transfer(named),
+                waits_for_a_limit(named),
             )
         )
     flags = [c for c, t in _COLUMNS.items() if t == "bool"]

@@ -97,7 +97,7 @@ LIMIT_LEAVES = {
     ("asyncio/locks.py", "Semaphore.acquire"): "asyncio.Semaphore",
     ("asyncio/queues.py", "Queue.get"): "asyncio.Queue",
 }
-_QUEUED = ["queued_tasks", "task_holders", "queued_in"]
+_QUEUED = ["in_line", "in_the_call", "queued_in"]
 
 
 def queued_for_a_limit(
@@ -107,8 +107,8 @@ def queued_for_a_limit(
     indexed by it: the tasks queued for a limit (``LIMIT_LEAVES``) in it or in a function
     it was called from, while those tasks awaited I/O -- a pool or a semaphore letting
     only so many calls out at once, the rest of the requests in line behind them.
-    ``queued_tasks``: those in line per task in the call (over the ticks with one in it,
-    weighted by the tick's interval); ``task_holders``: the tasks in the call at those
+    ``in_line``: those in line per task in the call (over the ticks with one in it,
+    weighted by the tick's interval); ``in_the_call``: the tasks in the call at those
     ticks (mean); ``queued_in``: the limit (``asyncio.Queue``...).
 
     A wait counts only in the middle of a task's work -- where the waiting function is

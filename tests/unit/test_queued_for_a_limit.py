@@ -1,13 +1,16 @@
-"""Requests in line for a pool's or a semaphore's permits (``tasks.queued_for_a_limit``,
-``rules``' ``queued_for_a_limit``, ``recommendations``' raised limit, the capacity's
-permits station), on fake task samples and stage rows."""
+"""Requests in line for a pool's or a semaphore's permits -- ``tasks.queued_for_a_limit``,
+``breakdown.threads_in_line``, ``roles.waits_for_a_limit``, ``rules``'
+``queued_for_a_limit``, ``recommendations``' raised limit, the capacity's permits
+station -- on fake task samples, thread samples and stage rows."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
+from probe.analyzers.breakdown import threads_in_line
 from probe.analyzers.capacity import Demands, capacity
+from probe.analyzers.roles import waits_for_a_limit
 from probe.analyzers.rules import THRESHOLDS, RunFacts, _stage_kind
 from probe.analyzers.tasks import queued_for_a_limit
 
@@ -60,15 +63,15 @@ def test_requests_waiting_on_a_pool_s_queue_mid_request_queue_behind_those_in_th
     )  # fmt: skip
     found = queued_for_a_limit(tasks, labels(), chains())
     row = found.loc[LOOKUP]
-    assert row["queued_tasks"] == pytest.approx(11 / 4)  # in line per task in the call
-    assert row["task_holders"] == pytest.approx(2.0)
+    assert row["in_line"] == pytest.approx(11 / 4)  # in line per task in the call
+    assert row["in_the_call"] == pytest.approx(2.0)
     assert row["queued_in"] == "asyncio.Queue"
 
 
 def test_a_semaphore_s_waiters_are_in_line_and_an_event_s_are_not():
     tasks = ticks([(1, 1, "network", 2.0), (1, 3, "tasks", 4.0), (1, 6, "tasks", 9.0)])
     row = queued_for_a_limit(tasks, labels(), chains()).loc[LOOKUP]
-    assert (row["queued_tasks"], row["queued_in"]) == (2.0, "asyncio.Semaphore")
+    assert (row["in_line"], row["queued_in"]) == (2.0, "asyncio.Semaphore")
 
 
 def test_worker_tasks_waiting_for_their_next_item_are_idle_not_in_line():
@@ -81,7 +84,7 @@ def test_worker_tasks_waiting_for_their_next_item_are_idle_not_in_line():
 def test_requests_in_line_in_the_route_queue_behind_the_call_the_route_makes():
     tasks = ticks([(1, 8, "network", 2.0), (1, 7, "tasks", 6.0)])
     row = queued_for_a_limit(tasks, labels(), chains()).loc[CALL]
-    assert (row["queued_tasks"], row["queued_in"]) == (3.0, "asyncio.Semaphore")
+    assert (row["in_line"], row["queued_in"]) == (3.0, "asyncio.Semaphore")
 
 
 def test_a_batch_job_s_coroutines_waiting_to_start_behind_its_semaphore_are_not_in_line():
@@ -102,8 +105,8 @@ def stage(top_wait: str, *, cpu: float, queued: float) -> pd.Series:
             "native_share": 0.0,
             "tensor_share": 0.0,
             "queued": 0.0,
-            "queued_tasks": queued,
-            "task_holders": 2.0,
+            "in_line": queued,
+            "in_the_call": 2.0,
             "queued_in": "asyncio.Queue",
         }
     )
@@ -117,7 +120,7 @@ def test_a_stage_waiting_on_the_network_with_requests_in_line_is_contention_for_
         stage("network", cpu=0.03, queued=3.0), FACTS, THRESHOLDS
     )
     assert (kind, subkind, rule) == ("contention", "lock", "queued_for_a_limit")
-    assert evidence["waiting_tasks"] == 3.0 and evidence["tasks_in_the_call"] == 2.0
+    assert evidence["in_line_per_call"] == 3.0 and evidence["in_the_call"] == 2.0
     # fewer than one in line per task in the call: the limit is not what holds them
     kind, *_ = _stage_kind(stage("network", cpu=0.03, queued=0.5), FACTS, THRESHOLDS)
     assert kind == "io"
@@ -148,3 +151,44 @@ def test_a_pool_s_permits_bound_the_capacity_by_the_time_each_request_holds_one(
     assert cap is not None
     assert cap.bound_by == "asyncio.Queue permits"
     assert cap.ceiling_per_s == pytest.approx(80.0)
+
+
+def test_a_thread_waiting_in_a_library_s_pool_queue_or_a_semaphore_waits_for_a_limit():
+    urllib3 = [
+        ("fetch (app.py)", "/srv/app.py"),
+        ("HTTPConnectionPool._get_conn", "/venv/site-packages/urllib3/connectionpool.py"),
+        ("Queue.get", "/usr/lib/python3.11/queue.py"),
+        ("Condition.wait", "/usr/lib/python3.11/threading.py"),
+    ]
+    assert waits_for_a_limit(urllib3) == "queue.Queue"
+    semaphore = [
+        ("score", "/srv/app.py"),
+        ("Semaphore.acquire", "/usr/lib/python3.11/threading.py"),
+    ]
+    assert waits_for_a_limit(semaphore) == "threading.Semaphore"
+    # a future's result, an event: waits for another thread's work, not for a permit
+    future = [
+        ("score", "/srv/app.py"),
+        ("Future.result", "/usr/lib/python3.11/concurrent/futures/_base.py"),
+    ]
+    assert waits_for_a_limit(future) == ""
+
+
+def thread_samples(rows: list[tuple[str, str, str, int]]) -> pd.DataFrame:
+    """(function, reason, limit, ms waited) rows, one a 10 ms tick, in order."""
+    frame = pd.DataFrame(rows, columns=["user_function", "reason", "limit", "wait_ms"])
+    return frame.assign(
+        wait_ns=frame["wait_ms"] * 1_000_000, ts_ns=[i * 10_000_000 for i in range(len(rows))]
+    )
+
+
+def test_threads_in_line_at_a_pool_are_counted_against_those_in_its_calls():
+    samples = thread_samples(
+        [(LOOKUP, "lock", "queue.Queue", 30), (LOOKUP, "network", "", 10)] * 50
+        # a batcher's callers wait in a queue for its answer: no I/O of their own
+        + [(PREDICT, "lock", "queue.Queue", 40)] * 20
+    )
+    table = threads_in_line(samples)
+    assert list(table.index) == [LOOKUP]
+    assert table.loc[LOOKUP, "in_line"] == pytest.approx(3.0)
+    assert table.loc[LOOKUP, "queued_in"] == "queue.Queue"
