@@ -63,7 +63,7 @@ from probe.analyzers.spantree import (
     latency_ns,
     request_mask,
 )
-from probe.analyzers.stacks import LIBRARY, UNKNOWN, chains_of, label_stacks, package_of
+from probe.analyzers.stacks import LIBRARY, UNKNOWN, label_stacks, package_of
 from probe.analyzers.tasks import loop_lag, loop_lag_notes, queued_for_a_limit, with_task_waits
 from probe.analyzers.transfer import copy_cores, transfer_notes, transfer_table
 from probe.rundir.reader import Run
@@ -168,11 +168,7 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int], pd.Data
     tasks = run.tables.get("task_samples", pd.DataFrame())
     library = labels.loc[labels["user_function"] == LIBRARY, "stack_id"]
     kept, made = with_task_waits(joined, tasks, library)
-    limits = queued_for_a_limit(
-        tasks,
-        labels,
-        chains_of(run.tables["stacks"], run.tables["frames"], tasks.get("stack_id", ())),
-    )
+    limits = queued_for_a_limit(tasks, labels, run.tables["stacks"], run.tables["frames"])
     if not made.empty:  # the rows made for the loop's tasks, labelled by their stacks
         made = made.merge(labels, on="stack_id", how="left").assign(awaited=True)
         joined = pd.concat([kept, made], ignore_index=True)
@@ -576,6 +572,8 @@ def threads_in_line(samples: pd.DataFrame) -> pd.DataFrame:
     in a queue's ``get`` in a function with no I/O of its own waits for another thread's
     work (a batcher's answer), not for a permit: it has no row."""
     if samples.empty or "limit" not in samples:
+        return pd.DataFrame(columns=["in_line", "in_the_call", "queued_in"])
+    if not (samples["limit"] != "").any():
         return pd.DataFrame(columns=["in_line", "in_the_call", "queued_in"])
     service = samples[~samples["user_function"].isin((LIBRARY, UNKNOWN))]
     waits = service["wait_ns"].astype(float)

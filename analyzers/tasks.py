@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from probe.analyzers.constants import constant
-from probe.analyzers.stacks import NOT_THE_SERVICE
+from probe.analyzers.stacks import NOT_THE_SERVICE, chains_of
 from probe.analyzers.vocabulary import subkind_words
 from probe.rundir.schema import BLOCKING_REASONS
 
@@ -101,7 +101,7 @@ _QUEUED = ["in_line", "in_the_call", "queued_in"]
 
 
 def queued_for_a_limit(
-    tasks: pd.DataFrame, labels: pd.DataFrame, chains: pd.Series
+    tasks: pd.DataFrame, labels: pd.DataFrame, stacks: pd.DataFrame, frames: pd.DataFrame
 ) -> pd.DataFrame:
     """Per function of the service where tasks awaited I/O (their ``user_function``),
     indexed by it: the tasks queued for a limit (``LIMIT_LEAVES``) in it or in a function
@@ -116,59 +116,79 @@ def queued_for_a_limit(
     for its next item (idle, starved by its producer), and a batch job's coroutines
     gathered behind a semaphore (``async with limit:`` first thing) wait to start -- the
     job's chosen pace, whose I/O the job's own finding reads. ``labels``:
-    ``label_stacks``' rows; ``chains``: each task stack's frames, outermost first
-    (``stacks.chains_of``). Empty when no task queued so."""
+    ``label_stacks``' rows of the run's ``stacks`` and ``frames``. Empty when no task
+    queued so."""
     if tasks.empty or labels.empty:
         return pd.DataFrame(columns=_QUEUED)
-    rows = tasks.merge(labels[["stack_id", "function", "filename", "user_function"]], on="stack_id")
-    rows = rows[~rows["user_function"].isin(_NOT_THE_SERVICE)]
-    chain = rows["stack_id"].map(chains).apply(lambda c: c if isinstance(c, tuple) else ())
-    limit = pd.Series(
-        [_limit_of(f, n) for f, n in zip(rows["function"], rows["filename"], strict=True)],
-        index=rows.index,
-        dtype=object,
+    awaited = labels[labels["stack_id"].isin(tasks["stack_id"].unique())]
+    awaited = awaited.assign(
+        limit=[
+            _limit_of(f, n) for f, n in zip(awaited["function"], awaited["filename"], strict=True)
+        ]
     )
+    if not (awaited["limit"] != "").any():
+        return pd.DataFrame(columns=_QUEUED)
+    chains = chains_of(stacks, frames, awaited["stack_id"])
+    awaited = awaited.assign(
+        chain=[c if isinstance(c, tuple) else () for c in awaited["stack_id"].map(chains)]
+    )
+    rows = tasks.merge(awaited[["stack_id", "user_function", "limit", "chain"]], on="stack_id")
+    rows = rows[~rows["user_function"].isin(_NOT_THE_SERVICE)]
+    limit, chain = rows["limit"], rows["chain"]
     mid_work = chain.str[0].fillna("") != rows["user_function"]
-    waiting = rows[(limit != "") & mid_work].assign(limit=limit)
-    holding = rows[rows["wait_reason"].isin(AWAITED_IO)].assign(chain=chain)
+    waiting = rows[(limit != "") & mid_work]
+    holding = rows[rows["wait_reason"].isin(AWAITED_IO)]
     if waiting.empty or holding.empty:
         return pd.DataFrame(columns=_QUEUED)
-    lines: dict[str, list[tuple[float, float, float, str]]] = {}
-    in_line = waiting.groupby(["thread_id", "ts_ns", "user_function"]).agg(
-        tasks=("tasks", "sum"), limit=("limit", "first")
+    return _per_stage_line(waiting, holding)
+
+
+def _per_stage_line(waiting: pd.DataFrame, holding: pd.DataFrame) -> pd.DataFrame:
+    """``queued_for_a_limit``'s table from the rows in line and those in a call: per tick
+    and stage in a call, the tasks in line in any function on its calls' chains; over
+    every tick with one of the stage's tasks in the call."""
+    tick = ["thread_id", "ts_ns"]
+    lines = (
+        waiting.groupby([*tick, "user_function"])
+        .agg(queued=("tasks", "sum"), limit=("limit", "first"))
+        .reset_index()
+        .rename(columns={"user_function": "caller"})
     )
-    for (tid, ts), theirs in holding.groupby(["thread_id", "ts_ns"]):
-        if (tid, ts) not in in_line.index.droplevel(2):
-            continue
-        line = in_line.loc[(tid, ts)]
-        for stage, held in theirs.groupby("user_function"):
-            callers = set().union(*held["chain"])
-            queued = line[line.index.isin(callers)]
-            if len(queued):
-                wall = float(held["wall_ns"].max())
-                counted = (float(queued["tasks"].sum()), float(held["tasks"].sum()), wall)
-                lines.setdefault(str(stage), []).append((*counted, str(queued["limit"].iloc[0])))
-    return _per_stage_line(lines, holding)
-
-
-def _per_stage_line(
-    lines: dict[str, list[tuple[float, float, float, str]]], holding: pd.DataFrame
-) -> pd.DataFrame:
-    """``queued_for_a_limit``'s table from its (in line, in the call, interval, limit)
-    per stage and tick: over every tick with one of the stage's tasks in the call."""
-    out = {}
-    for stage, counted in lines.items():
-        theirs = holding[holding["user_function"] == stage]
-        per_tick = theirs.groupby(["thread_id", "ts_ns"]).agg(
-            tasks=("tasks", "sum"), wall=("wall_ns", "max")
+    callers = (
+        holding[[*tick, "user_function", "chain"]]
+        .explode("chain")
+        .rename(columns={"chain": "caller"})
+        .drop_duplicates()
+        .merge(lines, on=[*tick, "caller"])
+    )
+    stage = [*tick, "user_function"]
+    per_tick = holding.groupby(stage).agg(held=("tasks", "sum"), wall=("wall_ns", "max"))
+    queued = callers.groupby(stage)["queued"].sum()
+    per_tick["queued"] = queued.reindex(per_tick.index).fillna(0.0)
+    per_tick = per_tick.reset_index()
+    weight = per_tick["wall"].astype(float)
+    sums = (
+        pd.DataFrame(
+            {
+                "queued": per_tick["queued"] * weight,
+                "held": per_tick["held"] * weight,
+                "wall": weight,
+                "user_function": per_tick["user_function"],
+            }
         )
-        held = float((per_tick["tasks"] * per_tick["wall"]).sum())
-        if held <= 0:
-            continue
-        queued = sum(q * w for q, _, w, _ in counted)
-        limits = pd.Series([limit for *_, limit in counted])
-        out[stage] = (queued / held, held / float(per_tick["wall"].sum()), str(limits.mode()[0]))
-    return pd.DataFrame.from_dict(out, orient="index", columns=_QUEUED)
+        .groupby("user_function")[["queued", "held", "wall"]]
+        .sum()
+    )
+    sums = sums[(sums["queued"] > 0) & (sums["held"] > 0)]
+    limits = callers.groupby("user_function")["limit"].agg(lambda v: str(v.mode().iloc[0]))
+    return pd.DataFrame(
+        {
+            "in_line": sums["queued"] / sums["held"],
+            "in_the_call": sums["held"] / sums["wall"],
+            "queued_in": limits.reindex(sums.index),
+        },
+        columns=_QUEUED,
+    )
 
 
 def _limit_of(function: str, filename: str) -> str:

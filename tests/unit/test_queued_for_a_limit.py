@@ -43,8 +43,23 @@ def labels() -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["stack_id", "function", "filename", "user_function"])
 
 
-def chains() -> pd.Series:
-    return pd.Series({sid: chain for sid, (*_, chain) in STACKS.items()})
+def stacks_and_frames() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The run's stacks and frames tables holding STACKS' chains."""
+    names = sorted({name for *_, chain in STACKS.values() for name in chain})
+    ids = {name: i for i, name in enumerate(names)}
+    frames = pd.DataFrame(
+        [(i, name.split(" (")[0], "/srv/" + name.split(" (")[1][:-1]) for name, i in ids.items()],
+        columns=["frame_id", "function", "filename"],
+    )
+    stacks = pd.DataFrame(
+        [(sid, ";".join(str(ids[n]) for n in chain)) for sid, (*_, chain) in STACKS.items()],
+        columns=["stack_id", "frame_ids"],
+    )
+    return stacks, frames
+
+
+def in_line(tasks: pd.DataFrame) -> pd.DataFrame:
+    return queued_for_a_limit(tasks, labels(), *stacks_and_frames())
 
 
 def ticks(rows: list[tuple[int, int, str, float]]) -> pd.DataFrame:
@@ -61,7 +76,7 @@ def test_requests_waiting_on_a_pool_s_queue_mid_request_queue_behind_those_in_th
             (3, 2, "tasks", 8.0),  # nobody in the call: no line behind it
         ]
     )  # fmt: skip
-    found = queued_for_a_limit(tasks, labels(), chains())
+    found = in_line(tasks)
     row = found.loc[LOOKUP]
     assert row["in_line"] == pytest.approx(11 / 4)  # in line per task in the call
     assert row["in_the_call"] == pytest.approx(2.0)
@@ -70,7 +85,7 @@ def test_requests_waiting_on_a_pool_s_queue_mid_request_queue_behind_those_in_th
 
 def test_a_semaphore_s_waiters_are_in_line_and_an_event_s_are_not():
     tasks = ticks([(1, 1, "network", 2.0), (1, 3, "tasks", 4.0), (1, 6, "tasks", 9.0)])
-    row = queued_for_a_limit(tasks, labels(), chains()).loc[LOOKUP]
+    row = in_line(tasks).loc[LOOKUP]
     assert (row["in_line"], row["queued_in"]) == (2.0, "asyncio.Semaphore")
 
 
@@ -78,19 +93,19 @@ def test_worker_tasks_waiting_for_their_next_item_are_idle_not_in_line():
     # eight consumers looping on `await queue.get()`, some fetching: a starved
     # consumer waits for its producer, not for a permit another consumer holds
     tasks = ticks([(1, 4, "network", 2.0), (1, 5, "tasks", 6.0), (2, 5, "tasks", 8.0)])
-    assert queued_for_a_limit(tasks, labels(), chains()).empty
+    assert in_line(tasks).empty
 
 
 def test_requests_in_line_in_the_route_queue_behind_the_call_the_route_makes():
     tasks = ticks([(1, 8, "network", 2.0), (1, 7, "tasks", 6.0)])
-    row = queued_for_a_limit(tasks, labels(), chains()).loc[CALL]
+    row = in_line(tasks).loc[CALL]
     assert (row["in_line"], row["queued_in"]) == (3.0, "asyncio.Semaphore")
 
 
 def test_a_batch_job_s_coroutines_waiting_to_start_behind_its_semaphore_are_not_in_line():
     # the job's chosen pace: its I/O is read as the job's own finding
     tasks = ticks([(1, 10, "network", 8.0), (1, 9, "tasks", 290.0)])
-    assert queued_for_a_limit(tasks, labels(), chains()).empty
+    assert in_line(tasks).empty
 
 
 def stage(top_wait: str, *, cpu: float, queued: float) -> pd.Series:
