@@ -413,6 +413,22 @@ def test_requests_in_line_for_a_pool_s_or_a_semaphore_s_permits_are_told_to_rais
     assert capacity["ceiling_per_s"] < 1.5 * capacity["measured_per_s"], capacity
 
 
+def test_a_job_s_threads_in_line_for_a_pool_are_told_to_raise_it_with_the_job_s_gain(run_probe):
+    # eight threads, a queue.Queue of two connections; it read "No fix estimated" (and,
+    # before the limit was read, "hold the lock only around the shared state")
+    truth = truth_of("pooled_batch")
+    futex = [t for t in truth["threads"] if t["wchans"].get("futex_do_wait", 0) > 0.9]
+    assert len(futex) >= 6, truth["threads"]  # the main thread and those in line
+    d = diagnosis_of(run_probe, "pooled_batch")
+    primary = d["primary"]
+    assert (primary["kind"], primary["subkind"]) == ("contention", "lock"), primary
+    assert primary["stage"].startswith("ProfilePool.lookup"), primary
+    first = d["recommendations"][0]
+    assert first["id"] == "concurrent_io" and "Raise the limit to 8" in first["how"], first
+    # 3.74x realised with eight connections (the docstring's plain pairs), within 25%
+    assert abs(first["estimated_speedup"] / 3.74 - 1) <= 0.25, first
+
+
 def test_a_thread_per_request_flask_server_survives_sampling_and_is_native_cpu_bound(
     run_probe, tmp_path
 ):
