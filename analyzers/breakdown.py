@@ -571,9 +571,7 @@ def threads_in_line(samples: pd.DataFrame) -> pd.DataFrame:
     limit. ``tasks.queued_for_a_limit`` is the same for asyncio tasks. A thread waiting
     in a queue's ``get`` in a function with no I/O of its own waits for another thread's
     work (a batcher's answer), not for a permit: it has no row."""
-    if samples.empty or "limit" not in samples:
-        return pd.DataFrame(columns=["in_line", "in_the_call", "queued_in"])
-    if not (samples["limit"] != "").any():
+    if samples.empty or "limit" not in samples or not (samples["limit"] != "").any():
         return pd.DataFrame(columns=["in_line", "in_the_call", "queued_in"])
     service = samples[~samples["user_function"].isin((LIBRARY, UNKNOWN))]
     waits = service["wait_ns"].astype(float)
@@ -717,7 +715,8 @@ _DEFAULTS: dict[str, Any] = {
     "top_line": "",
     "top_packages": "",
     "queued": 0.0,
-    # asyncio tasks queued for a pool's or a semaphore's permits (tasks.queued_for_a_limit)
+    # tasks or threads in line for a pool's or a semaphore's permits, per one in the call
+    # (tasks.queued_for_a_limit, threads_in_line)
     "in_line": 0.0,
     "in_the_call": 0.0,
     "queued_in": "",

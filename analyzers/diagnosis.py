@@ -496,7 +496,7 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
     else:
         text = (
             f"{kind_words(primary.kind)} in {where} ({primary.share:.0%} of "
-            f"{path}, {subkind_words(primary.subkind)})"
+            f"{path}, {_what_it_waits_on(primary)})"
         )
     best = next((r for r in recs if r.id != "fix_leak"), None)
     if best is not None:
@@ -508,6 +508,13 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
     elif library:
         text += ": time in the server's or the libraries' own code, none of the service's to change"
     return text + "." + _doubts_text(primary)
+
+
+def _what_it_waits_on(primary: Finding) -> str:
+    """The subkind's words; for requests in line for a limit, which limit."""
+    if primary.rule != "queued_for_a_limit":
+        return subkind_words(primary.subkind)
+    return f"in line for the permits its {primary.evidence['queued_in']} lends"
 
 
 def _doubts_text(primary: Finding) -> str:

@@ -10,8 +10,9 @@ import pytest
 
 from probe.analyzers.breakdown import threads_in_line
 from probe.analyzers.capacity import Demands, capacity
+from probe.analyzers.diagnosis import _what_it_waits_on
 from probe.analyzers.roles import waits_for_a_limit
-from probe.analyzers.rules import THRESHOLDS, RunFacts, _stage_kind
+from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, _stage_kind
 from probe.analyzers.tasks import queued_for_a_limit
 
 ASYNCIO = "/usr/lib/python3.11/asyncio/"
@@ -207,3 +208,12 @@ def test_threads_in_line_at_a_pool_are_counted_against_those_in_its_calls():
     assert list(table.index) == [LOOKUP]
     assert table.loc[LOOKUP, "in_line"] == pytest.approx(3.0)
     assert table.loc[LOOKUP, "queued_in"] == "queue.Queue"
+
+
+def test_the_verdict_names_the_limit_its_requests_are_in_line_for():
+    in_line = Finding(
+        "contention", "lock", LOOKUP, 0.9, 1.0, "queued_for_a_limit", {"queued_in": "queue.Queue"}
+    )
+    assert _what_it_waits_on(in_line) == "in line for the permits its queue.Queue lends"
+    mutex = Finding("contention", "lock", LOOKUP, 0.9, 1.0, "wait_lock", {})
+    assert _what_it_waits_on(mutex) == "waiting on locks"
