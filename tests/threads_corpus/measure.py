@@ -105,10 +105,28 @@ def serve_and_drive(child: subprocess.Popen, port: int) -> None:
 
 
 def watch(argv: list[str], port: int | None = None) -> dict[str, object]:
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if port is not None:
-        serve_and_drive(child, port)
-    return watch_pid(child.pid, lambda: child.poll() is None)
+    child = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        if port is not None:
+            serve_and_drive(child, port)
+        return watch_pid(child.pid, lambda: child.poll() is None)
+    finally:
+        reap(child)
+
+
+def reap(child: subprocess.Popen) -> None:
+    """End what is left of ``child``'s session (started with ``start_new_session``): a
+    helper process of the service (a store its lifespan starts) outlived a server that
+    py-spy's Ctrl-C stopped before it could shut down, three in one sitting."""
+    import signal
+
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    child.wait()
 
 
 def watch_pid(pid: int, running: Callable[[], bool], every_s: float = 0.05) -> dict[str, object]:
@@ -171,10 +189,13 @@ def py_spy_profile(
         out = Path(tmp) / "raw.txt"
         spy = subprocess.Popen(["py-spy", "record", "-r", "100", "-f", "raw", "-o", str(out),
                                 "--", *argv], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
-        if port is not None:
-            serve_and_drive(spy, port)  # py-spy passes the SIGINT on to the server
-        spy.wait()
+                               stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        try:
+            if port is not None:
+                serve_and_drive(spy, port)  # py-spy passes the SIGINT on to the server
+            spy.wait()
+        finally:
+            reap(spy)
         if not out.exists():
             return None, None
         leaf: collections.Counter[str] = collections.Counter()
