@@ -54,9 +54,9 @@ __all__ = [
     "NOT_THE_SERVICE",
     "UNKNOWN",
     "callers_of",
+    "chains_of",
     "is_library_file",
     "label_stacks",
-    "chains_of",
     "package_of",
 ]
 
