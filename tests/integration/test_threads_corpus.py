@@ -385,7 +385,7 @@ def test_an_async_route_that_blocks_the_loop_on_a_sync_client_is_told_to_move_th
 # connections 3.64x
 LIMITED = [
     ("pooled_lookup", "ConnectionPool.lookup", "asyncio.Queue", 3.84),
-    ("limited_api", "fetch_profile", "asyncio.Semaphore", 2.14),
+    ("limited_api", "fetch_profile", "asyncio.Semaphore", 2.17),
     ("pooled_sync_api", "ConnectionPool.lookup", "queue.Queue", 3.64),
 ]
 

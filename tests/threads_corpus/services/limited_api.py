@@ -14,8 +14,10 @@ Truth, measured from outside (``limited_api.truth.json``: ``python
 tests/threads_corpus/measure.py --serve limited_api``, 2026-12-04): the server's one
 thread asleep in its selector (``do_epoll_wait``) at 78% of the readings, 0.17 cores;
 py-spy's top on-CPU function ``EpollSelector.select``. ``drive.py``'s 8 clients for 5 s got
-530-539 answers, and 1,087-1,197 with eight permits (two alternated pairs, plain uvicorn,
-no probe): 2.0-2.3x, 2.14x on the pairs' totals.
+529-542 answers, and 1,087-1,225 with eight permits (five alternated pairs, plain uvicorn,
+no probe; two, then three more the same evening): 2.0-2.3x a pair, 2.17x on the totals
+(2,682 against 5,813). The far end slows with eight calls out: each opens a connection,
+which the store accepts on one thread and serves on a new one.
 
     python -m uvicorn limited_api:app --port 8000
 """
