@@ -64,7 +64,13 @@ from probe.analyzers.spantree import (
     request_mask,
 )
 from probe.analyzers.stacks import LIBRARY, UNKNOWN, label_stacks, package_of
-from probe.analyzers.tasks import loop_lag, loop_lag_notes, queued_for_a_limit, with_task_waits
+from probe.analyzers.tasks import (
+    IN_LINE_COLUMNS,
+    loop_lag,
+    loop_lag_notes,
+    queued_for_a_limit,
+    with_task_waits,
+)
 from probe.analyzers.transfer import copy_cores, transfer_notes, transfer_table
 from probe.rundir.reader import Run
 from probe.rundir.schema import BLOCKING_REASONS, WAIT_REASONS
@@ -180,8 +186,6 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int], pd.Data
         joined[column] = joined[column].fillna(False).astype(bool) if column in joined else False
     texts = ("leaf_call", "idle_role", "transfer", "limit")
     for column in ("user_function", "location", "function", *texts):
-        if column not in joined:
-            joined[column] = ""
         joined[column] = joined[column].fillna("" if column in texts else UNKNOWN)
     return _charged_to_their_tasks(joined), brief, limits
 
@@ -572,7 +576,7 @@ def threads_in_line(samples: pd.DataFrame) -> pd.DataFrame:
     in a queue's ``get`` in a function with no I/O of its own waits for another thread's
     work (a batcher's answer), not for a permit: it has no row."""
     if samples.empty or "limit" not in samples or not (samples["limit"] != "").any():
-        return pd.DataFrame(columns=["in_line", "in_the_call", "queued_in"])
+        return pd.DataFrame(columns=IN_LINE_COLUMNS)
     service = samples[~samples["user_function"].isin((LIBRARY, UNKNOWN))]
     waits = service["wait_ns"].astype(float)
     at_limit = waits.where((service["limit"] != "") & (service["reason"] == "lock"), 0.0)

@@ -350,12 +350,18 @@ def _concurrency_speedup(
     costing ``contention`` (the model's ``contention_cpu`` by default) times the CPU it
     cost alone."""
     think = float(demands["wait_s_per_request"])
+    one = mva_throughput(think, _request_stations(demands, 1.0), 1)
+    k = (model.contention_cpu if contention is None else contention) if workers > 1 else 1.0
+    many = mva_throughput(think, _request_stations(demands, k), workers)
+    return many / one if one > 0 else 1.0
+
+
+def _request_stations(demands: dict[str, Any], k: float) -> dict[str, tuple[float, int]]:
+    """The stations a request queues at (``mva_throughput``'s): the GIL, one server; the
+    rest of its CPU, a server a free core; each demand ``k`` times what it cost alone."""
     d_cpu, d_gil = float(demands["cpu_s_per_request"]), float(demands["gil_s_per_request"])
     cores = max(1, round(float(demands["cores_available"])))
-    one = mva_throughput(think, {"gil": (d_gil, 1), "cpu": (max(0.0, d_cpu - d_gil), cores)}, 1)
-    k = (model.contention_cpu if contention is None else contention) if workers > 1 else 1.0
-    many = {"gil": (d_gil * k, 1), "cpu": (max(0.0, d_cpu - d_gil) * k, cores)}
-    return mva_throughput(think, many, workers) / one if one > 0 else 1.0
+    return {"gil": (d_gil * k, 1), "cpu": (max(0.0, d_cpu - d_gil) * k, cores)}
 
 
 # -- the rules ---------------------------------------------------------------------------
@@ -406,28 +412,15 @@ def _raised_limit(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | No
     flight = max(1, round(req.concurrency))
     think = float(cap["wait_s_per_request"])
     shorter = max(0.0, think - in_line / float(req.throughput_per_s))
-    d_cpu, d_gil = float(cap["cpu_s_per_request"]), float(cap["gil_s_per_request"])
-    k = ctx.model.contention_cpu if flight > 1 else 1.0
-    stations = {
-        "gil": (d_gil * k, 1),
-        "cpu": (max(0.0, d_cpu - d_gil) * k, max(1, round(float(cap["cores_available"])))),
-    }
+    stations = _request_stations(cap, ctx.model.contention_cpu if flight > 1 else 1.0)
     now = mva_throughput(think, stations, flight)
     speedup = mva_throughput(shorter, stations, flight) / now if now > 0 else 1.0
     permits = max(flight, math.ceil(holding + in_line))
-    waited = max(_WAITED_ON, key=lambda reason: float(row[f"wait_{reason}"]))
     return Proposal(
         stage=f.stage,
         p=f.share,
         s=local_speedup_for(f.share, speedup),
-        how={
-            "what": _WAITED_ON[waited],
-            "pace": f"{holding:.1f} calls at a time, {in_line:.1f} more requests in line",
-            "wait": float(row[f"wait_{waited}"]),
-            "workers": permits,
-            "top_call": row["top_call"],
-            "sketch": _limit_sketch(holding, in_line, str(ev["queued_in"]), permits),
-        },
+        how=_limit_how(f, row, holding, in_line, permits, "requests"),
         evidence={
             **_evidence(f),
             "in_line_s_per_request": round(in_line / float(req.throughput_per_s), 6),
@@ -451,20 +444,11 @@ def _raised_limit_of_a_job(f: Finding, row: pd.Series, holding: float, in_line: 
     ``1 + in line per call`` (tests/threads_corpus's pooled_batch: eight threads, a pool
     of two; 3.9x against 3.74x realised with eight connections)."""
     permits = math.ceil(holding + in_line)
-    waited = max(_WAITED_ON, key=lambda reason: float(row[f"wait_{reason}"]))
-    limit = str(f.evidence["queued_in"])
     return Proposal(
         stage=f.stage,
         p=f.share,
         s=1.0 + in_line / holding,
-        how={
-            "what": _WAITED_ON[waited],
-            "pace": f"{holding:.1f} calls at a time, {in_line:.1f} more callers in line",
-            "wait": float(row[f"wait_{waited}"]),
-            "workers": permits,
-            "top_call": row["top_call"],
-            "sketch": _limit_sketch(holding, in_line, limit, permits),
-        },
+        how=_limit_how(f, row, holding, in_line, permits, "callers"),
         evidence={**_evidence(f), "workers": permits},
         model=f"s = 1 + {in_line / holding:.2f}, the callers in line per call: with "
         f"{permits} permits their calls overlap. Assumes the far end serves that many at "
@@ -472,11 +456,24 @@ def _raised_limit_of_a_job(f: Finding, row: pd.Series, holding: float, in_line: 
     )
 
 
-def _limit_sketch(holding: float, in_line: float, limit: str, permits: int) -> str:
-    limits = _LIMITS_ASYNC if limit.startswith("asyncio.") else _LIMITS_THREADS
-    return (_RAISE_THE_LIMIT + limits).format(
-        holding=holding, in_line=in_line, limit=limit, workers=permits
-    )
+def _limit_how(
+    f: Finding, row: pd.Series, holding: float, in_line: float, permits: int, who: str
+) -> dict[str, Any]:
+    """``concurrent_io``'s words for a raised limit: what the calls wait on, the line
+    (``who``: requests, or a job's callers), and the sketch for the limit's kind."""
+    waited = max(_WAITED_ON, key=lambda reason: float(row[f"wait_{reason}"]))
+    limit = str(f.evidence["queued_in"])
+    sketch = _LIMITS_ASYNC if limit.startswith("asyncio.") else _LIMITS_THREADS
+    return {
+        "what": _WAITED_ON[waited],
+        "pace": f"{holding:.1f} calls at a time, {in_line:.1f} more {who} in line",
+        "wait": float(row[f"wait_{waited}"]),
+        "workers": permits,
+        "top_call": row["top_call"],
+        "sketch": (_RAISE_THE_LIMIT + sketch).format(
+            holding=holding, in_line=in_line, limit=limit, workers=permits
+        ),
+    }
 
 
 @dataclass(frozen=True)

@@ -248,15 +248,20 @@ def enters_a_brief_lock(frames: list[tuple[str, str]], leaf_call: str) -> bool:
     return False
 
 
-# Where a thread waits for a limit other threads hold: a semaphore's permits, or a queue
-# lending what it holds one request at a time -- a pool of connections (urllib3's blocking
-# pool lends from a LifoQueue, SQLAlchemy's QueuePool from its own copy of queue.py).
-# Anywhere in the stack: a library's pool calls the queue. A thread-pool worker waits in
-# its queue for its next task too; that wait is its idle role, and no stage of the
-# service's holds it.
+# Where a thread, or an asyncio task, waits for a limit others hold: a semaphore's
+# permits, or a queue lending what it holds one request at a time -- a pool of
+# connections (urllib3's blocking pool lends from a LifoQueue, SQLAlchemy's QueuePool from
+# its own copy of queue.py, asyncpg's from an asyncio LifoQueue; BoundedSemaphore's
+# acquire is Semaphore's). Anywhere in the stack: a library's pool calls the queue. A
+# thread-pool worker waits in its queue for its next task too; that wait is its idle
+# role, and no stage of the service's holds it. An asyncio Lock is a mutex, told apart
+# by its name (its fix is to hold it less, not to raise it).
 LIMITS = {
     ("/queue.py", "Queue.get"): "queue.Queue",
     ("/threading.py", "Semaphore.acquire"): "threading.Semaphore",
+    ("/asyncio/locks.py", "Lock.acquire"): "asyncio.Lock",
+    ("/asyncio/locks.py", "Semaphore.acquire"): "asyncio.Semaphore",
+    ("/asyncio/queues.py", "Queue.get"): "asyncio.Queue",
 }
 _LIMIT_KEYS = frozenset(LIMITS)
 

@@ -247,18 +247,29 @@ def label_stacks(
     return pd.DataFrame(rows, columns=list(_COLUMNS)).astype(dict.fromkeys(flags, bool))
 
 
+def _frame_labels(
+    frames: pd.DataFrame, library_paths: tuple[str, ...] = ()
+) -> dict[int, tuple[str, bool]]:
+    """frame id -> (``name (file.py)``, whether it is not the service's own code: a
+    library's, or a comprehension counted as the function that wrote it)."""
+    return {
+        int(fid): (
+            f"{fn} ({os.path.basename(str(fname or ''))})",
+            is_library_file(str(fname or ""), library_paths) or str(fn).endswith(_INLINE_SCOPES),
+        )
+        for fid, fn, fname in zip(
+            frames["frame_id"], frames["function"], frames["filename"], strict=True
+        )
+    }
+
+
 def chains_of(stacks: pd.DataFrame, frames: pd.DataFrame, ids: Iterable[int]) -> pd.Series:
     """The frames of the stacks ``ids`` as ``name (file.py)``, outermost first (a
     tuple), indexed by stack id."""
     wanted = stacks[stacks["stack_id"].isin(list(ids))]
     if wanted.empty or frames.empty:
         return pd.Series(dtype=object)
-    named = {
-        int(fid): f"{fn} ({os.path.basename(str(fname or ''))})"
-        for fid, fn, fname in zip(
-            frames["frame_id"], frames["function"], frames["filename"], strict=True
-        )
-    }
+    named = {fid: label for fid, (label, _) in _frame_labels(frames).items()}
     return pd.Series(
         [
             tuple(named.get(int(f), "") for f in str(ids_ or "").split(";") if f)
@@ -278,16 +289,7 @@ def callers_of(
     function that wrote them; recursion is the stage's own)."""
     if stacks.empty or frames.empty:
         return frozenset()
-    paths = tuple(library_paths)
-    labels = {
-        int(fid): (
-            f"{fn} ({os.path.basename(str(fname or ''))})",
-            is_library_file(str(fname or ""), paths) or str(fn).endswith(_INLINE_SCOPES),
-        )
-        for fid, fn, fname in zip(
-            frames["frame_id"], frames["function"], frames["filename"], strict=True
-        )
-    }
+    labels = _frame_labels(frames, tuple(library_paths))
     found: set[str] = set()
     for frame_ids in stacks["frame_ids"].fillna(""):
         named = [labels.get(int(f), ("", True)) for f in str(frame_ids).split(";") if f]

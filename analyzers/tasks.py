@@ -34,7 +34,7 @@ from probe.analyzers.vocabulary import subkind_words
 from probe.rundir.schema import BLOCKING_REASONS
 
 __all__ = [
-    *("AWAITED_IO", "LIMIT_LEAVES", "LOOP_LAG", "LoopLag", "loop_lag", "loop_lag_notes"),
+    *("AWAITED_IO", "IN_LINE_COLUMNS", "LOOP_LAG", "LoopLag", "loop_lag", "loop_lag_notes"),
     *("queued_for_a_limit", "with_task_waits"),
 ]
 
@@ -89,22 +89,15 @@ def with_task_waits(
     return samples.drop(index=hits.index), made.reset_index(drop=True)
 
 
-# Where a task queues for a limit other tasks hold: a lock's or a semaphore's permits
-# (BoundedSemaphore's acquire is Semaphore's), or a queue lending what it holds one
-# request at a time (a pool of connections; asyncpg's pool is a LifoQueue)
-LIMIT_LEAVES = {
-    ("asyncio/locks.py", "Lock.acquire"): "asyncio.Lock",
-    ("asyncio/locks.py", "Semaphore.acquire"): "asyncio.Semaphore",
-    ("asyncio/queues.py", "Queue.get"): "asyncio.Queue",
-}
-_QUEUED = ["in_line", "in_the_call", "queued_in"]
+# a stage's line for a limit: in line per one in the call, those in the call, the limit
+IN_LINE_COLUMNS = ["in_line", "in_the_call", "queued_in"]
 
 
 def queued_for_a_limit(
     tasks: pd.DataFrame, labels: pd.DataFrame, stacks: pd.DataFrame, frames: pd.DataFrame
 ) -> pd.DataFrame:
     """Per function of the service where tasks awaited I/O (their ``user_function``),
-    indexed by it: the tasks queued for a limit (``LIMIT_LEAVES``) in it or in a function
+    indexed by it: the tasks queued for a limit (``label_stacks``' ``limit``) in it or in a function
     it was called from, while those tasks awaited I/O -- a pool or a semaphore letting
     only so many calls out at once, the rest of the requests in line behind them.
     ``in_line``: those in line per task in the call (over the ticks with one in it,
@@ -119,15 +112,10 @@ def queued_for_a_limit(
     ``label_stacks``' rows of the run's ``stacks`` and ``frames``. Empty when no task
     queued so."""
     if tasks.empty or labels.empty:
-        return pd.DataFrame(columns=_QUEUED)
+        return pd.DataFrame(columns=IN_LINE_COLUMNS)
     awaited = labels[labels["stack_id"].isin(tasks["stack_id"].unique())]
-    awaited = awaited.assign(
-        limit=[
-            _limit_of(f, n) for f, n in zip(awaited["function"], awaited["filename"], strict=True)
-        ]
-    )
     if not (awaited["limit"] != "").any():
-        return pd.DataFrame(columns=_QUEUED)
+        return pd.DataFrame(columns=IN_LINE_COLUMNS)
     chains = chains_of(stacks, frames, awaited["stack_id"])
     awaited = awaited.assign(
         chain=[c if isinstance(c, tuple) else () for c in awaited["stack_id"].map(chains)]
@@ -139,7 +127,7 @@ def queued_for_a_limit(
     waiting = rows[(limit != "") & mid_work]
     holding = rows[rows["wait_reason"].isin(AWAITED_IO)]
     if waiting.empty or holding.empty:
-        return pd.DataFrame(columns=_QUEUED)
+        return pd.DataFrame(columns=IN_LINE_COLUMNS)
     return _per_stage_line(waiting, holding)
 
 
@@ -187,16 +175,8 @@ def _per_stage_line(waiting: pd.DataFrame, holding: pd.DataFrame) -> pd.DataFram
             "in_the_call": sums["held"] / sums["wall"],
             "queued_in": limits.reindex(sums.index),
         },
-        columns=_QUEUED,
+        columns=IN_LINE_COLUMNS,
     )
-
-
-def _limit_of(function: str, filename: str) -> str:
-    name = filename.replace("\\", "/")
-    for (path, leaf), limit in LIMIT_LEAVES.items():
-        if function == leaf and name.endswith("/" + path):
-            return limit
-    return ""
 
 
 def _io_ticks(tasks: pd.DataFrame, library: pd.Series) -> pd.DataFrame:

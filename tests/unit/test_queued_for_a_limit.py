@@ -40,8 +40,13 @@ STACKS = {
 
 
 def labels() -> pd.DataFrame:
-    rows = [(sid, fn, path, user) for sid, (fn, path, user, _) in STACKS.items()]
-    return pd.DataFrame(rows, columns=["stack_id", "function", "filename", "user_function"])
+    """``label_stacks``' rows for STACKS: the leaf's limit read as it reads it."""
+    rows = [
+        (sid, fn, path, user, waits_for_a_limit([(fn, path)]))
+        for sid, (fn, path, user, _) in STACKS.items()
+    ]
+    columns = ["stack_id", "function", "filename", "user_function", "limit"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def stacks_and_frames() -> tuple[pd.DataFrame, pd.DataFrame]:
