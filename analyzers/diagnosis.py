@@ -17,6 +17,7 @@ import pandas as pd
 from probe.analyzers.batching import BatchAdvice, spans_advice
 from probe.analyzers.breakdown import Breakdown, breakdown, host_busy_percent, run_start_ns
 from probe.analyzers.capacity import Capacity, Demands, capacity
+from probe.analyzers.collector import collector_time
 from probe.analyzers.empty_run import NOTHING_TO_JUDGE, SCHEMA
 from probe.analyzers.endpoints import EndpointFigures, endpoints
 from probe.analyzers.leaks import (
@@ -387,6 +388,12 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
             (_collector_figure(meta, "kernel_states") or {}).get("unavailable") or ""
         ),
         copy_cores=bd.copy_cores,
+        collector=collector_time(
+            run.tables.get("gc_pauses", pd.DataFrame()),
+            bd.work_samples,
+            bd.wall_s,
+            (lo, hi) if bd.requests.count else (None, None),
+        ),
     )
 
 
@@ -482,12 +489,18 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
     packages = primary.evidence.get("top_packages")
     library = primary.stage in NOT_THE_SERVICE
     path = "request time" if bd.requests.count and bd.source == "spans" else "sampled time"
+    if primary.rule == "collector_pauses" and primary.share < THRESHOLDS.bottleneck_share:
+        return f"No dominant bottleneck: the largest part is {_collector_words(primary)}." + (
+            _doubts_text(primary)
+        )
     if primary.share < THRESHOLDS.bottleneck_share:
         return (
             f"No dominant bottleneck: the largest stage, {where}, takes {primary.share:.0%} "
             f"of {path} ({what}, {subkind_words(primary.subkind)})." + _doubts_text(primary)
         )
-    if library:  # no frame of the service's own code: say whose code it is
+    if primary.rule == "collector_pauses":
+        text = _collector_words(primary)
+    elif library:  # no frame of the service's own code: say whose code it is
         text = (
             f"{kind_words(primary.kind)} in library code, no frame of the service's own "
             f"({where}, {primary.share:.0%} of {path}, {subkind_words(primary.subkind)}"
@@ -510,6 +523,43 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
     return text + "." + _doubts_text(primary)
 
 
+def _collector_notes(facts: RunFacts) -> list[str]:
+    """The collector's time, where it holds a finding's share of the run (its finding
+    says it where it leads; the note says it wherever the stages' shares hide it: its
+    time is inside theirs, in whatever code allocated when a collection came due)."""
+    c = facts.collector
+    if c is None or c.share < THRESHOLDS.finding_share:
+        return []
+    over = "serving time" if c.serving else "run"
+    full = (
+        f", {c.full_collections} full ones {c.full_s:.2f} s (longest "
+        f"{1e3 * c.longest_full_s:.0f} ms)"
+        if c.full_collections
+        else ""
+    )
+    return [
+        f"the garbage collector held the process {c.share:.0%} of the {over}: "
+        f"{c.young_collections:,} young collections {c.young_s:.2f} s{full}; the stages' "
+        "shares include it, in the code whose allocations set each off"
+    ]
+
+
+def _collector_words(primary: Finding) -> str:
+    """The verdict's words for the collector's finding (``rules._collector_pauses``)."""
+    e = primary.evidence
+    full = (
+        f"{e['full_collections']} full collections of {e['mean_full_ms']:.0f} ms each, "
+        f"set off mostly in `{primary.stage}`"
+        if e.get("full_collections")
+        else f"{e['young_collections']:,} young collections"
+    )
+    over = "serving time" if e.get("over") == "serving" else "run"
+    held = f"its collections held the process {primary.share:.0%} of the {over} ({full})"
+    if primary.share < THRESHOLDS.bottleneck_share:
+        return f"the garbage collector: {held}"
+    return f"CPU-bound in the garbage collector: {held}"
+
+
 def _what_it_waits_on(primary: Finding) -> str:
     """The subkind's words; for requests in line for a limit, which limit."""
     if primary.rule != "queued_for_a_limit":
@@ -522,11 +572,14 @@ def _doubts_text(primary: Finding) -> str:
     doubts = primary.evidence.get("doubts") or []
     if not doubts:
         return ""
+    if primary.rule == "collector_pauses":  # timed, not sampled: no run settles it better
+        return f" Confidence {primary.confidence:.0%}: {'; '.join(doubts)}."
     # a longer run on a host busy with other work measures the same mix again
     alone = bool(primary.evidence.get("without_other_load"))
     # a stage that both computes and waits measures the same split however long it runs
     mixed = bool(primary.evidence.get("mixed_with"))
-    others = len(doubts) - mixed
+    # the collector's time is timed, not sampled: no longer run settles which buys more
+    others = len(doubts) - mixed - bool(primary.evidence.get("collector_rival"))
     settle = "a run on cores of its own (an idle host, or a `taskset` away from the other load)"
     if others > alone:
         settle = f"a longer run{', on cores of its own' if alone else ''}"
@@ -691,7 +744,7 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
     primary_block = _primary_block(primary)
     primary_block["summary"] = _summary(primary, recs, bd)
     notes = list(run.notes) + list(run.meta.get("notes", [])) + list(bd.notes)
-    notes += _cores_notes(run, facts)
+    notes += _cores_notes(run, facts) + _collector_notes(facts)
     if cold:
         notes.append(
             f"slow first request: {cold['first_request_ms']:.0f} ms, {cold['ratio']:.0f}x the "

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from probe.analyzers.breakdown import DEFAULT_HZ, Breakdown
+from probe.analyzers.collector import CollectorTime
 from probe.analyzers.constants import constant
 from probe.analyzers.run_queue import RunQueueWait
 from probe.analyzers.transfer import TRANSFER
@@ -200,6 +201,9 @@ class RunFacts:
     kernel_unavailable: str = ""
     # CPU copying data between processes, in cores over the run (``Breakdown.copy_cores``)
     copy_cores: float = 0.0
+    # the garbage collector's collections (``analyzers.collector``): None where the run
+    # did not time them (a run before 2026-12-05, a collector the target turned off)
+    collector: CollectorTime | None = None
 
 
 @dataclass(frozen=True)
@@ -553,11 +557,111 @@ def classify(bd: Breakdown, facts: RunFacts, t: Thresholds = THRESHOLDS) -> list
             )
         )
     findings.extend(_run_level(bd, facts, t))
-    findings.sort(key=lambda f: -f.share)
-    if findings:
-        findings[0] = with_doubts(findings[0], findings[1:], facts, t)
+    paused = _collector_pauses(rows, facts, t)
+    if paused is None:
+        findings.sort(key=lambda f: -f.share)
+    else:
+        findings = _with_the_collector(findings, paused, facts)
+    if findings and findings[0] is paused:
+        findings[0] = _collector_doubts(paused, findings[1:], facts, t)
+    elif findings:
+        rest = [f for f in findings[1:] if f is not paused]
+        findings[0] = with_doubts(findings[0], rest, facts, t)
         findings[0] = _decided_by_other_load(findings[0], rows, facts, t)
+        if paused is not None:
+            findings[0] = _rivalled_by_the_collector(findings[0], paused, facts, t)
     return findings
+
+
+def _collector_pauses(rows: pd.DataFrame, facts: RunFacts, t: Thresholds) -> Finding | None:
+    """cpu/gc: the garbage collector's collections held ``finding_share`` of the run or
+    more. Its stage is the one whose allocations set off most of the full collections'
+    time (else the path's leading stage). Its share is measured, not sampled: the
+    collector's own callbacks time every collection (``probe.samplers.gc_pauses``)."""
+    collector = facts.collector
+    if collector is None or rows.empty or collector.share < t.finding_share:
+        return None
+    set_off = [s for s in collector.full_by_stage if s in rows.index]
+    stage = set_off[0] if set_off else str(rows.index[0])
+    return Finding(
+        kind="cpu",
+        subkind="gc",
+        stage=stage,
+        share=collector.share,
+        confidence=_confidence(collector.share, 1.0, math.inf, t),
+        rule="collector_pauses",
+        evidence={**collector.to_dict(), "path_share": round(collector.share, 4)},
+    )
+
+
+def _own_share(f: Finding, collector: CollectorTime) -> float:
+    """A stage finding's share less the full collections its allocations set off, in the
+    stage's own terms (of the path it has ``path_share`` of: ``sampled_s`` over it): that
+    time is the collector's finding's, where it competes for the lead."""
+    set_off = collector.full_by_stage.get(f.stage, 0.0)
+    sampled = float(f.evidence.get("sampled_s") or 0.0)
+    if set_off <= 0 or sampled <= 0 or f.share <= 0:
+        return f.share
+    return f.share * max(0.0, 1.0 - set_off / sampled)
+
+
+def _with_the_collector(findings: list[Finding], paused: Finding, facts: RunFacts) -> list[Finding]:
+    """The findings and the collector's, most important first: each stage by its time
+    less the collections it set off (``_own_share``), the collector by all of its own."""
+    collector = facts.collector
+    assert collector is not None
+    ordered = sorted(findings, key=lambda f: -_own_share(f, collector))
+    at = next((i for i, f in enumerate(ordered) if _own_share(f, collector) < paused.share), None)
+    at = len(ordered) if at is None else at
+    return [*ordered[:at], paused, *ordered[at:]]
+
+
+def _rivalled_by_the_collector(
+    primary: Finding, paused: Finding, facts: RunFacts, t: Thresholds
+) -> Finding:
+    """A stage's finding as the primary, its confidence lowered where the collector's
+    comes close to the stage's own time (``_own_share``): the two are different fixes,
+    and which buys more is then open (``clear_lead``, as for a runner-up stage)."""
+    collector = facts.collector
+    own = _own_share(primary, collector) if collector is not None else 0.0
+    if own <= 0:
+        return primary
+    lead = (own - paused.share) / own
+    if lead >= t.clear_lead:
+        return primary
+    doubt = (
+        f"the garbage collector's collections take {paused.share / own:.0%} as much as "
+        f"`{primary.stage}` does besides them ({paused.share:.0%} against {own:.0%}): "
+        "either is worth fixing first"
+    )
+    evidence = {
+        **primary.evidence,
+        "collector_rival": True,
+        "doubts": [*primary.evidence.get("doubts", []), doubt],
+    }
+    factor = max(lead / t.clear_lead, 0.1)
+    return replace(primary, confidence=round(primary.confidence * factor, 3), evidence=evidence)
+
+
+def _collector_doubts(
+    paused: Finding, rest: list[Finding], facts: RunFacts, t: Thresholds
+) -> Finding:
+    """The collector's finding as the primary, its confidence lowered where the next
+    stage's own time (``_own_share``) comes close: which to fix first is then open. Not
+    the samples' doubts: the collections are timed, not sampled."""
+    collector = facts.collector
+    if not rest or collector is None:
+        return paused
+    own = max(0.0, _own_share(rest[0], collector))
+    factor, doubts = _runner_up_doubts(paused, replace(rest[0], share=own), math.inf, t)
+    if not doubts:
+        return paused
+    doubt = (
+        f"`{rest[0].stage}` takes {own / paused.share:.0%} as much besides the collections "
+        f"it set off ({own:.0%} against {paused.share:.0%}): either is worth fixing first"
+    )
+    evidence = {**paused.evidence, "runner_up": rest[0].stage, "doubts": [doubt]}
+    return replace(paused, confidence=round(paused.confidence * factor, 3), evidence=evidence)
 
 
 def _decided_by_other_load(
@@ -659,11 +763,12 @@ def with_doubts(
             f"threads' kernel states could not be read ({facts.kernel_unavailable}): time "
             "in native calls may be waits no rule names (disk, network)"
         )
-    if facts.ticks_taken is not None and facts.ticks_taken < t.ticks_taken:
-        factor *= facts.ticks_taken
-        extra["ticks_taken"] = round(facts.ticks_taken, 3)
+    taken = _ticks_taken_outside_collections(facts)
+    if taken is not None and taken < t.ticks_taken:
+        factor *= taken
+        extra["ticks_taken"] = round(taken, 3)
         doubts.append(
-            f"the stack sampler took {facts.ticks_taken:.0%} of the ticks it was due (the "
+            f"the stack sampler took {taken:.0%} of the ticks it was due (the "
             "GIL was not free when they came): its samples stand for more time each"
         )
     if facts.copy_cores >= TRANSFER.note_share:
@@ -678,6 +783,18 @@ def with_doubts(
         return primary
     evidence = {**primary.evidence, **extra, "doubts": doubts}
     return replace(primary, confidence=round(primary.confidence * factor, 3), evidence=evidence)
+
+
+def _ticks_taken_outside_collections(facts: RunFacts) -> float | None:
+    """The share of its due ticks the sampler took, of those due outside the garbage
+    collector's collections: a tick due during one waits for its end, and the time it
+    stood for is the collector's, timed apart (``facts.collector``), not a sample
+    standing for more than its own. suggest_api's 73% was its 38% in collections."""
+    taken = facts.ticks_taken
+    collector = facts.collector
+    if taken is None or collector is None or collector.share >= 1.0:
+        return taken
+    return min(1.0, taken / (1.0 - collector.share))
 
 
 def _runner_up_doubts(

@@ -42,6 +42,7 @@ KIND_WORDS = {
 
 SUBKIND_WORDS = {
     "python": "running Python bytecode",
+    "gc": "in the garbage collector's collections",
     "native": "in native code",
     "gil": "waiting for the GIL",
     "network": "waiting on the network",

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from probe import spans
 from probe.errors import ProbeError
 from probe.rundir.writer import RunWriter
+from probe.samplers.gc_pauses import GcPauses
 from probe.samplers.gil import SwitchInterval
 from probe.samplers.heap import HeapSampler, malloc_in_use_reader
 from probe.samplers.peek import TickPeek
@@ -148,6 +149,7 @@ class Session:
                 clock=clock, frames=settings.memory_frames
             )
         self.heap = heap_sampler or HeapSampler(clock=clock, malloc_in_use=malloc_in_use_reader())
+        self.gc_pauses = GcPauses(clock=clock)
         self.tasks: TaskSampler | None = None  # once the target imports asyncio
         self.torch: TorchWindows | None = None  # once the target imports torch
         self._monotonic_start = 0.0
@@ -211,6 +213,7 @@ class Session:
         self._monotonic_start = time.monotonic()
         if self.stacks.thread_ends is not None:
             self.stacks.thread_ends.install()
+        self.gc_pauses.install()
         self._collector.start()
         self._stack_ticker.start()
         self.stacks.exclude.update(
@@ -290,6 +293,7 @@ class Session:
             self.tree.sample()
         if self.memory is not None:
             self.memory.sample()  # the last snapshot: what was still held at the end
+        self.gc_pauses.uninstall()  # the census and the collection below are probe's
         self.heap.sample(count_types=self._heap_count_at_end(), force=True)
         # after the census above: what a full collection frees (the leak verdict's witness)
         self._full_collection = self.heap.full_collection()
@@ -437,7 +441,7 @@ class Session:
                     self.writer.append_line("spans", line, len(records))
                 else:
                     self.writer.append("spans", records, prefix=(tid,))
-            sources = [self.stacks.drain(), self.heap.drain()]
+            sources = [self.stacks.drain(), self.heap.drain(), self.gc_pauses.drain()]
             if self.tasks is not None:
                 sources.append(self.tasks.drain())
             if self.tree is not None:
@@ -471,6 +475,7 @@ class Session:
             return
         self._forked_child = True
         spans.activate(None)
+        self.gc_pauses.uninstall()  # the child's own session, if it has one, times its own
         if self.stacks.thread_ends is not None:
             self.stacks.thread_ends.uninstall()  # no sampler here takes them
         self.writer._files.clear()  # emptied by the pre-fork flush; the parent owns them

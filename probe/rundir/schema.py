@@ -232,6 +232,22 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("type", "string"),
         ("count", "int64"),
     ],
+    # The cyclic collector's pauses (every run, ``probe.samplers.gc_pauses``): the young
+    # generations' (0, 1) collections added up between two collector ticks, each full
+    # collection (generation 2) a row of its own with the thread that made it (null on
+    # the young rows). ts_ns: the end of the last collection the row counts; pause_ns:
+    # their time in all, longest_ns: the longest one's. A collection pauses its own
+    # process only: pid, as in threads, is filled in by the reader (the run's own, or the
+    # worker's shard). Runs before 2026-12-05 lack the table.
+    "gc_pauses": [
+        ("ts_ns", "int64"),
+        ("generation", "int64"),
+        ("collections", "int64"),
+        ("pause_ns", "int64"),
+        ("longest_ns", "int64"),
+        ("thread_id", "Int64"),
+        ("pid", "Int64"),
+    ],
 }
 
 TABLES = tuple(COLUMNS)

@@ -2,8 +2,9 @@
 
 Each worker process recorded ``RUN_DIR/workers/<pid>/``, a run directory of its own.
 Loading the run merges what describes threads and their work -- spans, threads, stack
-samples and their stacks and frames, asyncio tasks and loops -- so that every analysis
-sees the service's requests and threads whichever process served them:
+samples and their stacks and frames, asyncio tasks and loops, the collector's pauses (each
+row with its process's pid) -- so that every analysis sees the service's requests and
+threads whichever process served them:
 
 * thread ids are the kernel's TIDs, unique across the host's live processes: they stay;
   ``threads.pid`` says whose each is;
@@ -30,7 +31,13 @@ import pandas as pd
 __all__ = ["MERGED", "Shard", "merge", "shard_dirs", "worker_summary"]
 
 # The tables merged into the run's; the others stay per process.
-MERGED = ("spans", "threads", "samples", "stacks", "frames", "task_samples", "loop_samples")
+MERGED = (
+    "spans", "threads", "samples", "stacks", "frames", "task_samples", "loop_samples",
+    "gc_pauses",
+)  # fmt: skip
+# The merged tables that say which process each row is of (``pid``, not written by the
+# process itself: filled in here)
+_OF_A_PROCESS = ("threads", "gc_pauses")
 
 # A shard's stack ids are moved by (its rank + 1) << this: past any process's own count
 # (the stack sampler interns at most a few hundred thousand, probe.samplers.stacks).
@@ -87,8 +94,9 @@ def merge(
 ) -> dict[str, pd.DataFrame]:
     """The run's tables with every recorded shard's merged in (root's rows first)."""
     out = dict(tables)
-    if "threads" in out:
-        out["threads"] = _with_pid(out["threads"], root_pid)
+    for name in _OF_A_PROCESS:
+        if name in out:
+            out[name] = _with_pid(out[name], root_pid)
     parts: dict[str, list[pd.DataFrame]] = {t: [out[t]] for t in MERGED if t in out}
     frames = out.get("frames")
     frame_key: dict[tuple[str, str, int], int] = {}
@@ -131,7 +139,7 @@ def merge(
             df = t[name]
             if name == "frames":
                 df = pd.DataFrame(new_frames, columns=list(df.columns)).astype(df.dtypes)
-            elif name == "threads":
+            elif name in _OF_A_PROCESS:
                 df = _with_pid(df, shard.pid)
             elif name == "stacks":
                 df = df.assign(
@@ -150,11 +158,11 @@ def merge(
     return out
 
 
-def _with_pid(threads: pd.DataFrame, pid: int) -> pd.DataFrame:
-    if "pid" in threads and threads["pid"].notna().all():
-        return threads
-    filled = threads["pid"].fillna(pid) if "pid" in threads else pid
-    return threads.assign(pid=pd.Series(filled, index=threads.index, dtype="Int64"))
+def _with_pid(table: pd.DataFrame, pid: int) -> pd.DataFrame:
+    if "pid" in table and table["pid"].notna().all():
+        return table
+    filled = table["pid"].fillna(pid) if "pid" in table else pid
+    return table.assign(pid=pd.Series(filled, index=table.index, dtype="Int64"))
 
 
 def _renumbered(ids: Any, frame_map: dict[int, int]) -> str:

@@ -11,7 +11,9 @@ cores used. Where py-spy is
 installed, a second run under ``py-spy record`` (on-CPU samples only; it stops the process
 for each sample, so a sample is where the thread was) gives the function holding most
 on-CPU samples as a cross-check, and each function's inclusive share of them (cases
-measured before 2026-11-29 lack it).
+measured before 2026-11-29 lack it). A third run under ``py-spy record --native`` gives
+the share of its samples inside CPython's garbage collector (``gc_collect_main``), the
+collector's time seen from outside (cases measured before 2026-12-05 lack it).
 
     python tests/threads_corpus/measure.py NAME [ARG ...]
     python tests/threads_corpus/measure.py --serve NAME   # NAME:app under uvicorn
@@ -178,36 +180,59 @@ def watch_pid(pid: int, running: Callable[[], bool], every_s: float = 0.05) -> d
     return {"wall_s": round(wall, 2), "cores_used": round(cpu / wall, 2), "threads": threads}
 
 
-def py_spy_profile(
-    argv: list[str], port: int | None = None
-) -> tuple[str | None, dict[str, float] | None]:
-    """(the leaf function with most on-CPU samples, the 12 functions on most samples'
-    stacks: their share of the samples)."""
+def py_spy_stacks(argv: list[str], port: int | None = None, *, native: bool = False) -> list[str]:
+    """py-spy's raw stacks of a run of ``argv`` (``frame;frame;... COUNT`` lines; with
+    ``native``, C frames among them); [] where py-spy is missing or wrote nothing."""
     if shutil.which("py-spy") is None:
-        return None, None
+        return []
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "raw.txt"
         spy = subprocess.Popen(["py-spy", "record", "-r", "100", "-f", "raw", "-o", str(out),
-                                "--", *argv], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+                                *(["--native"] if native else []), "--", *argv],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)  # fmt: skip
         try:
             if port is not None:
                 serve_and_drive(spy, port)  # py-spy passes the SIGINT on to the server
             spy.wait()
         finally:
             reap(spy)
-        if not out.exists():
-            return None, None
-        leaf: collections.Counter[str] = collections.Counter()
-        inclusive: collections.Counter[str] = collections.Counter()
-        for line in out.read_text().splitlines():
-            stack, _, count = line.rpartition(" ")
-            names = [frame.split(" (")[0] for frame in stack.split(";")]
-            leaf[names[-1]] += int(count)
-            inclusive.update(dict.fromkeys(names, int(count)))
+        return out.read_text().splitlines() if out.exists() else []
+
+
+def py_spy_profile(
+    argv: list[str], port: int | None = None
+) -> tuple[str | None, dict[str, float] | None]:
+    """(the leaf function with most on-CPU samples, the 12 functions on most samples'
+    stacks: their share of the samples)."""
+    leaf: collections.Counter[str] = collections.Counter()
+    inclusive: collections.Counter[str] = collections.Counter()
+    for line in py_spy_stacks(argv, port):
+        stack, _, count = line.rpartition(" ")
+        names = [frame.split(" (")[0] for frame in stack.split(";")]
+        leaf[names[-1]] += int(count)
+        inclusive.update(dict.fromkeys(names, int(count)))
     total = sum(leaf.values())
     shares = {name: round(n / total, 3) for name, n in inclusive.most_common(12)}
     return (leaf.most_common(1)[0][0] if leaf else None), (shares or None)
+
+
+# CPython's cyclic collector, as its C frame is named (Modules/gcmodule.c, 3.8-3.12)
+COLLECTOR_FRAME = "gc_collect_main"
+
+
+def py_spy_collector_share(argv: list[str], port: int | None = None) -> float | None:
+    """The share of py-spy's on-CPU samples, C frames read too (``--native``), inside the
+    garbage collector: its time from outside, as probe times it from inside. None where
+    py-spy is missing or cannot read C frames (an interpreter without symbols)."""
+    lines = py_spy_stacks(argv, port, native=True)
+    total = collected = 0
+    for line in lines:
+        stack, _, count = line.rpartition(" ")
+        total += int(count)
+        if any(f.split(" ")[0] == COLLECTOR_FRAME for f in stack.split(";")):
+            collected += int(count)
+    return round(collected / total, 3) if total else None
 
 
 def main() -> None:
@@ -234,6 +259,10 @@ def main() -> None:
         port = free_port()
         argv[argv.index("--port") + 1] = str(port)
     truth["py_spy_top_on_cpu"], truth["py_spy_inclusive"] = py_spy_profile(argv, port)
+    if serve:
+        port = free_port()
+        argv[argv.index("--port") + 1] = str(port)
+    truth["py_spy_native_collector"] = py_spy_collector_share(argv, port)
     truth["measured"] = (
         f"python tests/threads_corpus/measure.py {' '.join([*sys.argv[1:]])} "
         f"({time.strftime('%Y-%m-%d')}, this machine kind: 2 cores)"

@@ -26,6 +26,7 @@ def write_process(path: Path, pid: int, tid: int, function: str, *, closed: bool
     w.append("frames", [(1, "serve", "server.py", 1), (2, function, "app.py", 10)])
     w.append("stacks", [(1, "1", 0, ""), (2, "1;2", 0, "")])
     w.append("samples", [(5, tid, 1, 10, 10, "", 1, ""), (9, tid, 2, 10, 10, "", 1, "")])
+    w.append("gc_pauses", [(7, 2, 1, pid * 1000, pid * 1000, tid)])
     w.flush()
     w.close()
 
@@ -70,6 +71,15 @@ def test_threads_say_their_process_and_spans_keep_their_ids(tmp_path):
     }
     assert run.spans["span_id"].is_unique and len(run.spans) == 3
     assert [w["pid"] for w in run.workers] == [200, 300]
+
+
+def test_each_process_s_collections_are_merged_with_the_pid_they_paused(tmp_path):
+    # a collection stops its own process only: the analysis takes the one they held longest
+    run = load(make_run(tmp_path))
+    pauses = run.tables["gc_pauses"]
+    assert dict(zip(pauses["pid"], pauses["pause_ns"], strict=True)) == {
+        100: 100_000, 200: 200_000, 300: 300_000,
+    }  # fmt: skip
 
 
 def test_a_worker_that_never_closed_its_shard_is_salvaged_and_named(tmp_path):

@@ -1,0 +1,122 @@
+"""The garbage collector's share of a run, from its own timings (``gc_pauses``,
+``probe.samplers.gc_pauses``): how much of the run its collections held the process,
+young and full apart, and in which stages the full ones were set off.
+
+A collection stops every Python thread of its process, so its time is wall time of the
+process's path, whatever the threads were doing; the stack samples cannot show it (the
+sampler's tick waits for the collection to end, then reads the frame whose allocation
+set it off). The process whose collections took longest stands for the run: a forked
+server's workers collect apart, and the busiest is the one a request is likeliest to
+meet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+__all__ = ["CollectorTime", "collector_time"]
+
+FULL_GENERATION = 2  # probe.samplers.gc_pauses: CPython's oldest generation
+
+
+@dataclass(frozen=True)
+class CollectorTime:
+    """One process's collections over the run."""
+
+    pid: int
+    wall_s: float  # the run's wall time, the shares' denominator
+    young_s: float  # generations 0 and 1, all their collections
+    young_collections: int
+    full_s: float  # generation 2
+    full_collections: int
+    longest_full_s: float
+    # the full collections' seconds by the stage (``user_function``) of the first sample
+    # their thread took after each ended: the code whose allocation set it off
+    full_by_stage: dict[str, float] = field(default_factory=dict)
+    serving: bool = False  # the shares are of a served app's requests' window, not the run
+
+    @property
+    def seconds(self) -> float:
+        return self.young_s + self.full_s
+
+    @property
+    def share(self) -> float:
+        return min(1.0, self.seconds / self.wall_s)
+
+    @property
+    def full_share(self) -> float:
+        return min(1.0, self.full_s / self.wall_s)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "pid": self.pid,
+            "share": round(self.share, 4),
+            "full_share": round(self.full_share, 4),
+            "young_s": round(self.young_s, 4),
+            "young_collections": self.young_collections,
+            "full_s": round(self.full_s, 4),
+            "full_collections": self.full_collections,
+            "mean_full_ms": round(1e3 * self.full_s / max(self.full_collections, 1), 2),
+            "longest_full_ms": round(1e3 * self.longest_full_s, 2),
+            "full_by_stage": {k: round(v, 4) for k, v in self.full_by_stage.items()},
+            "over": "serving" if self.serving else "run",
+        }
+
+
+def collector_time(
+    pauses: pd.DataFrame,
+    work_samples: pd.DataFrame,
+    wall_s: float,
+    window: tuple[int | None, int | None] = (None, None),
+) -> CollectorTime | None:
+    """The collections of the process they held longest; None where none was timed (a
+    run before the table, a collector the target turned off) or the run has no length.
+    ``work_samples``: the breakdown's attributed samples (``ts_ns``, ``thread_id``,
+    ``user_function``). ``window``: a served app's requests' first start and last end
+    (ns): the collections that ended within it, over its length -- start-up's are not
+    the service's steady state, and no fix made after start-up takes them away."""
+    lo, hi = window
+    serving = lo is not None and hi is not None and hi > lo
+    if lo is not None and hi is not None and serving:
+        pauses = pauses[(pauses["ts_ns"] >= lo) & (pauses["ts_ns"] <= hi)]
+        wall_s = (hi - lo) / 1e9
+    if pauses.empty or wall_s <= 0:
+        return None
+    pid_of = pauses["pid"].fillna(-1).astype("int64")
+    pid = int(pauses["pause_ns"].groupby(pid_of).sum().idxmax())
+    own = pauses[pid_of == pid]
+    young = own[own["generation"] < FULL_GENERATION]
+    full = own[own["generation"] >= FULL_GENERATION]
+    return CollectorTime(
+        pid=pid,
+        wall_s=wall_s,
+        young_s=float(young["pause_ns"].sum()) / 1e9,
+        young_collections=int(young["collections"].sum()),
+        full_s=float(full["pause_ns"].sum()) / 1e9,
+        full_collections=int(full["collections"].sum()),
+        longest_full_s=float(full["longest_ns"].max()) / 1e9 if not full.empty else 0.0,
+        full_by_stage=_set_off_in(full, work_samples),
+        serving=serving,
+    )
+
+
+def _set_off_in(full: pd.DataFrame, samples: pd.DataFrame) -> dict[str, float]:
+    """The full collections' seconds by the stage of their thread's first sample at or
+    after each one's end: the tick due during a collection waits for it, then reads the
+    frame that allocated (its interval holds the collection). Largest first."""
+    needed = {"ts_ns", "thread_id", "user_function"}
+    if full.empty or samples.empty or not needed <= set(samples.columns):
+        return {}
+    made = full.dropna(subset=["thread_id"]).astype({"thread_id": "int64"})
+    taken = samples[["ts_ns", "thread_id", "user_function"]].astype({"thread_id": "int64"})
+    matched = pd.merge_asof(
+        made.sort_values("ts_ns"),
+        taken.sort_values("ts_ns"),
+        on="ts_ns",
+        by="thread_id",
+        direction="forward",
+    ).dropna(subset=["user_function"])
+    seconds = matched.groupby("user_function")["pause_ns"].sum().sort_values(ascending=False)
+    return {str(k): float(v) / 1e9 for k, v in seconds.items()}

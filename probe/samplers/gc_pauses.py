@@ -1,0 +1,104 @@
+"""The garbage collector's pauses: every collection CPython's cyclic collector makes in
+the target, timed through ``gc.callbacks``.
+
+A collection holds the GIL from start to end: no Python thread of the process runs,
+and the stack sampler's tick waits for it to finish (a 50-ms full collection is a tick
+missed, then a sample of whatever frame allocated the object that set it off). So the
+stacks cannot say how much of a run the collector took; its own callbacks can, exactly
+and cheaply: CPython calls them at the start and the end of each collection, from the
+collecting thread, and nowhere else.
+
+What a collection costs grows with what it walks: a young one (generation 0 or 1) the
+objects allocated since the last, a full one (generation 2) every container the
+process holds -- a catalog, a vocabulary, a model's config kept as Python objects, a
+few hundred thousand of them, is tens of milliseconds a walk. CPython 3.11 makes a full
+collection once the objects promoted to the oldest generation since the last one reach
+a quarter of those that survived it (``gc_collect_main``'s ``long_lived_pending``), so a
+service whose requests keep their objects past a couple of young collections makes
+them again and again while its long-lived heap stays put.
+
+Rows (``gc_pauses``): the young collections add up per generation between two collector
+ticks (ts_ns: the end of the last counted, collections, pause_ns in all, longest_ns);
+each full collection is a row of its own, with the thread that made it (``thread_id``:
+where the allocation that set it off ran).
+
+Cost: two Python calls a collection. A service allocating hard makes a few thousand
+young collections a second: 2-4 us each, nearly all of it CPython's for calling any callback
+(``benchmarks/gc_pause_cost.py``).
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["FULL_GENERATION", "GcPauses"]
+
+FULL_GENERATION = 2  # CPython's oldest generation: its collections walk every container
+
+
+class GcPauses:
+    """Times the target's collections; ``install`` at the run's start, ``uninstall`` at its
+    end (before probe's own closing collection), ``drain`` at each flush."""
+
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        thread_id: Callable[[], int] = threading.get_native_id,
+        callbacks: list[Any] | None = None,
+    ) -> None:
+        self._clock = clock
+        self._thread_id = thread_id
+        self._callbacks = gc.callbacks if callbacks is None else callbacks
+        self._started_ns = 0
+        # per young generation: collections, pause_ns, longest_ns, last end (ns)
+        self._young = [[0, 0, 0, 0], [0, 0, 0, 0]]
+        self._rows: list[tuple[Any, ...]] = []
+        self.installed = False
+
+    def install(self) -> None:
+        if not self.installed:
+            self._callbacks.append(self._on_collection)
+            self.installed = True
+
+    def uninstall(self) -> None:
+        if self.installed:
+            self.installed = False
+            try:
+                self._callbacks.remove(self._on_collection)
+            except ValueError:  # the target cleared gc.callbacks itself
+                pass
+
+    def _on_collection(self, phase: str, info: dict[str, int]) -> None:
+        now = self._clock()
+        if phase == "start":
+            self._started_ns = now
+            return
+        pause = now - self._started_ns
+        generation = info["generation"]
+        if generation < FULL_GENERATION:
+            young = self._young[generation]
+            young[0] += 1
+            young[1] += pause
+            if pause > young[2]:
+                young[2] = pause
+            young[3] = now
+        else:
+            self._rows.append((now, generation, 1, pause, pause, self._thread_id()))
+
+    def drain(self) -> dict[str, list[tuple[Any, ...]]]:
+        # swapped, not reset in place: a collection on another thread may be adding to
+        # them now (a callback is Python code: the GIL can pass mid-way), and adds to the
+        # ones it fetched, which this reads after
+        rows, self._rows = self._rows, []
+        counted, self._young = self._young, [[0, 0, 0, 0], [0, 0, 0, 0]]
+        rows.extend(
+            (young[3], generation, young[0], young[1], young[2], None)
+            for generation, young in enumerate(counted)
+            if young[0]
+        )
+        return {"gc_pauses": rows}

@@ -1,0 +1,249 @@
+"""The garbage collector's pauses: timed by its own callbacks (``samplers.gc_pauses``),
+added up per process and charged to the stages whose allocations set the full ones off
+(``analyzers.collector``), a finding of their own where they hold the run
+(``rules._collector_pauses``) and a fix that takes start-up's objects out of the walks
+(``recommendations._gc_freeze``)."""
+
+from __future__ import annotations
+
+import gc
+
+import pandas as pd
+import pytest
+
+from probe.analyzers.breakdown import Breakdown, _complete, _empty_requests
+from probe.analyzers.collector import CollectorTime, collector_time
+from probe.analyzers.diagnosis import _summary
+from probe.analyzers.recommendations import MODEL, proposed
+from probe.analyzers.rules import RunFacts, classify
+from probe.rundir.schema import COLUMNS
+from probe.samplers.gc_pauses import GcPauses
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def collection(sampler: GcPauses, clock: Clock, generation: int, pause_ns: int) -> None:
+    sampler._on_collection("start", {"generation": generation})
+    clock.now += pause_ns
+    sampler._on_collection("stop", {"generation": generation, "collected": 0})
+    clock.now += 1_000
+
+
+def test_young_collections_add_up_per_generation_and_each_full_one_is_a_row_with_its_thread():
+    clock, callbacks = Clock(), []
+    sampler = GcPauses(clock=clock, thread_id=lambda: 4242, callbacks=callbacks)
+    sampler.install()
+    assert callbacks == [sampler._on_collection]
+    for pause in (100, 300, 200):
+        collection(sampler, clock, 0, pause)
+    collection(sampler, clock, 1, 5_000)
+    collection(sampler, clock, 2, 50_000_000)
+    rows = sampler.drain()["gc_pauses"]
+    assert [r[1:] for r in rows] == [
+        (2, 1, 50_000_000, 50_000_000, 4242),
+        (0, 3, 600, 300, None),
+        (1, 1, 5_000, 5_000, None),
+    ]
+    assert len(rows[0]) + 1 == len(COLUMNS["gc_pauses"])  # pid: the reader's to fill in
+    assert sampler.drain() == {"gc_pauses": []}  # drained: counted once
+    sampler.uninstall()
+    assert callbacks == []
+
+
+def test_a_target_that_clears_gc_callbacks_itself_does_not_break_the_end_of_the_run():
+    callbacks: list = []
+    sampler = GcPauses(callbacks=callbacks)
+    sampler.install()
+    callbacks.clear()
+    sampler.uninstall()
+    assert not sampler.installed
+
+
+def test_the_interpreter_calls_it_for_a_real_collection():
+    sampler = GcPauses()
+    sampler.install()
+    try:
+        gc.collect()
+    finally:
+        sampler.uninstall()
+    full = [r for r in sampler.drain()["gc_pauses"] if r[1] == 2]
+    assert len(full) == 1 and full[0][3] > 0
+
+
+def pauses(rows: list[tuple]) -> pd.DataFrame:
+    """(ts_ns, generation, collections, pause_ns, thread_id, pid) rows."""
+    frame = pd.DataFrame(
+        [(ts, g, n, p, p, tid, pid) for ts, g, n, p, tid, pid in rows],
+        columns=[c for c, _ in COLUMNS["gc_pauses"]],
+    )
+    return frame.astype(dict(COLUMNS["gc_pauses"]))
+
+
+def samples(rows: list[tuple[int, int, str]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["ts_ns", "thread_id", "user_function"])
+
+
+def test_the_process_whose_collections_took_longest_stands_for_the_run():
+    table = pauses([
+        (10, 0, 500, 400_000_000, None, 1),
+        (20, 2, 1, 900_000_000, 7, 2),
+        (30, 0, 100, 200_000_000, None, 2),
+    ])  # fmt: skip
+    c = collector_time(table, samples([]), wall_s=10.0)
+    assert c is not None and c.pid == 2
+    assert (c.young_s, c.full_s, c.full_collections) == (0.2, 0.9, 1)
+    assert c.share == pytest.approx(0.11)
+    assert collector_time(table.iloc[0:0], samples([]), wall_s=10.0) is None
+
+
+def test_a_full_collection_is_charged_to_the_stage_its_thread_sampled_next():
+    # the tick due during a collection waits for it and reads the frame that allocated
+    table = pauses([
+        (1_000, 2, 1, 60_000_000, 7, 1),
+        (5_000, 2, 1, 40_000_000, 7, 1),
+        (6_000, 2, 1, 10_000_000, 8, 1),
+    ])  # fmt: skip
+    taken = samples([
+        (900, 7, "score (job.py)"),  # before the first collection ended: not its
+        (1_200, 7, "gather (job.py)"),
+        (1_300, 8, "other (job.py)"),  # another thread
+        (5_500, 7, "score (job.py)"),
+        (6_500, 8, "other (job.py)"),
+    ])  # fmt: skip
+    c = collector_time(table, taken, wall_s=1.0)
+    assert c is not None
+    assert c.full_by_stage == {
+        "gather (job.py)": 0.06, "score (job.py)": 0.04, "other (job.py)": 0.01,
+    }  # fmt: skip
+
+
+def job(stages: dict[str, float]) -> Breakdown:
+    """A batch job's functions, all Python on one thread, by share of 10 s."""
+    rows = [
+        {"path_s": 10 * share, "path_share": share, "wall_share": share,
+         "sampled_s": 10 * share, "self_s": 10 * share, "threads": 1,
+         "category": "function", "cpu_share": 1.0, "native_share": 0.0}
+        for share in stages.values()
+    ]  # fmt: skip
+    table = _complete(pd.DataFrame(rows, index=list(stages)))
+    return Breakdown(
+        source="samples", wall_s=10.0, stages=table, requests=_empty_requests(),
+        sampled_s=10.0, cpu_s=10.0, python_cpu_s=10.0, tensor_cpu_s=0.0,
+    )  # fmt: skip
+
+
+def collected(share: float, full: float, by_stage: dict[str, float]) -> CollectorTime:
+    return CollectorTime(
+        pid=1, wall_s=10.0, young_s=10 * (share - full), young_collections=9_000,
+        full_s=10 * full, full_collections=40, longest_full_s=0.07, full_by_stage=by_stage,
+    )  # fmt: skip
+
+
+def test_collections_that_outweigh_the_stage_setting_them_off_are_the_primary_limit():
+    # rerank_catalog's shape: 61% of the run in collections, most set off in gather,
+    # whose 53% of the samples holds 19 points of them
+    bd = job({"gather (job.py)": 0.53, "score (job.py)": 0.20, "load (job.py)": 0.05})
+    facts = RunFacts(cpu_count=2, process_cores=1.0,
+                     collector=collected(0.61, 0.51, {"gather (job.py)": 1.9}))  # fmt: skip
+    findings = classify(bd, facts)
+    top = findings[0]
+    assert (top.kind, top.subkind, top.rule) == ("cpu", "gc", "collector_pauses")
+    assert top.stage == "gather (job.py)" and top.share == pytest.approx(0.61)
+    # gather's own 34% is over half the collector's: which to fix first is open
+    assert top.evidence["doubts"] == [
+        "`gather (job.py)` takes 56% as much besides the collections it set off (34% "
+        "against 61%): either is worth fixing first"
+    ]
+    assert top.confidence < 1.0
+    summary = _summary(top, [], bd)
+    assert summary.startswith(
+        "CPU-bound in the garbage collector: its collections held the process 61% of the "
+        "run (40 full collections of 128 ms each, set off mostly in `gather (job.py)`)."
+    )
+    assert "To settle it" not in summary  # timed, not sampled: no longer run settles it
+
+
+def test_collections_under_a_stage_s_own_time_leave_the_stage_the_primary():
+    bd = job({"gather (job.py)": 0.80, "score (job.py)": 0.10})
+    facts = RunFacts(cpu_count=2, process_cores=1.0,
+                     collector=collected(0.12, 0.08, {"gather (job.py)": 0.8}))  # fmt: skip
+    findings = classify(bd, facts)
+    assert (findings[0].stage, findings[0].subkind) == ("gather (job.py)", "python")
+    assert [f.rule for f in findings].index("collector_pauses") == 1
+
+
+def test_a_run_with_next_to_no_collection_time_has_no_collector_finding():
+    bd = job({"gather (job.py)": 0.80, "score (job.py)": 0.10})
+    facts = RunFacts(collector=collected(0.01, 0.005, {}))
+    assert all(f.rule != "collector_pauses" for f in classify(bd, facts))
+    assert all(f.rule != "collector_pauses" for f in classify(bd, RunFacts()))
+
+
+def test_freezing_start_up_s_objects_takes_four_fifths_of_the_full_collections_time():
+    bd = job({"gather (job.py)": 0.53, "score (job.py)": 0.20})
+    facts = RunFacts(cpu_count=1, process_cores=1.0,
+                     collector=collected(0.61, 0.51, {"gather (job.py)": 1.9}))  # fmt: skip
+    recs = {r.id: r for r in proposed(classify(bd, facts), bd, facts)}
+    freeze = recs["gc_freeze"]
+    walk = MODEL.frozen_walk
+    assert (freeze.p, freeze.s) == (pytest.approx(0.51), pytest.approx(1 / (1 - walk)))
+    assert freeze.estimated_speedup == pytest.approx(1 / (1 - walk * 0.51))
+    assert freeze.ceiling == pytest.approx(1 / (1 - 0.51))
+    assert "gc.freeze()" in freeze.how and "40 of them, 128 ms each" in freeze.how
+
+
+def test_young_collections_alone_propose_no_freeze():
+    bd = job({"gather (job.py)": 0.53})
+    facts = RunFacts(collector=CollectorTime(
+        pid=1, wall_s=10.0, young_s=3.0, young_collections=30_000, full_s=0.0,
+        full_collections=0, longest_full_s=0.0,
+    ))  # fmt: skip
+    findings = classify(bd, facts)
+    assert any(f.rule == "collector_pauses" for f in findings)
+    assert all(r.id != "gc_freeze" for r in proposed(findings, bd, facts))
+
+
+def test_ticks_missed_while_the_collector_held_the_gil_are_not_a_sampling_doubt():
+    # suggest_api: the sampler took 73% of its due ticks, and the collections held the
+    # process 38% of the time; of the ticks due outside them it missed none
+    bd = job({"complete (app.py)": 0.62, "rank (app.py)": 0.05})
+    collector = collected(0.38, 0.33, {"complete (app.py)": 0.5})
+    kept = classify(bd, RunFacts(process_cores=1.0, ticks_taken=0.73, collector=collector))[0]
+    assert all("ticks" not in d for d in kept.evidence.get("doubts", []))
+    doubted = classify(bd, RunFacts(process_cores=1.0, ticks_taken=0.73))[0]
+    assert any("took 73% of the ticks" in d for d in doubted.evidence["doubts"])
+
+
+def test_a_stage_the_collector_nearly_matches_says_so_and_no_longer_run_is_asked_for():
+    bd = job({"complete (app.py)": 0.62, "rank (app.py)": 0.05})
+    collector = collected(0.38, 0.33, {"complete (app.py)": 1.45})  # of its 6.2 s: 48% own
+    top = classify(bd, RunFacts(process_cores=1.0, collector=collector))[0]
+    assert (top.stage, top.subkind) == ("complete (app.py)", "python")
+    assert top.evidence["doubts"] == [
+        "the garbage collector's collections take 80% as much as `complete (app.py)` "
+        "does besides them (38% against 48%): either is worth fixing first"
+    ]
+    summary = _summary(top, [], bd)
+    assert "To settle it" not in summary and summary.endswith("either is worth fixing first.")
+
+
+def test_collections_under_half_a_served_app_s_time_are_said_as_its_largest_part():
+    bd = job({"complete (app.py)": 0.30, "rank (app.py)": 0.10})
+    collector = CollectorTime(
+        pid=1, wall_s=10.0, young_s=0.5, young_collections=5_000, full_s=3.5,
+        full_collections=20, longest_full_s=0.2, full_by_stage={"complete (app.py)": 2.0},
+        serving=True,
+    )  # fmt: skip
+    top = classify(bd, RunFacts(process_cores=1.0, collector=collector))[0]
+    assert top.rule == "collector_pauses"
+    assert _summary(top, [], bd).startswith(
+        "No dominant bottleneck: the largest part is the garbage collector: its "
+        "collections held the process 40% of the serving time (20 full collections of "
+        "175 ms each, set off mostly in `complete (app.py)`)."
+    )
