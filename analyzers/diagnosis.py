@@ -744,7 +744,7 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
     primary_block = _primary_block(primary)
     primary_block["summary"] = _summary(primary, recs, bd)
     notes = list(run.notes) + list(run.meta.get("notes", [])) + list(bd.notes)
-    notes += _cores_notes(run, facts) + _collector_notes(facts)
+    notes += _cores_notes(run, facts) + (_collector_notes(facts) if findings else [])
     if cold:
         notes.append(
             f"slow first request: {cold['first_request_ms']:.0f} ms, {cold['ratio']:.0f}x the "

@@ -33,9 +33,12 @@ SCHEMA = "probe.diagnosis/1"  # diagnosis.json's (DESIGN.md), whichever path wro
 
 # Tables the analysis reads only beside samples or spans (the threads' names and roles,
 # the stacks they point into, the host's and the threads' CPU, Python's heap read beside
-# the memory series): any rows may stand in a run with nothing to judge. ``resources``
-# is read on its own, and is looked at below.
-_READ_WITH_SAMPLES = frozenset({"threads", "stacks", "frames", "system", "os_threads", "heap"})
+# the memory series, the collector's pauses, which make a finding only beside stages):
+# any rows may stand in a run with nothing to judge. ``resources`` is read on its own,
+# and is looked at below.
+_READ_WITH_SAMPLES = frozenset(
+    {"threads", "stacks", "frames", "system", "os_threads", "heap", "gc_pauses"}
+)
 _RESOURCES = "resources"
 
 

@@ -595,14 +595,14 @@ def _collector_pauses(rows: pd.DataFrame, facts: RunFacts, t: Thresholds) -> Fin
 
 
 def _own_share(f: Finding, collector: CollectorTime) -> float:
-    """A stage finding's share less the full collections its allocations set off, in the
+    """A stage finding's share less the full collections inside its samples, in the
     stage's own terms (of the path it has ``path_share`` of: ``sampled_s`` over it): that
     time is the collector's finding's, where it competes for the lead."""
-    set_off = collector.full_by_stage.get(f.stage, 0.0)
+    inside = collector.full_in_stage.get(f.stage, 0.0)
     sampled = float(f.evidence.get("sampled_s") or 0.0)
-    if set_off <= 0 or sampled <= 0 or f.share <= 0:
+    if inside <= 0 or sampled <= 0 or f.share <= 0:
         return f.share
-    return f.share * max(0.0, 1.0 - set_off / sampled)
+    return f.share * max(0.0, 1.0 - inside / sampled)
 
 
 def _with_the_collector(findings: list[Finding], paused: Finding, facts: RunFacts) -> list[Finding]:
@@ -658,7 +658,7 @@ def _collector_doubts(
         return paused
     doubt = (
         f"`{rest[0].stage}` takes {own / paused.share:.0%} as much besides the collections "
-        f"it set off ({own:.0%} against {paused.share:.0%}): either is worth fixing first"
+        f"in its time ({own:.0%} against {paused.share:.0%}): either is worth fixing first"
     )
     evidence = {**paused.evidence, "runner_up": rest[0].stage, "doubts": [doubt]}
     return replace(paused, confidence=round(paused.confidence * factor, 3), evidence=evidence)

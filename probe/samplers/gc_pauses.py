@@ -2,11 +2,11 @@
 the target, timed through ``gc.callbacks``.
 
 A collection holds the GIL from start to end: no Python thread of the process runs,
-and the stack sampler's tick waits for it to finish (a 50-ms full collection is a tick
-missed, then a sample of whatever frame allocated the object that set it off). So the
-stacks cannot say how much of a run the collector took; its own callbacks can, exactly
-and cheaply: CPython calls them at the start and the end of each collection, from the
-collecting thread, and nowhere else.
+and the stack sampler's ticks wait for it to finish (a 50-ms full collection is ticks
+missed); a tick read during it shows the frame whose allocation set it off, as if that
+code ran. So the stacks cannot say how much of a run the collector took; its own
+callbacks can, exactly and cheaply: CPython calls them at the start and the end of each
+collection, from the collecting thread, and nowhere else.
 
 What a collection costs grows with what it walks: a young one (generation 0 or 1) the
 objects allocated since the last, a full one (generation 2) every container the

@@ -102,25 +102,44 @@ def test_the_process_whose_collections_took_longest_stands_for_the_run():
     assert collector_time(table.iloc[0:0], samples([]), wall_s=10.0) is None
 
 
-def test_a_full_collection_is_charged_to_the_stage_its_thread_sampled_next():
-    # the tick due during a collection waits for it and reads the frame that allocated
+def test_a_full_collection_is_charged_to_the_stage_its_thread_sampled_from_its_start():
+    # a tick during a collection reads the frame that allocated; the tick after its end
+    # lands anywhere (on rerank_catalog it spread one function's collections over five)
+    ms = 1_000_000
     table = pauses([
-        (1_000, 2, 1, 60_000_000, 7, 1),
-        (5_000, 2, 1, 40_000_000, 7, 1),
-        (6_000, 2, 1, 10_000_000, 8, 1),
+        (100 * ms, 2, 1, 60 * ms, 7, 1),  # 40-100 ms
+        (300 * ms, 2, 1, 40 * ms, 7, 1),  # 260-300 ms: no tick during it
+        (400 * ms, 2, 1, 10 * ms, 8, 1),  # 390-400 ms, on another thread
     ])  # fmt: skip
     taken = samples([
-        (900, 7, "score (job.py)"),  # before the first collection ended: not its
-        (1_200, 7, "gather (job.py)"),
-        (1_300, 8, "other (job.py)"),  # another thread
-        (5_500, 7, "score (job.py)"),
-        (6_500, 8, "other (job.py)"),
+        (30 * ms, 7, "score (job.py)"),  # before the first started: not its
+        (50 * ms, 7, "gather (job.py)"),  # during it
+        (110 * ms, 7, "score (job.py)"),  # after it
+        (305 * ms, 7, "rank (job.py)"),  # the first after the second started
+        (395 * ms, 8, "other (job.py)"),
     ])  # fmt: skip
     c = collector_time(table, taken, wall_s=1.0)
     assert c is not None
     assert c.full_by_stage == {
-        "gather (job.py)": 0.06, "score (job.py)": 0.04, "other (job.py)": 0.01,
+        "gather (job.py)": 0.06, "rank (job.py)": 0.04, "other (job.py)": 0.01,
     }  # fmt: skip
+
+
+def test_a_stage_s_own_time_is_its_samples_less_the_collections_inside_their_intervals():
+    # each row stands for the time since its thread's row before; a collection split
+    # between the tick read during it and the next is taken from both, in proportion
+    ms = 1_000_000
+    table = pauses([(100 * ms, 2, 1, 60 * ms, 7, 1)])  # 40-100 ms
+    taken = pd.DataFrame(
+        [(30 * ms, 10 * ms, 7, "score (job.py)"),  # 20-30: none of it
+         (50 * ms, 20 * ms, 7, "gather (job.py)"),  # 30-50: 10 ms of it
+         (110 * ms, 60 * ms, 7, "score (job.py)"),  # 50-110: 50 ms of it
+         (110 * ms, 100 * ms, 8, "other (job.py)")],  # another thread: not its
+        columns=["ts_ns", "wall_ns", "thread_id", "user_function"],
+    )  # fmt: skip
+    c = collector_time(table, taken, wall_s=1.0)
+    assert c is not None
+    assert c.full_in_stage == pytest.approx({"score (job.py)": 0.05, "gather (job.py)": 0.01})
 
 
 def job(stages: dict[str, float]) -> Breakdown:
@@ -139,9 +158,11 @@ def job(stages: dict[str, float]) -> Breakdown:
 
 
 def collected(share: float, full: float, by_stage: dict[str, float]) -> CollectorTime:
+    """Collections set off in the stages of ``by_stage``, their seconds inside them."""
     return CollectorTime(
         pid=1, wall_s=10.0, young_s=10 * (share - full), young_collections=9_000,
         full_s=10 * full, full_collections=40, longest_full_s=0.07, full_by_stage=by_stage,
+        full_in_stage=by_stage,
     )  # fmt: skip
 
 
@@ -157,7 +178,7 @@ def test_collections_that_outweigh_the_stage_setting_them_off_are_the_primary_li
     assert top.stage == "gather (job.py)" and top.share == pytest.approx(0.61)
     # gather's own 34% is over half the collector's: which to fix first is open
     assert top.evidence["doubts"] == [
-        "`gather (job.py)` takes 56% as much besides the collections it set off (34% "
+        "`gather (job.py)` takes 56% as much besides the collections in its time (34% "
         "against 61%): either is worth fixing first"
     ]
     assert top.confidence < 1.0
@@ -238,7 +259,7 @@ def test_collections_under_half_a_served_app_s_time_are_said_as_its_largest_part
     collector = CollectorTime(
         pid=1, wall_s=10.0, young_s=0.5, young_collections=5_000, full_s=3.5,
         full_collections=20, longest_full_s=0.2, full_by_stage={"complete (app.py)": 2.0},
-        serving=True,
+        full_in_stage={"complete (app.py)": 2.0}, serving=True,
     )  # fmt: skip
     top = classify(bd, RunFacts(process_cores=1.0, collector=collector))[0]
     assert top.rule == "collector_pauses"

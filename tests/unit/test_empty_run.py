@@ -36,6 +36,9 @@ def test_an_empty_run_gets_the_none_verdict_and_an_undetermined_leak():
     assert nothing_to_judge(before, {"resources": [READING]}, [])["leak"]["points"] == 1
     limited = {**META, "host": {"cpu_count": 2, "cores_allowed": 1.0, "cpu_limit": "affinity"}}
     assert nothing_to_judge(limited, {}, [])["run"]["cores_allowed"] == 1.0
+    # the collector's pauses make a finding only beside stages: a 0.02-s script makes some
+    collected = {"gc_pauses": [[1_500, 2, 1, 900_000, 900_000, 77]]}
+    assert nothing_to_judge(META, collected, []) is not None
 
 
 @pytest.mark.parametrize(
