@@ -43,6 +43,11 @@ class CollectorTime:
     # its time between them, the second anywhere
     full_in_stage: dict[str, float] = field(default_factory=dict)
     serving: bool = False  # the shares are of a served app's requests' window, not the run
+    # of the live heap the full collections walked (pymalloc's blocks read beside them,
+    # ``heap``), the part already alive when the work began: a served app's first
+    # request, a job's first sample in the stage setting most of them off. Only that
+    # part can be frozen once start-up ends. None where the process's heap was not read
+    start_up_heap: float | None = None
 
     @property
     def seconds(self) -> float:
@@ -69,6 +74,7 @@ class CollectorTime:
             "longest_full_ms": round(1e3 * self.longest_full_s, 2),
             "full_by_stage": {k: round(v, 4) for k, v in self.full_by_stage.items()},
             "over": "serving" if self.serving else "run",
+            "start_up_heap": None if self.start_up_heap is None else round(self.start_up_heap, 3),
         }
 
 
@@ -77,13 +83,18 @@ def collector_time(
     work_samples: pd.DataFrame,
     wall_s: float,
     window: tuple[int | None, int | None] = (None, None),
+    heap: pd.DataFrame | None = None,
+    heap_pid: int | None = None,
 ) -> CollectorTime | None:
     """The collections of the process they held longest; None where none was timed (a
     run before the table, a collector the target turned off) or the run has no length.
     ``work_samples``: the breakdown's attributed samples (``ts_ns``, ``thread_id``,
     ``user_function``). ``window``: a served app's requests' first start and last end
     (ns): the collections that ended within it, over its length -- start-up's are not
-    the service's steady state, and no fix made after start-up takes them away."""
+    the service's steady state, and no fix made after start-up takes them away.
+    ``heap``: the live-heap readings (``ts_ns``, ``allocated_blocks``) of process
+    ``heap_pid`` (the run's root: a worker's stay in its shard), read where the
+    collections are that process's."""
     lo, hi = window
     serving = lo is not None and hi is not None and hi > lo
     if lo is not None and hi is not None and serving:
@@ -96,6 +107,8 @@ def collector_time(
     own = pauses[pid_of == pid]
     young = own[own["generation"] < FULL_GENERATION]
     full = own[own["generation"] >= FULL_GENERATION]
+    set_off = _set_off_in(full, work_samples)
+    began = lo if serving else _first_sample_of(next(iter(set_off), None), work_samples)
     return CollectorTime(
         pid=pid,
         wall_s=wall_s,
@@ -104,10 +117,43 @@ def collector_time(
         full_s=float(full["pause_ns"].sum()) / 1e9,
         full_collections=int(full["collections"].sum()),
         longest_full_s=float(full["longest_ns"].max()) / 1e9 if not full.empty else 0.0,
-        full_by_stage=_set_off_in(full, work_samples),
+        full_by_stage=set_off,
         full_in_stage=_inside_samples(full, work_samples),
         serving=serving,
+        start_up_heap=_alive_when_work_began(full, heap if pid == heap_pid else None, began),
     )
+
+
+def _first_sample_of(stage: str | None, samples: pd.DataFrame) -> int | None:
+    if stage is None or samples.empty:
+        return None
+    times = samples.loc[samples["user_function"] == stage, "ts_ns"]
+    return int(times.min()) if not times.empty else None
+
+
+def _alive_when_work_began(
+    full: pd.DataFrame, heap: pd.DataFrame | None, began: int | None
+) -> float | None:
+    """The live heap (pymalloc's blocks, a proxy for the objects a collection walks:
+    small ones, tracked or not) at ``began``, over its mean at the full collections from
+    then on, at most 1. rerank_catalog's catalog, loaded before its first query, is all
+    of it; session_scores' cache, filled by its requests, next to none."""
+    if heap is None or heap.empty or began is None or full.empty:
+        return None
+    readings = heap[["ts_ns", "allocated_blocks"]].dropna().sort_values("ts_ns")
+    starts = (full["ts_ns"] - full["pause_ns"]).sort_values()
+    later = starts[starts >= began]
+    if readings.empty or later.empty:
+        return None
+    before = readings[readings["ts_ns"] <= began]
+    first = before.iloc[-1] if not before.empty else readings.iloc[0]
+    at_start = float(first["allocated_blocks"])
+    walked = pd.merge_asof(
+        later.rename("ts_ns").to_frame(), readings, on="ts_ns", direction="backward"
+    )["allocated_blocks"].dropna()
+    if walked.empty or float(walked.mean()) <= 0:
+        return None
+    return min(1.0, at_start / float(walked.mean()))
 
 
 def _set_off_in(full: pd.DataFrame, samples: pd.DataFrame) -> dict[str, float]:

@@ -7,6 +7,7 @@ added up per process and charged to the stages whose allocations set the full on
 from __future__ import annotations
 
 import gc
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -268,3 +269,37 @@ def test_collections_under_half_a_served_app_s_time_are_said_as_its_largest_part
         "collections held the process 40% of the serving time (20 full collections of "
         "175 ms each, set off mostly in `complete (app.py)`)."
     )
+
+
+def test_the_heap_alive_when_the_work_began_is_the_part_a_freeze_takes_away():
+    # a job whose set-off stage first ran at 1 s, its heap then 200,000 blocks; at its
+    # full collections 400,000 on average: half of each walk was there at the start
+    ms = 1_000_000
+    table = pauses([(1_500 * ms, 2, 1, 50 * ms, 7, 1), (3_000 * ms, 2, 1, 80 * ms, 7, 1)])
+    taken = samples([(1_000 * ms, 7, "work (job.py)"), (1_460 * ms, 7, "work (job.py)"),
+                     (2_930 * ms, 7, "work (job.py)")])  # fmt: skip
+    heap = pd.DataFrame(
+        {"ts_ns": [500 * ms, 900 * ms, 1_400 * ms, 2_900 * ms],
+         "allocated_blocks": [50_000, 200_000, 300_000, 500_000]},
+    )  # fmt: skip
+    c = collector_time(table, taken, wall_s=4.0, heap=heap, heap_pid=1)
+    assert c is not None and c.start_up_heap == pytest.approx(0.5)
+    # another process's heap says nothing of these collections
+    assert collector_time(table, taken, wall_s=4.0, heap=heap, heap_pid=2).start_up_heap is None
+    # a served app's work begins with its first request
+    served = collector_time(table, taken, wall_s=4.0, window=(1_400 * ms, 3_500 * ms),
+                            heap=heap, heap_pid=1)  # fmt: skip
+    assert served is not None and served.start_up_heap == pytest.approx(0.75)
+
+
+def test_a_freeze_takes_away_only_the_measured_start_up_part_of_each_walk():
+    # session_scores: 58% of the run in full collections walking a cache its requests
+    # fill; 19% of that heap alive at its start. Freezing at start realised 1.09x
+    bd = job({"build (job.py)": 0.77, "score (job.py)": 0.13})
+    collector = replace(collected(0.67, 0.58, {"build (job.py)": 3.0}), start_up_heap=0.19)
+    facts = RunFacts(cpu_count=1, process_cores=1.0, collector=collector)
+    freeze = next(r for r in proposed(classify(bd, facts), bd, facts) if r.id == "gc_freeze")
+    assert freeze.s == pytest.approx(1 / (1 - 0.19))
+    assert freeze.estimated_speedup == pytest.approx(1 / (1 - 0.19 * 0.58))
+    assert freeze.evidence["frozen_part"] == 0.19
+    assert "19% of the live heap they walked" in freeze.model
