@@ -1152,6 +1152,11 @@ FUTURE: dict[str, str] = {
 }
 
 
+# The fixes for the collector's own finding (``rules._collector_pauses``): the stage's
+# other fixes come from the stage's finding, once
+_COLLECTOR_FIXES = frozenset({"gc_freeze"})
+
+
 def _staged_findings(ctx: RuleContext) -> Iterator[tuple[Finding, pd.Series]]:
     # Every finding, not only those holding a fifth of the path (as until 2026-11-28): an
     # Amdahl estimate on less than a fifth stays under ``min_speedup`` (1 / 0.8 = 1.25)
@@ -1195,6 +1200,8 @@ def proposed(
         # stall_api.truth.md)
         ours = finding.stage not in NOT_THE_SERVICE
         for fix in FIXES:
+            if finding.rule == "collector_pauses" and fix.id not in _COLLECTOR_FIXES:
+                continue  # its stage is where collections were set off, not what it names
             if fix.finding_rule is not None and (ours or not fix.rewrites_stage):
                 proposal = fix.finding_rule(ctx, finding, row)
                 if proposal is not None:

@@ -607,7 +607,7 @@ def _own_share(f: Finding, collector: CollectorTime) -> float:
 
 def _with_the_collector(findings: list[Finding], paused: Finding, facts: RunFacts) -> list[Finding]:
     """The findings and the collector's, most important first: each stage by its time
-    less the collections it set off (``_own_share``), the collector by all of its own."""
+    less the collections inside it (``_own_share``), the collector by all of its own."""
     collector = facts.collector
     assert collector is not None
     ordered = sorted(findings, key=lambda f: -_own_share(f, collector))

@@ -303,3 +303,15 @@ def test_a_freeze_takes_away_only_the_measured_start_up_part_of_each_walk():
     assert freeze.estimated_speedup == pytest.approx(1 / (1 - 0.19 * 0.58))
     assert freeze.evidence["frozen_part"] == 0.19
     assert "19% of the live heap they walked" in freeze.model
+
+
+def test_the_collector_s_finding_gets_its_own_fix_not_its_stage_s_once_more():
+    # a model stage at batch 1 gets dynamic batching from its own finding; the collector's
+    # finding, set off in the same stage, must not propose it a second time
+    bd = job({"infer (app.py)": 0.70})
+    bd.stages.loc["infer (app.py)", "tensor_share"] = 0.9
+    facts = RunFacts(cpu_count=1, process_cores=1.0,
+                     collector=collected(0.30, 0.25, {"infer (app.py)": 1.0}))  # fmt: skip
+    recs = proposed(classify(bd, facts), bd, facts)
+    assert [r.id for r in recs].count("dynamic_batching") == 1
+    assert [r.id for r in recs].count("gc_freeze") == 1
