@@ -629,6 +629,28 @@ def test_collections_walking_a_cache_the_requests_fill_are_the_limit_but_no_free
     assert abs(freeze["estimated_speedup"] / 1.09 - 1) <= 0.25, freeze
 
 
+def plain_answers(name: str, env: dict[str, str]) -> int:
+    """Answers ``drive.py``'s 8 clients got in 4 s (after 1 s of warm-up) from ``name:app``
+    under plain uvicorn, no probe: a fix's realised gain, on this host, this minute."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", f"{name}:app", "--app-dir", str(CORPUS),
+         "--port", str(port), "--log-level", "warning"],
+        env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_for_port(port)
+        drive(port, clients=8, seconds=1.0)
+        return drive(port, clients=8, seconds=4.0)
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
 def test_a_served_app_s_collections_of_its_start_up_trie_are_told_to_freeze_it(run_probe, tmp_path):
     # 150,000 words in a trie of dicts built at start-up; each request's candidates
     # outlive two young collections, so the full ones keep walking the trie: 34% of the
@@ -642,8 +664,17 @@ def test_a_served_app_s_collections_of_its_start_up_trie_are_told_to_freeze_it(r
     assert paused["evidence"]["over"] == "serving", paused  # start-up's are not the service's
     assert paused["stage"].startswith("complete"), paused
     freeze = next(r for r in d["recommendations"] if r["id"] == "gc_freeze")
-    # 1.50x realised with SUGGEST_FREEZE=1 (the docstring's five plain pairs), within 25%
-    assert abs(freeze["estimated_speedup"] / 1.50 - 1) <= 0.25, freeze
+    # realised with SUGGEST_FREEZE=1 in plain pairs taken here, beside the probe run: the
+    # docstring's five read 1.50x, where a clean-clone CI run's estimate was 2.44x (its
+    # collections held 59% of the serving time, 34% in every run here): the truth of the
+    # host and minute the estimate was made on
+    pairs = [
+        plain_answers("suggest_api", {"SUGGEST_FREEZE": "1"})
+        / plain_answers("suggest_api", {"SUGGEST_FREEZE": "0"})
+        for _ in range(2)
+    ]
+    realised = statistics.mean(pairs)
+    assert abs(freeze["estimated_speedup"] / realised - 1) <= 0.25, (freeze, pairs)
     # its own Python and the collector's walks are about as large: never a confident
     # verdict that leaves the collector out
     primary = d["primary"]
