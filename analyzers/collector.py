@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-__all__ = ["CollectorTime", "collector_time"]
+from probe.rundir.schema import FULL_GENERATION
 
-FULL_GENERATION = 2  # probe.samplers.gc_pauses: CPython's oldest generation
+__all__ = ["CollectorTime", "collector_time", "over_words"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,11 @@ class CollectorTime:
     def full_share(self) -> float:
         return min(1.0, self.full_s / self.wall_s)
 
+    @property
+    def over(self) -> str:
+        """What the shares are of: ``serving`` (a served app's requests' window) or ``run``."""
+        return "serving" if self.serving else "run"
+
     def to_dict(self) -> dict[str, object]:
         return {
             "pid": self.pid,
@@ -73,9 +78,14 @@ class CollectorTime:
             "mean_full_ms": round(1e3 * self.full_s / max(self.full_collections, 1), 2),
             "longest_full_ms": round(1e3 * self.longest_full_s, 2),
             "full_by_stage": {k: round(v, 4) for k, v in self.full_by_stage.items()},
-            "over": "serving" if self.serving else "run",
+            "over": self.over,
             "start_up_heap": None if self.start_up_heap is None else round(self.start_up_heap, 3),
         }
+
+
+def over_words(over: str) -> str:
+    """``CollectorTime.over`` (also the finding's ``evidence["over"]``) as the verdict says it."""
+    return "serving time" if over == "serving" else "run"
 
 
 def collector_time(
@@ -96,8 +106,9 @@ def collector_time(
     ``heap_pid`` (the run's root: a worker's stay in its shard), read where the
     collections are that process's."""
     lo, hi = window
-    serving = lo is not None and hi is not None and hi > lo
-    if lo is not None and hi is not None and serving:
+    serving = False
+    if lo is not None and hi is not None and hi > lo:
+        serving = True
         pauses = pauses[(pauses["ts_ns"] >= lo) & (pauses["ts_ns"] <= hi)]
         wall_s = (hi - lo) / 1e9
     if pauses.empty or wall_s <= 0:

@@ -17,7 +17,7 @@ import pandas as pd
 from probe.analyzers.batching import BatchAdvice, spans_advice
 from probe.analyzers.breakdown import Breakdown, breakdown, host_busy_percent, run_start_ns
 from probe.analyzers.capacity import Capacity, Demands, capacity
-from probe.analyzers.collector import collector_time
+from probe.analyzers.collector import collector_time, over_words
 from probe.analyzers.empty_run import NOTHING_TO_JUDGE, SCHEMA
 from probe.analyzers.endpoints import EndpointFigures, endpoints
 from probe.analyzers.leaks import (
@@ -532,7 +532,7 @@ def _collector_notes(facts: RunFacts) -> list[str]:
     c = facts.collector
     if c is None or c.share < THRESHOLDS.finding_share:
         return []
-    over = "serving time" if c.serving else "run"
+    over = over_words(c.over)
     full = (
         f", {c.full_collections} full ones {c.full_s:.2f} s (longest "
         f"{1e3 * c.longest_full_s:.0f} ms)"
@@ -555,7 +555,7 @@ def _collector_words(primary: Finding) -> str:
         if e.get("full_collections")
         else f"{e['young_collections']:,} young collections"
     )
-    over = "serving time" if e.get("over") == "serving" else "run"
+    over = over_words(str(e.get("over")))
     held = f"its collections held the process {primary.share:.0%} of the {over} ({full})"
     if primary.share < THRESHOLDS.bottleneck_share:
         return f"the garbage collector: {held}"

@@ -37,6 +37,7 @@ from probe.analyzers.amdahl import (
     mva_throughput,
 )
 from probe.analyzers.breakdown import Breakdown
+from probe.analyzers.collector import over_words
 from probe.analyzers.constants import constant
 from probe.analyzers.leaks.words import what_holds
 from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, allowed_cores, stage_rows
@@ -644,7 +645,7 @@ def _gc_freeze(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
         s=1.0 / (1.0 - walk) if walk < 1.0 else math.inf,
         how={
             "full_share": p,
-            "over": "serving time" if f.evidence.get("over") == "serving" else "run",
+            "over": over_words(str(f.evidence.get("over"))),
             "full_collections": int(f.evidence["full_collections"]),
             "mean_full_ms": float(f.evidence["mean_full_ms"]),
         },

@@ -23,6 +23,7 @@ from __future__ import annotations
 __all__ = [
     "BLOCKING_REASONS",
     "COLUMNS",
+    "FULL_GENERATION",
     "RUNNABLE_REASONS",
     "SCHEMA_NAME",
     "SCHEMA_VERSION",
@@ -251,3 +252,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
 }
 
 TABLES = tuple(COLUMNS)
+
+# gc_pauses' generation of a full collection: CPython's oldest, whose collections walk
+# every container the process holds (rows of it are one collection each)
+FULL_GENERATION = 2

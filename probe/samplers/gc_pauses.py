@@ -35,9 +35,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FULL_GENERATION", "GcPauses"]
+from probe.rundir.schema import FULL_GENERATION
 
-FULL_GENERATION = 2  # CPython's oldest generation: its collections walk every container
+__all__ = ["GcPauses"]
 
 
 class GcPauses:
