@@ -6,8 +6,9 @@ sleep *is* their wait -- the time those requests take (issue 12: an asyncio serv
 time was in coroutines no thread's stack showed). ``probe.samplers.tasks`` records, per
 tick, what the loop's pending tasks await (``task_samples``); here each idle interval of
 a loop thread (its ``event loop`` role, blocked in ``select``) is split among the tasks
-awaiting I/O at the task tick whose interval holds its end (task ticks are sparser than
-the stack's when many tasks are pending), in proportion to the tasks each row stands for:
+awaiting I/O at the task ticks whose intervals it overlaps, each tick its part (task
+ticks are sparser than the stack's when many tasks are pending; the stack's sparser
+when the sampler is held back), in proportion to the tasks each row stands for:
 
 * a task waiting on other tasks (a ``gather``, an awaited task, an asyncio lock,
   semaphore, event or queue) is not the work: the tasks it waits on are (the batch path's
@@ -50,10 +51,12 @@ def with_task_waits(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(``samples`` without the idle event-loop rows given to tasks, the rows made for
     them). ``samples``: attributed rows (thread_id, stack_id, wall_ns, cpu_ns, wait_ns,
-    reason, ts_ns, idle_role). An idle loop row is replaced when tasks awaited I/O at the
-    task tick whose interval holds its end: by one row per task stack and reason of that
-    tick, sharing its time. The rows made carry the attributed columns only (the caller
-    labels them by stack); both frames are as given when nothing is replaced.
+    reason, ts_ns, idle_role). An idle loop row's interval is cut at the task ticks it
+    overlaps (``_pieces_by_tick``); each piece held by a tick where tasks awaited I/O is
+    replaced by one row per task stack and reason of that tick, sharing its time, and
+    what no such tick holds stays idle (the row, scaled to it). The rows made carry the
+    attributed columns only (the caller labels them by stack); both frames are as given
+    when nothing is replaced.
     ``library_stacks``: the task stacks with no frame of the service's (their sleeps are
     timers)."""
     none = pd.DataFrame(columns=_ATTRIBUTED)
@@ -65,28 +68,65 @@ def with_task_waits(
     ticks = _io_ticks(tasks[~timers], library[~timers])
     if idle.empty or ticks.empty:
         return samples, none
-    matched = []
-    for tid, rows in idle.groupby("thread_id"):
-        # the loop's task ticks: each holds the instants (begun_ns, ts_ns]
-        theirs = ticks[ticks["thread_id"] == tid].drop_duplicates("ts_ns")
-        if theirs.empty:
-            continue
-        ends = theirs["ts_ns"].to_numpy(dtype="int64")
-        starts = theirs["begun_ns"].to_numpy(dtype="int64")
-        row_ends = rows["ts_ns"].to_numpy(dtype="int64")
-        k = np.minimum(np.searchsorted(ends, row_ends, side="left"), len(ends) - 1)
-        inside = (row_ends <= ends[k]) & (row_ends > starts[k])
-        matched.append(rows[inside].assign(tick_ns=ends[k[inside]]))
-    hits = pd.concat(matched) if matched else idle.iloc[:0]
-    if hits.empty:
+    pieces = [
+        _pieces_by_tick(rows, ticks[ticks["thread_id"] == tid].drop_duplicates("ts_ns"))
+        for tid, rows in idle.groupby("thread_id")
+    ]
+    made = pd.concat(pieces, ignore_index=True) if pieces else pd.DataFrame()
+    if made.empty:
         return samples, none
-    made = hits[["thread_id", "wall_ns", "cpu_ns", "wait_ns", "ts_ns", "tick_ns"]].merge(
-        ticks.rename(columns={"ts_ns": "tick_ns"}), on=["thread_id", "tick_ns"]
-    )
+    # what of each idle row no tick with I/O holds stays the loop's idle time
+    left = (1.0 - made.groupby("row")["fraction"].sum()).clip(lower=0.0)
+    kept = samples.drop(index=left.index[left <= 1e-9])
+    rest = left[left > 1e-9]
+    for column in ("wall_ns", "cpu_ns", "wait_ns") if not rest.empty else ():
+        kept[column] = kept[column].astype("float64")
+        kept.loc[rest.index, column] = kept.loc[rest.index, column] * rest
+    made = made.merge(ticks.rename(columns={"ts_ns": "tick_ns"}), on=["thread_id", "tick_ns"])
     for column in ("wall_ns", "cpu_ns", "wait_ns"):
-        made[column] = made[column] * made["share"]
+        made[column] = made[column] * made["fraction"] * made["share"]
     made = made.rename(columns={"wait_reason": "reason"})[_ATTRIBUTED]
-    return samples.drop(index=hits.index), made.reset_index(drop=True)
+    return kept, made.reset_index(drop=True)
+
+
+def _pieces_by_tick(rows: pd.DataFrame, theirs: pd.DataFrame) -> pd.DataFrame:
+    """Each of a loop thread's idle ``rows`` (its interval: ``wall_ns`` up to ``ts_ns``)
+    cut at the task ticks ``theirs`` (each holds the instants ``begun_ns``..``ts_ns``)
+    it overlaps: per piece the row's index (``row``), its ``tick_ns``, the ``fraction``
+    of the row it is, its end (``ts_ns``) and length (``wall_ns``), and the row's
+    ``cpu_ns`` and ``wait_ns``. A row longer than a tick -- a stack sampler that took
+    fewer ticks on a busy host (consume_feed in a CI run: a 386-ms interval, given whole
+    to the consumers of the last tick it reached, made them 10% of the run where the
+    feed's reader held every tick it covered but that one) -- is each tick's in part."""
+    if theirs.empty or rows.empty:
+        return pd.DataFrame()
+    ends = theirs["ts_ns"].to_numpy(dtype="int64")
+    starts = theirs["begun_ns"].to_numpy(dtype="int64")
+    row_ends = rows["ts_ns"].to_numpy(dtype="int64")
+    row_starts = row_ends - rows["wall_ns"].to_numpy(dtype="int64")
+    first = np.searchsorted(ends, row_starts, side="right")  # the first tick ending after
+    last = np.minimum(np.searchsorted(ends, row_ends, side="left") + 1, len(ends))
+    counts = np.maximum(last - first, 0)
+    row = np.repeat(np.arange(len(rows)), counts)
+    k = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    k = k + np.repeat(first, counts)
+    piece_start = np.maximum(row_starts[row], starts[k])
+    piece_end = np.minimum(row_ends[row], ends[k])
+    span = np.maximum(row_ends - row_starts, 1)[row]
+    fraction = (piece_end - piece_start) / span
+    keep = fraction > 0
+    return pd.DataFrame(
+        {
+            "row": rows.index.to_numpy()[row][keep],
+            "thread_id": rows["thread_id"].to_numpy()[row][keep],
+            "tick_ns": ends[k][keep],
+            "fraction": fraction[keep],
+            "ts_ns": piece_end[keep],
+            "wall_ns": rows["wall_ns"].to_numpy(dtype="float64")[row][keep],
+            "cpu_ns": rows["cpu_ns"].to_numpy(dtype="float64")[row][keep],
+            "wait_ns": rows["wait_ns"].to_numpy(dtype="float64")[row][keep],
+        }
+    )
 
 
 # a stage's line for a limit: in line per one in the call, those in the call, the limit

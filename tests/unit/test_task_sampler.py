@@ -355,6 +355,31 @@ def test_an_idle_loop_interval_is_the_main_task_s_when_it_awaits_io_itself():
     assert made.set_index("stack_id")["wait_ns"].to_dict() == pytest.approx({10: 75, 11: 225})
 
 
+def test_an_idle_interval_longer_than_a_task_tick_is_each_tick_s_in_part():
+    # consume_feed in a CI run: the stack sampler, held back, read the loop once in 386
+    # ms; the feed's reader (main task, stack 10) held each task tick of it but the last,
+    # where the job had moved on to waiting for its consumers (stack 11)
+    samples = attributed([(7, 2, 400, 0, 400, "network", 500, "event loop")])  # 100..500
+    tasks = task_rows(
+        [
+            (200, 7, 10, "network", 1.0, 100),  # 100..200
+            (300, 7, 10, "network", 1.0, 100),
+            (400, 7, 10, "network", 1.0, 100),
+            (500, 7, 12, "tasks", 1.0, 100),  # 400..500: the main task awaits the others
+            (500, 7, 11, "network", 8.0, 100),
+        ]
+    ).assign(main_task=[True, True, True, True, False])
+    kept, made = with_task_waits(samples, tasks)
+    by_stack = made.groupby("stack_id")["wait_ns"].sum()
+    assert by_stack.to_dict() == pytest.approx({10: 300, 11: 100})
+    assert kept.empty
+    # a piece no tick with I/O holds (300..400 here) stays the loop's idle time
+    gap = tasks[tasks["ts_ns"] != 400]
+    kept, made = with_task_waits(samples, gap)
+    assert made.groupby("stack_id")["wait_ns"].sum().to_dict() == pytest.approx({10: 200, 11: 100})
+    assert kept["wait_ns"].sum() == pytest.approx(100)
+
+
 def test_a_library_task_asleep_is_a_timer_and_the_service_s_sleep_is_its_work():
     # uvicorn's main loop wakes every 0.1 s (stack 20, no frame of the service's); a
     # handler's rate-limiting sleep (stack 11) is the request's own wait
