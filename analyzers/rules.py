@@ -771,18 +771,34 @@ def with_doubts(
             f"the stack sampler took {taken:.0%} of the ticks it was due (the "
             "GIL was not free when they came): its samples stand for more time each"
         )
-    if facts.copy_cores >= TRANSFER.note_share:
-        # the copy runs in library threads, on no stage of the service's: whichever
-        # stage leads, the pool may be paced by the copy instead (analyzers.transfer)
-        factor *= max(0.1, 1.0 - min(1.0, facts.copy_cores))
-        doubts.append(
-            f"copying data between processes took {facts.copy_cores:.1f} of a core "
-            "(see the note): the copy may pace the run instead"
-        )
+    copy_factor, copy_doubt = _rivalled_by_the_copy(primary, facts, t)
+    if copy_doubt:
+        factor *= copy_factor
+        doubts.append(copy_doubt)
     if not doubts:
         return primary
     evidence = {**primary.evidence, **extra, "doubts": doubts}
     return replace(primary, confidence=round(primary.confidence * factor, 3), evidence=evidence)
+
+
+def _rivalled_by_the_copy(primary: Finding, facts: RunFacts, t: Thresholds) -> tuple[float, str]:
+    """(the confidence factor, the doubt) where copying data between processes
+    (``facts.copy_cores``: its CPU over the wall, in library threads, on no stage of the
+    service's) comes close to the primary stage's share: the pool may be paced by the
+    copy instead (``analyzers.transfer``), a different fix, and which buys more is open
+    (``clear_lead``, as for a runner-up stage); (1.0, "") otherwise."""
+    copying = facts.copy_cores
+    if copying < TRANSFER.note_share or primary.share <= 0:
+        return 1.0, ""
+    lead = (primary.share - copying) / primary.share
+    if lead >= t.clear_lead:
+        return 1.0, ""
+    doubt = (
+        f"copying data between processes took {copying:.1f} of a core (see the note), "
+        f"{copying / primary.share:.0%} as much as `{primary.stage}`'s {primary.share:.0%}: "
+        "the copy may pace the run instead"
+    )
+    return max(lead / t.clear_lead, 0.1), doubt
 
 
 def _ticks_taken_outside_collections(facts: RunFacts) -> float | None:

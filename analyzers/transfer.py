@@ -16,8 +16,9 @@ threads instead of processes, nothing copied, served the same frames 20x faster)
 run's samples in multiprocessing's send and receive paths (``roles.process_transfer``)
 are summed by thread: their CPU is the copy (a send blocked on a full pipe may be a
 worker busy with its task, not a copy: a pool of small CPU-bound tasks blocks so). Where
-the copy took half a core or more over the run, a note says so with what to do instead,
-and the verdict's confidence falls with it (``rules.with_doubts``). No speedup is
+the copy's CPU came to ``note_share`` of the run's wall or more, a note says so with what
+to do instead; where it comes close to the verdict's stage, the verdict's confidence falls
+(``rules.with_doubts``: the copy rivals it, as a runner-up stage would). No speedup is
 estimated: what the copy's removal buys depends on what the workers then do with the
 cores, which this run cannot show.
 """
@@ -37,11 +38,13 @@ __all__ = ["TRANSFER", "Transfer", "copy_cores", "transfer_notes", "transfer_tab
 @dataclass(frozen=True)
 class Transfer:
     note_share: float = constant(
-        0.5,
-        "half a core, over the run, spent copying data between processes: "
-        "frame_stats.py's run spent 0.76 (its feeder thread's CPU pickling and writing, "
-        "its workers' reading and unpickling); pool_score.py's, a pool of small tasks, "
-        "0.01 (2026-12-04)",
+        0.05,
+        "CPU spent copying data between processes, over the run's wall: a note at the "
+        "bar a stage's share of the path needs to be a finding (rules' finding_share, "
+        "5%), the copy being time of the same kind outside every stage. frame_stats.py's "
+        "runs read 0.50-0.76 (a CI run's 0.495 fell under the former bar of half a core, "
+        "a count of cores that means less the more a host has); pool_score.py's, a pool "
+        "of small tasks, 0.01-0.02 (2026-12-05)",
     )
 
 
@@ -78,8 +81,8 @@ def copy_cores(table: pd.DataFrame, wall_s: float) -> float:
 
 
 def transfer_notes(table: pd.DataFrame, wall_s: float, settings: Transfer = TRANSFER) -> list[str]:
-    """A line when copying data between processes (``transfer_table``) took
-    ``note_share`` of a core over the run or more, as the verdict and the report say it."""
+    """A line when copying data between processes (``transfer_table``) took CPU of
+    ``note_share`` of the run's wall or more, as the verdict and the report say it."""
     if copy_cores(table, wall_s) < settings.note_share:
         return []
     sent, read = float(table["send_cpu_s"].sum()), float(table["receive_cpu_s"].sum())
