@@ -50,7 +50,12 @@ from probe.analyzers.run_queue import (
     throttling_note,
 )
 from probe.analyzers.stacks import NOT_THE_SERVICE
-from probe.analyzers.vocabulary import kind_words, speedup_range_words, subkind_words
+from probe.analyzers.vocabulary import (
+    confidence_words,
+    kind_words,
+    speedup_range_words,
+    subkind_words,
+)
 from probe.rundir.reader import Run
 
 if TYPE_CHECKING:
@@ -575,7 +580,7 @@ def _doubts_text(primary: Finding) -> str:
     if not doubts:
         return ""
     if primary.rule == "collector_pauses":  # timed, not sampled: no run settles it better
-        return f" Confidence {primary.confidence:.0%}: {'; '.join(doubts)}."
+        return f" Confidence {confidence_words(primary.confidence)}: {'; '.join(doubts)}."
     # a longer run on a host busy with other work measures the same mix again
     alone = bool(primary.evidence.get("without_other_load"))
     # a stage that both computes and waits measures the same split however long it runs
@@ -603,7 +608,7 @@ def _doubts_text(primary: Finding) -> str:
         )
         settle = f"{settle}, or {split}" if settle else split
     to_settle = f" To settle it: {settle}." if settle else ""
-    return f" Confidence {primary.confidence:.0%}: {'; '.join(doubts)}.{to_settle}"
+    return f" Confidence {confidence_words(primary.confidence)}: {'; '.join(doubts)}.{to_settle}"
 
 
 def _run_block(

@@ -13,6 +13,7 @@ naming what inside it limits (DESIGN.md, "Classification").
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from probe.rundir.schema import WAIT_REASONS
@@ -24,6 +25,7 @@ __all__ = [
     "KIND_WORDS",
     "SUBKIND_WORDS",
     "WAITS",
+    "confidence_words",
     "kind_words",
     "subkind_words",
 ]
@@ -79,6 +81,13 @@ def kind_words(kind: str) -> str:
 
 def subkind_words(subkind: str) -> str:
     return SUBKIND_WORDS.get(subkind, subkind)
+
+
+def confidence_words(confidence: float) -> str:
+    """A confidence (0..1) as every report writes it: a whole percent, rounded down, so
+    one a doubt lowered never reads 100% beside the doubt that lowered it (a 0.996 did,
+    session_scores.py's verdict, 2026-12-05)."""
+    return f"{math.floor(round(confidence * 100, 6)):.0f}%"
 
 
 def speedup_range_words(stated: Sequence[float] | None) -> str:

@@ -22,8 +22,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from probe.analyzers.leaks.words import what_holds
-from probe.analyzers.vocabulary import COMPONENT_COLOURS, WAITS, speedup_range_words
-from probe.reports.page import MAX_POINTS, Markup, bucket, chart_text, html, join, layout, num, page
+from probe.analyzers.vocabulary import (
+    COMPONENT_COLOURS,
+    WAITS,
+    confidence_words,
+    speedup_range_words,
+)
+from probe.reports.page import (
+    MAX_POINTS,
+    Markup,
+    bucket,
+    chart_text,
+    confidence_cell,
+    html,
+    join,
+    layout,
+    num,
+    page,
+)
 from probe.reports.torch_html import (
     copies_html,
     host_ops_html,
@@ -697,7 +713,7 @@ def _verdict_html(v: dict[str, Any]) -> Markup:
         where=where,
         summary=v["summary"],
         share=num(v.get("share"), ".0%"),
-        confidence=num(v.get("confidence"), ".0%"),
+        confidence=confidence_cell(v.get("confidence")),
         requests=v.get("requests") or "—",
         throughput=num(v.get("throughput_per_s"), ".1f"),
         p50=num(lat.get("p50"), ".1f"),
@@ -925,7 +941,7 @@ def _leak_html(leak: dict[str, Any]) -> Markup:
         "{}). {}{}{}{}</div>",
         f"{leak['slope_bytes_per_s'] / 1e6:.2f}",
         f", {per / 1024:,.1f} KiB a request" if per else "",
-        f"{leak['confidence']:.0%}",
+        confidence_words(leak["confidence"]),
         leak.get("reason", ""),
         _held_html(leak),
         table,

@@ -25,6 +25,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from probe.analyzers.vocabulary import confidence_words
 from probe.reports.json import json_safe
 
 __all__ = [
@@ -62,6 +63,13 @@ def num(value: Any, fmt: str, missing: str = "—") -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return missing
     return format(value, fmt)
+
+
+def confidence_cell(value: Any, missing: str = "—") -> str:
+    """A verdict's confidence in a page's table: ``confidence_words``, or ``missing``."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return missing
+    return confidence_words(float(value))
 
 
 def layout(title: str, **extra: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from probe.analyzers.leaks.words import what_holds
-from probe.analyzers.vocabulary import WAITS, speedup_range_words
+from probe.analyzers.vocabulary import WAITS, confidence_words, speedup_range_words
 from probe.printable import printable, shown_path
 from probe.reports.batching import batching_lines
 from probe.reports.host_ops import host_op_lines
@@ -344,7 +344,7 @@ def _leak_lines(leak: dict[str, Any]) -> list[str]:
         _, held = what_holds(leak, brief=True)
         lines = [
             f"Leak: memory grows {_bytes(leak['slope_bytes_per_s'])}/s{per_request} "
-            f"(confidence {leak['confidence']:.0%})" + (f", {held}" if held else "")
+            f"(confidence {confidence_words(leak['confidence'])})" + (f", {held}" if held else "")
         ]
     else:
         lines = [
@@ -402,7 +402,7 @@ def limit_text(primary: dict[str, Any], *, where: str = "") -> str:
     place = f" in {where}" if where else ""
     return (
         f"{primary['kind']}/{primary['subkind']}{place} "
-        f"({primary['share']:.0%}, confidence {primary['confidence']:.0%})"
+        f"({primary['share']:.0%}, confidence {confidence_words(primary['confidence'])})"
     )
 
 

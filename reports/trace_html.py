@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from probe.reports.html import recommendations_html
-from probe.reports.page import Markup, html, join, num, page
+from probe.reports.page import Markup, confidence_cell, html, join, num, page
 from probe.reports.torch_html import (
     copies_html,
     host_ops_html,
@@ -92,7 +92,7 @@ def _verdict_html(v: dict[str, Any]) -> Markup:
         subkind=v["subkind"] or "—",
         summary=v["summary"],
         share=num(v.get("share"), ".0%"),
-        confidence=num(v.get("confidence"), ".0%"),
+        confidence=confidence_cell(v.get("confidence")),
         window=num((v.get("wall_s") or 0) * 1e3, ",.2f"),
         busy=num(v.get("busy_share"), ".0%"),
         kernels=v.get("kernels", 0),

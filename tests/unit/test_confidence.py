@@ -9,6 +9,9 @@ import pytest
 
 from probe.analyzers.breakdown import Breakdown, _complete, _empty_requests
 from probe.analyzers.rules import Finding, RunFacts, classify, with_doubts
+from probe.analyzers.vocabulary import confidence_words
+from probe.reports.page import confidence_cell
+from probe.reports.terminal import limit_text
 
 
 def finding(stage: str, share: float, sampled_s: float, kind: str = "cpu", **components) -> Finding:
@@ -218,3 +221,11 @@ def test_a_stage_more_on_a_cpu_than_waiting_is_cpu_bound_however_its_cpu_splits(
     # a wait longer than all the CPU's time names the kind
     (io,) = classify(one_stage_run(cpu=0.40, native=0.5, wait_network=0.60), facts)
     assert (io.kind, io.subkind) == ("io", "network")
+
+
+def test_a_doubted_confidence_never_reads_100_percent_in_any_report():
+    assert confidence_words(0.996) == "99%" and confidence_words(1.0) == "100%"
+    assert confidence_words(0.29) == "29%"  # 0.29 * 100 is 28.999...: not floored to 28
+    primary = {"kind": "cpu", "subkind": "gc", "share": 0.61, "confidence": 0.996}
+    assert limit_text(primary) == "cpu/gc (61%, confidence 99%)"
+    assert confidence_cell(0.996) == "99%" and confidence_cell(None) == "—"
