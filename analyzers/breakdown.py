@@ -64,6 +64,7 @@ from probe.analyzers.spantree import (
     request_mask,
 )
 from probe.analyzers.stacks import LIBRARY, UNKNOWN, label_stacks, package_of
+from probe.analyzers.streams import stream_reads
 from probe.analyzers.tasks import (
     IN_LINE_COLUMNS,
     loop_lag,
@@ -138,6 +139,9 @@ class Breakdown:
     # CPU spent copying data between processes (multiprocessing's pickling and pipes), in
     # cores over the run (``analyzers.transfer``)
     copy_cores: float = 0.0
+    # Per stage whose asyncio tasks awaited TCP connections: what the kernel counted on
+    # them, and whether the stage reads a stream its far end paces (``analyzers.streams``)
+    streams: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def _empty_requests() -> RequestFigures:
@@ -153,10 +157,13 @@ def _empty_requests() -> RequestFigures:
     )
 
 
-def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int], pd.DataFrame]:
+def _attributed_samples(
+    run: Run,
+) -> tuple[pd.DataFrame, frozenset[int], pd.DataFrame, pd.DataFrame]:
     """(attributed sample rows with their timestamps and stack labels, the stacks blocked
     entering a briefly held lock, the tasks queued for a limit per function:
-    ``tasks.queued_for_a_limit``)."""
+    ``tasks.queued_for_a_limit``, the stages' awaited connections:
+    ``streams.stream_reads``)."""
     samples = split_run_queue_waits(run.tables["samples"])
     labels = label_stacks(
         run.tables["stacks"],
@@ -175,6 +182,7 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int], pd.Data
     library = labels.loc[labels["user_function"] == LIBRARY, "stack_id"]
     kept, made = with_task_waits(joined, tasks, library)
     limits = queued_for_a_limit(tasks, labels, run.tables["stacks"], run.tables["frames"])
+    streams = stream_reads(run.tables.get("awaited_sockets"), tasks, labels)
     if not made.empty:  # the rows made for the loop's tasks, labelled by their stacks
         made = made.merge(labels, on="stack_id", how="left").assign(awaited=True)
         joined = pd.concat([kept, made], ignore_index=True)
@@ -187,7 +195,7 @@ def _attributed_samples(run: Run) -> tuple[pd.DataFrame, frozenset[int], pd.Data
     texts = ("leaf_call", "idle_role", "transfer", "limit")
     for column in ("user_function", "location", "function", *texts):
         joined[column] = joined[column].fillna("" if column in texts else UNKNOWN)
-    return _charged_to_their_tasks(joined), brief, limits
+    return _charged_to_their_tasks(joined), brief, limits, streams
 
 
 def _charged_to_their_tasks(samples: pd.DataFrame) -> pd.DataFrame:
@@ -637,7 +645,7 @@ def _function_table(
 
 def breakdown(run: Run) -> Breakdown:
     """Per-stage (or per-function) breakdown of a loaded run (``probe.rundir.load``)."""
-    attributed, brief, limits = _attributed_samples(run)
+    attributed, brief, limits, streams = _attributed_samples(run)
     samples, idle = _idle_capacity(attributed)
     hz = float((run.meta.get("settings") or {}).get("hz") or DEFAULT_HZ)
     spans = run.tables["spans"]
@@ -689,6 +697,7 @@ def breakdown(run: Run) -> Breakdown:
         path_followed=followed,
         work_samples=samples,
         copy_cores=copy_cores(copies, wall_s),
+        streams=streams,
     )
 
 

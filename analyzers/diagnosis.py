@@ -50,6 +50,7 @@ from probe.analyzers.run_queue import (
     throttling_note,
 )
 from probe.analyzers.stacks import NOT_THE_SERVICE
+from probe.analyzers.streams import stream_note
 from probe.analyzers.vocabulary import (
     confidence_words,
     kind_words,
@@ -752,6 +753,9 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
     primary_block["summary"] = _summary(primary, recs, bd)
     notes = list(run.notes) + list(run.meta.get("notes", [])) + list(bd.notes)
     notes += _cores_notes(run, facts) + (_collector_notes(facts) if findings else [])
+    notes += [
+        n for f in findings if f.subkind == "network" for n in stream_note(bd.streams, f.stage)
+    ]
     if cold:
         notes.append(
             f"slow first request: {cold['first_request_ms']:.0f} ms, {cold['ratio']:.0f}x the "

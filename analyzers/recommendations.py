@@ -42,6 +42,7 @@ from probe.analyzers.constants import constant
 from probe.analyzers.leaks.words import what_holds
 from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, allowed_cores, stage_rows
 from probe.analyzers.stacks import NOT_THE_SERVICE
+from probe.analyzers.streams import reads_a_stream
 from probe.analyzers.tasks import LOOP_LAG
 
 __all__ = [
@@ -388,6 +389,8 @@ def _concurrent_io(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | N
     # back-off, pacing), not a call to overlap.
     if not (f.kind == "io" and f.subkind in ("network", "disk") and ctx.sequential):
         return None
+    if f.subkind == "network" and reads_a_stream(ctx.bd.streams, f.stage):
+        return None  # its reads wait for the far end's next item: none to overlap
     p, model, cap = f.share, ctx.model, ctx.demands
     wait = float(row[f"wait_{f.subkind}"])
     # Goetz's rule over the whole request: its waits in this stage against the CPU each

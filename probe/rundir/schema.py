@@ -210,6 +210,21 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("wall_ns", "int64"),
         ("main_task", "bool"),
     ],
+    # The TCP connections suspended asyncio tasks wait to read from, at each task tick
+    # (``probe.samplers.tasks``): the loop's thread, the stack of a task awaiting it, the
+    # connection ("local>peer" addresses), and the kernel's counts on it so far (its
+    # TCP_INFO): data segments sent and received, bytes sent (acknowledged by the peer)
+    # and received. Since 2026-12-05; a run without it has no such evidence.
+    "awaited_sockets": [
+        ("ts_ns", "int64"),
+        ("thread_id", "int64"),
+        ("stack_id", "int64"),
+        ("connection", "string"),
+        ("segments_out", "int64"),
+        ("segments_in", "int64"),
+        ("bytes_out", "int64"),
+        ("bytes_in", "int64"),
+    ],
     # Each event loop's ready queue at every stack tick (``probe.samplers.tasks``): the
     # callbacks ready to run (a task whose await completed, an I/O callback) waiting for
     # the loop's thread, and whether a task was running on it at that instant.

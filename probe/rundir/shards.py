@@ -33,7 +33,7 @@ __all__ = ["MERGED", "Shard", "merge", "shard_dirs", "worker_summary"]
 # The tables merged into the run's; the others stay per process.
 MERGED = (
     "spans", "threads", "samples", "stacks", "frames", "task_samples", "loop_samples",
-    "gc_pauses",
+    "gc_pauses", "awaited_sockets",
 )  # fmt: skip
 # The merged tables that say which process each row is of (``pid``, not written by the
 # process itself: filled in here)

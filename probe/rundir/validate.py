@@ -168,6 +168,7 @@ _TEXT_REQUIRED = {
     ("spans", "name"), ("spans", "category"), ("threads", "name"),
     ("samples", "wait_reason"), ("stacks", "frame_ids"), ("frames", "function"),
     ("frames", "filename"), ("gc_types", "type"), ("task_samples", "wait_reason"),
+    ("awaited_sockets", "connection"),
 }  # fmt: skip
 # Columns added after runs were recorded without them: missing, they read as their
 # type's empty value (false); present, they hold a value in every row.

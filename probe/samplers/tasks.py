@@ -40,6 +40,13 @@ time since the tick before and ``main_task`` marks the row of the task its loop'
 ``run_until_complete`` waits for (``asyncio.run``'s: a batch job's own chain of awaits,
 which its run's length follows).
 
+A task awaiting a TCP connection (asyncio's streams, aiohttp's, anyio's: the socket
+of the transport its innermost coroutines read from) has the connection read at each
+tick: the kernel's counts of data segments and bytes each way so far (``TCP_INFO``, ~1
+us a connection, at most ``max_tasks`` a tick): ``awaited_sockets`` (ts_ns, thread_id,
+stack_id, connection, segments_out, segments_in, bytes_out, bytes_in). A call sends its
+request before each answer; a stream's reads send nothing (``analyzers.streams``).
+
 Loop lag is read at every call, not only on the spaced ticks: each loop the ticks have
 met is asked how many callbacks wait in its ready queue (a task whose await completed,
 an I/O callback) and whether a task runs on it -- a deque's length and a copy of the
@@ -52,6 +59,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import socket
+import struct
 import time
 import weakref
 from collections import Counter
@@ -63,7 +72,7 @@ from probe.samplers.collection import collector_held_off
 from probe.samplers.ticker import CostBudget
 from probe.samplers.waits import module_path
 
-__all__ = ["TaskSampler", "await_chain", "await_reason"]
+__all__ = ["TaskSampler", "await_chain", "await_reason", "awaited_socket", "tcp_counts"]
 
 # What an await inside these modules waits on (module paths from the stdlib's or
 # site-packages' root, as ``waits``'s tables), innermost frame first.
@@ -172,9 +181,9 @@ class TaskSampler:
         self._max_tasks = max_tasks
         self._start_at = start_at  # n -> where a tick's walk starts among n tasks
         # task -> (the future it waited on, stack, reason, whether it is its loop's main
-        # task) when last walked: a task still waiting on the same future has not moved,
-        # and is not walked again
-        self._known: dict[Any, tuple[Any, int, str, bool]] = {}
+        # task, the TCP socket it waits to read from or None) when last walked: a task
+        # still waiting on the same future has not moved, and is not walked again
+        self._known: dict[Any, tuple[Any, int, str, bool, Any]] = {}
         self._last_ns: int | None = None
         # ticks are spaced to keep their cost under ``budget_share`` of the time: a tick
         # copies the registry and looks at every pending task (measured by
@@ -187,6 +196,7 @@ class TaskSampler:
         # the loops the ticks have met -> their thread's id (weak: a closed loop goes)
         self._loops: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._loop_rows: list[tuple[int, int, int, bool]] = []
+        self._socket_rows: list[tuple[int, int, int, str, int, int, int, int]] = []
 
     def sample(self, now: int | None = None) -> None:
         """One tick, when one is due: the pending tasks of each loop, grouped by stack and
@@ -242,6 +252,7 @@ class TaskSampler:
             first = self._start_at(len(waiting))
             waiting = waiting[first:] + waiting[:first]
         groups: Counter[tuple[int, int, str, bool]] = Counter()
+        sockets: dict[str, tuple[int, int, Any]] = {}  # awaited sockets: key -> where
         known, self._known = self._known, {}
         budget, unwalked = self._max_tasks, 0
         for task, tid in waiting:
@@ -252,18 +263,21 @@ class TaskSampler:
                 waiter = None
             hit = known.get(task)
             if hit is not None and waiter is not None and hit[0] is waiter:
-                _, sid, reason, main = hit  # still waiting on the same future: the same wait
+                _, sid, reason, main, sock = hit  # the same future: the same wait
             elif budget > 0:
                 budget -= 1
-                walked, reason = self._walk(task, waiter)
+                walked, reason, sock = self._walk(task, waiter)
                 if walked is None:
                     continue
                 sid, main = walked, _is_main(task)
             else:
                 unwalked += 1
                 continue
-            self._known[task] = (waiter, sid, reason, main)
+            self._known[task] = (waiter, sid, reason, main, sock)
             groups[(tid, sid, reason, main)] += 1
+            if sock is not None and len(sockets) < self._max_tasks:
+                sockets[sock[0]] = (tid, sid, sock[1])
+        self._read_sockets(now, sockets)
         if not groups:
             return
         scale = len(waiting) / (len(waiting) - unwalked)
@@ -272,24 +286,95 @@ class TaskSampler:
             for (tid, sid, reason, main), n in groups.items()
         )
 
-    def _walk(self, task: Any, waiter: Any) -> tuple[int | None, str]:
-        """The stack and reason of a task's await chain (None: nothing awaited yet)."""
+    def _walk(self, task: Any, waiter: Any) -> tuple[int | None, str, Any]:
+        """The stack and reason of a task's await chain (None: nothing awaited yet), and
+        the TCP socket it waits to read from (``awaited_socket``; None for other waits)."""
         # The task may have started running on its loop's thread since it was listed:
         # its frames are then that thread's live frames (probe.samplers.collection).
         with collector_held_off():
             frames = await_chain(task.get_coro())
             if not frames:
-                return None, ""  # created, not started: nothing awaited
+                return None, "", None  # created, not started: nothing awaited
             # ready to run again, waiting for the loop (which is busy, or about to be)
             reason = "ready" if waiter is None else await_reason(frames, waiter)
             sid = self._stack_of(frames)
+            sock = awaited_socket(frames) if reason == "network" else None
             del frames
-        return sid, reason
+        return sid, reason, sock
+
+    def _read_sockets(self, now: int, sockets: dict[str, tuple[int, int, Any]]) -> None:
+        """A row per socket awaited at this tick: its kernel's counts of data segments
+        and bytes each way so far (``tcp_counts``); a closed socket is left out."""
+        for key, (tid, sid, sock) in sockets.items():
+            counts = tcp_counts(sock)
+            if counts is not None:
+                self._socket_rows.append((now, tid, sid, key, *counts))
 
     def drain(self) -> dict[str, list[Any]]:
         rows, self._rows = self._rows, []
         loops, self._loop_rows = self._loop_rows, []
-        return {"task_samples": rows, "loop_samples": loops}
+        sockets, self._socket_rows = self._socket_rows, []
+        return {"task_samples": rows, "loop_samples": loops, "awaited_sockets": sockets}
+
+
+# Linux's struct tcp_info (include/uapi/linux/tcp.h): tcpi_bytes_acked and
+# tcpi_bytes_received (u64, since 4.1) at byte 120, tcpi_data_segs_in and
+# tcpi_data_segs_out (u32, since 4.6) at 152; shorter answers come from older kernels
+_TCP_BYTES = struct.Struct("=QQ")
+_TCP_SEGMENTS = struct.Struct("=II")
+_TCP_INFO_LEN = 160
+
+
+def tcp_counts(sock: Any) -> tuple[int, int, int, int] | None:
+    """(data segments sent, data segments received, bytes sent and acknowledged, bytes
+    received) on a TCP socket so far, read from the kernel (``TCP_INFO``: ~1 us); None
+    where it cannot say (closed, not TCP, a kernel before 4.6, not Linux)."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_LEN)
+    except (OSError, AttributeError, ValueError):
+        return None
+    if len(info) < _TCP_INFO_LEN:
+        return None
+    acked, received = _TCP_BYTES.unpack_from(info, 120)
+    segments_in, segments_out = _TCP_SEGMENTS.unpack_from(info, 152)
+    return segments_out, segments_in, max(0, acked - 1), received  # less the SYN's
+
+
+def awaited_socket(frames: list[FrameType]) -> tuple[str, Any] | None:
+    """(a key naming the connection, its socket) where the innermost coroutines of an
+    await chain (outermost first) read from a TCP transport -- asyncio's streams,
+    aiohttp's and anyio's (httpx's) sockets: the ``self`` of one of the last three frames
+    holds it as ``_transport``, ``transport`` or ``_protocol.transport`` -- else None."""
+    for frame in reversed(frames[-3:]):
+        owner = frame.f_locals.get("self")
+        if owner is None:
+            continue
+        protocol = getattr(owner, "_protocol", None)
+        for transport in (
+            getattr(owner, "_transport", None),
+            getattr(owner, "transport", None),
+            getattr(protocol, "transport", None),
+        ):
+            sock = _tcp_socket(transport)
+            if sock is not None:
+                return sock
+    return None
+
+
+def _tcp_socket(transport: Any) -> tuple[str, Any] | None:
+    get_extra_info = getattr(transport, "get_extra_info", None)
+    if get_extra_info is None:
+        return None
+    try:
+        sock = get_extra_info("socket")
+        if sock is None or sock.type != socket.SOCK_STREAM:
+            return None
+        if sock.family not in (socket.AF_INET, socket.AF_INET6):
+            return None
+        local, peer = sock.getsockname(), sock.getpeername()
+    except (OSError, AttributeError, TypeError):
+        return None
+    return f"{local[0]}:{local[1]}>{peer[0]}:{peer[1]}", sock
 
 
 def _is_main(task: Any) -> bool:

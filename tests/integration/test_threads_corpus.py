@@ -699,6 +699,12 @@ def test_consumers_working_beside_a_paced_feed_are_off_the_path_the_feed_is_on_i
     consume = [f for f in d["findings"] if f["stage"].startswith("consume")]
     assert all(f["share"] < 0.1 for f in consume), consume
     assert not any(r["stage"].startswith("consume") for r in d["recommendations"]), d
+    # the feed is one connection its far end paces (the kernel's counts on it: data
+    # received, nothing sent): no fix overlaps its reads (it read "make the produce calls
+    # concurrent, 8.4x"), and a note says what would make it faster
+    assert not any(r["id"] == "concurrent_io" for r in d["recommendations"]), d
+    paced = [n for n in d["notes"] if n.startswith("`produce") and "far end paces" in n]
+    assert paced and "the source sending faster" in paced[0], d["notes"]
 
 
 def _hogs(n: int):

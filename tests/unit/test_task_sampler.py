@@ -470,3 +470,84 @@ def test_a_loop_blocked_in_a_call_inside_a_coroutine_is_told_to_move_the_call_of
     (note,) = loop_lag_notes(loops)
     assert "blocked in a call 42% of its time, mostly in FeatureStore.fetch (app.py)" in note
     assert "asyncio.to_thread" in note and "CPU work" not in note
+
+
+def test_the_sampler_reads_the_kernel_s_counts_on_each_connection_a_task_awaits():
+    # a feed pushing a line every 10 ms, read by one task; a server answering each
+    # question, asked by another task in turn: the stream sends nothing, the calls do
+    feed = socket.create_server(("127.0.0.1", 0))
+    answers = socket.create_server(("127.0.0.1", 0))
+    feed_port = feed.getsockname()[1]
+    stop = threading.Event()
+
+    def push() -> None:
+        conn, _ = feed.accept()
+        while not stop.is_set():
+            conn.sendall(b"item\n")
+            time.sleep(0.01)
+        conn.close()
+
+    def answer() -> None:
+        conn, _ = answers.accept()
+        reader = conn.makefile("rb")
+        while not stop.is_set() and reader.readline():
+            time.sleep(0.01)
+            conn.sendall(b"answer\n")
+        conn.close()
+
+    async def read_feed() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", feed_port)
+        while not stop.is_set() and await reader.readline():
+            pass
+        writer.close()
+        await writer.wait_closed()
+
+    async def ask_in_turn() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", answers.getsockname()[1])
+        while not stop.is_set():
+            writer.write(b"question\n")
+            if not await reader.readline():
+                break
+        writer.close()
+        await writer.wait_closed()
+
+    async def job() -> None:
+        await asyncio.gather(read_feed(), ask_in_turn())
+
+    servers = [threading.Thread(target=f, daemon=True) for f in (push, answer)]
+    for server in servers:
+        server.start()
+    thread = threading.Thread(target=asyncio.run, args=(job(),), daemon=True)
+    thread.start()
+    try:
+        time.sleep(0.3)
+        stacks = StackSampler()
+        stacks.sample()
+        sampler = TaskSampler(
+            stack_of=stacks.await_stack_id, thread_of=stacks.thread_id_of, timer=lambda: 0.0
+        )
+        for _ in range(6):
+            sampler.sample()
+            time.sleep(0.05)
+        rows = sampler.drain()["awaited_sockets"]
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        for server in servers:
+            server.join(timeout=10)
+        feed.close()
+        answers.close()
+    by_connection: dict[str, list[tuple]] = {}
+    for row in rows:
+        by_connection.setdefault(row[3], []).append(row)
+    assert len(by_connection) == 2, rows
+    moved = {}
+    for key, seen in by_connection.items():
+        assert len(seen) >= 4, seen
+        first, last = seen[0], seen[-1]
+        moved[key] = (last[4] - first[4], last[5] - first[5], last[7] - first[7])
+    feed_key = next(k for k in moved if k.endswith(f":{feed_port}"))
+    out, into, bytes_in = moved.pop(feed_key)
+    assert out == 0 and into > 3 and bytes_in >= 5 * into, (out, into, bytes_in)
+    ((out, into, _),) = moved.values()
+    assert out > 3 and into > 3  # a question before each answer
