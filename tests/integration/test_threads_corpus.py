@@ -858,3 +858,43 @@ def test_steps_shorter_than_the_switch_interval_are_charged_where_they_run_not_t
     meta = json.loads((result.run_dir / "meta.json").read_text())
     at_tick = meta["collector"]["stacks_at_tick"]
     assert at_tick["read"] > 10 * at_tick["refused"], at_tick
+
+
+def stream_prompts(run_probe, tmp_path, *args: str) -> dict:
+    result = run_probe(CORPUS / "stream_prompts.py", *args, out=tmp_path / "-".join(("run", *args)))
+    assert result.returncode == 0, result.stderr
+    return json.loads((result.run_dir / "diagnosis.json").read_text())
+
+
+def test_streamed_answers_asked_one_after_another_are_calls_to_overlap(run_probe, tmp_path):
+    # written after the stream rule (consume_feed) to catch it out: each prompt's answer
+    # is a stream of tokens paced by the server, but the prompts are calls that overlap.
+    # Plain pairs (the docstring): 4.06-4.10 s one at a time, 0.43-0.47 s with 16 in
+    # flight (9.1x; 8 in flight 6.4x). A connection a prompt, each read to its end
+    # sending nothing: more connections than tasks, so not one stream
+    truth = truth_of("stream_prompts")
+    (loop,) = truth["threads"]
+    assert loop["cpu_s"] < 0.2 * truth["wall_s"] and loop["wchans"]["do_epoll_wait"] > 0.5
+    d = stream_prompts(run_probe, tmp_path)
+    primary = d["primary"]
+    assert (primary["kind"], primary["subkind"]) == ("io", "network"), primary
+    first = d["recommendations"][0]
+    assert first["id"] == "concurrent_io", d["recommendations"]
+    assert first["evidence"]["workers"] == 16, first["evidence"]
+    assert abs(first["estimated_speedup"] / 9.1 - 1) <= 0.25, first
+    assert not any("far end paces" in n for n in d["notes"]), d["notes"]
+    # over one kept-alive connection a request goes before each answer: calls again
+    kept = stream_prompts(run_probe, tmp_path, "--keep-alive")
+    assert kept["recommendations"][0]["id"] == "concurrent_io", kept["recommendations"]
+
+
+def test_one_answer_streamed_for_the_whole_run_gets_no_fix_that_overlaps_its_reads(
+    run_probe, tmp_path
+):
+    # one prompt of 300 tokens: 3.21 s, and 3.17-3.24 s with --concurrent 8 (the docstring)
+    d = stream_prompts(run_probe, tmp_path, "--prompts", "1", "--tokens", "300")
+    primary = d["primary"]
+    assert (primary["kind"], primary["subkind"]) == ("io", "network"), primary
+    assert not any(r["id"] == "concurrent_io" for r in d["recommendations"]), d
+    paced = [n for n in d["notes"] if "reads one connection its far end paces" in n]
+    assert paced and paced[0].startswith(f"`{primary['stage']}`"), d["notes"]
