@@ -367,13 +367,15 @@ def _tcp_socket(transport: Any) -> tuple[str, Any] | None:
         return None
     try:
         sock = get_extra_info("socket")
-        if sock is None or sock.type != socket.SOCK_STREAM:
+        if sock is None:
             return None
-        if sock.family not in (socket.AF_INET, socket.AF_INET6):
-            return None
-        local, peer = sock.getsockname(), sock.getpeername()
+        # asyncio's transports keep both names from their start: no system call
+        local = get_extra_info("sockname") or sock.getsockname()
+        peer = get_extra_info("peername") or sock.getpeername()
     except (OSError, AttributeError, TypeError):
         return None
+    if not (isinstance(local, tuple) and isinstance(peer, tuple)):
+        return None  # a Unix socket's names are paths: no TCP counts (a UDP one's fail later)
     return f"{local[0]}:{local[1]}>{peer[0]}:{peer[1]}", sock
 
 
