@@ -108,6 +108,12 @@ _AWAIT_FUNCTIONS = {
     ("asyncio/base_events.py", "run_in_executor"): "thread",
     # Starlette/FastAPI's sync routes: anyio runs them on its worker threads
     ("anyio/_backends/_asyncio.py", "run_sync_in_worker_thread"): "thread",
+    # anyio's sockets (httpx's and httpcore's, through AnyIOStream): a read or write
+    # waits on an asyncio.Event the transport's protocol sets (asyncio/locks.py, "tasks",
+    # is the innermost frame), yet it is the network's wait (its socket streams' receive
+    # and send; its Event's and Lock's are "wait" and "acquire")
+    ("anyio/_backends/_asyncio.py", "receive"): "network",
+    ("anyio/_backends/_asyncio.py", "send"): "network",
 }
 
 
@@ -127,12 +133,15 @@ def await_chain(coro: Any, max_depth: int = 64) -> list[FrameType]:
 def await_reason(frames: Iterable[FrameType], waiter: Any) -> str:
     """What a task suspended in ``frames`` (outermost first) waits on; ``waiter`` is the
     future the task itself is waiting for (``Task._fut_waiter``)."""
-    for frame in reversed(list(frames)):
-        code = frame.f_code
-        path = module_path(code.co_filename)
-        reason = _AWAIT_FUNCTIONS.get((path, code.co_name)) or _AWAIT_MODULES.get(path)
-        if reason is not None:
-            return reason
+    # a function that decides (a library's I/O call) outranks the module of what it
+    # awaits below it (the asyncio primitive it waits on), then modules, innermost first
+    keys = [(module_path(f.f_code.co_filename), f.f_code.co_name) for f in frames][::-1]
+    for key in keys:
+        if key in _AWAIT_FUNCTIONS:
+            return _AWAIT_FUNCTIONS[key]
+    for path, _ in keys:
+        if path in _AWAIT_MODULES:
+            return _AWAIT_MODULES[path]
     if isinstance(waiter, asyncio.Future) and (
         isinstance(waiter, asyncio.Task) or type(waiter).__name__ == "_GatheringFuture"
     ):

@@ -15,7 +15,7 @@ import pytest
 
 from probe.analyzers.tasks import loop_lag, loop_lag_notes, with_task_waits
 from probe.samplers.stacks import StackSampler
-from probe.samplers.tasks import TaskSampler, await_chain, await_reason
+from probe.samplers.tasks import TaskSampler, await_chain, await_reason, awaited_socket
 
 
 async def read_reply(reader: asyncio.StreamReader) -> bytes:
@@ -551,3 +551,38 @@ def test_the_sampler_reads_the_kernel_s_counts_on_each_connection_a_task_awaits(
     assert out == 0 and into > 3 and bytes_in >= 5 * into, (out, into, bytes_in)
     ((out, into, _),) = moved.values()
     assert out > 3 and into > 3  # a question before each answer
+
+
+def test_a_read_on_an_anyio_socket_is_the_network_s_wait_not_its_event_s():
+    # httpx and httpcore read through anyio, whose socket stream awaits an asyncio.Event
+    # the transport's protocol sets: the innermost frame is asyncio's locks.py ("tasks"),
+    # and an httpx request in flight read as waiting on other tasks
+    anyio = pytest.importorskip("anyio")
+
+    async def check() -> tuple[str, str, object]:
+        accepted: list[asyncio.StreamWriter] = []
+        server = await asyncio.start_server(lambda r, w: accepted.append(w), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        stream = await anyio.connect_tcp("127.0.0.1", port)
+        event = anyio.Event()
+        reading = asyncio.ensure_future(stream.receive())
+        waiting = asyncio.ensure_future(event.wait())
+        await asyncio.sleep(0.05)
+        frames = await_chain(reading.get_coro())
+        found = awaited_socket(frames)
+        reasons = (
+            await_reason(frames, reading._fut_waiter),
+            await_reason(await_chain(waiting.get_coro()), waiting._fut_waiter),
+        )
+        for task in (reading, waiting):
+            task.cancel()
+        await asyncio.gather(reading, waiting, return_exceptions=True)
+        await stream.aclose()
+        for writer in accepted:
+            writer.close()
+            await writer.wait_closed()
+        server.close()
+        await server.wait_closed()
+        return *reasons, found and found[0].endswith(f":{port}")
+
+    assert asyncio.run(check()) == ("network", "tasks", True)
