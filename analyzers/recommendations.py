@@ -478,7 +478,7 @@ def _limit_how(
     (``who``: requests, or a job's callers), and the sketch for the limit's kind."""
     waited = max(_WAITED_ON, key=lambda reason: float(row[f"wait_{reason}"]))
     limit = str(f.evidence["queued_in"])
-    sketch = _LIMITS_ASYNC if limit.startswith("asyncio.") else _LIMITS_THREADS
+    sketch = _LIMITS_ASYNC if limit.startswith(("asyncio.", "httpx.Async")) else _LIMITS_THREADS
     return {
         "what": _WAITED_ON[waited],
         "pace": f"{holding:.1f} calls at a time, {in_line:.1f} more {who} in line",

@@ -262,6 +262,11 @@ LIMITS = {
     ("/asyncio/locks.py", "Lock.acquire"): "asyncio.Lock",
     ("/asyncio/locks.py", "Semaphore.acquire"): "asyncio.Semaphore",
     ("/asyncio/queues.py", "Queue.get"): "asyncio.Queue",
+    # httpx's connection pool (httpcore 1.x): a request waits here for a connection
+    # while max_connections are out
+    ("/httpcore/_async/connection_pool.py", "AsyncPoolRequest.wait_for_connection"): (
+        "httpx.AsyncClient pool"
+    ),
 }
 _LIMIT_KEYS = frozenset(LIMITS)
 
