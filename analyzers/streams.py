@@ -73,11 +73,7 @@ def stream_reads(
     per = seen.groupby(["stage", "connection"]).agg(
         first=("ts_ns", "min"),
         last=("ts_ns", "max"),
-        **{
-            f"{c}_{e}": (c, e)
-            for c in ("segments_out", "segments_in", "bytes_in")
-            for e in ("min", "max")
-        },
+        **{f"{c}_{e}": (c, e) for c in _COUNTS for e in ("min", "max")},
     )
     moved = pd.DataFrame({c: per[f"{c}_max"] - per[f"{c}_min"] for c in _COUNTS}).assign(
         seen_s=(per["last"] - per["first"]) / 1e9

@@ -93,11 +93,12 @@ def _pieces_by_tick(rows: pd.DataFrame, theirs: pd.DataFrame) -> pd.DataFrame:
     """Each of a loop thread's idle ``rows`` (its interval: ``wall_ns`` up to ``ts_ns``)
     cut at the task ticks ``theirs`` (each holds the instants ``begun_ns``..``ts_ns``)
     it overlaps: per piece the row's index (``row``), its ``tick_ns``, the ``fraction``
-    of the row it is, its end (``ts_ns``) and length (``wall_ns``), and the row's
-    ``cpu_ns`` and ``wait_ns``. A row longer than a tick -- a stack sampler that took
-    fewer ticks on a busy host (consume_feed in a CI run: a 386-ms interval, given whole
-    to the consumers of the last tick it reached, made them 10% of the run where the
-    feed's reader held every tick it covered but that one) -- is each tick's in part."""
+    of the row it is, its end (``ts_ns``), and the row's whole ``wall_ns``, ``cpu_ns``
+    and ``wait_ns`` (the caller takes each piece's ``fraction`` of them). A row longer
+    than a tick -- a stack sampler that took fewer ticks on a busy host (consume_feed in
+    a CI run: a 386-ms interval, given whole to the consumers of the last tick it
+    reached, made them 10% of the run where the feed's reader held every tick it covered
+    but that one) -- is each tick's in part."""
     if theirs.empty or rows.empty:
         return pd.DataFrame()
     ends = theirs["ts_ns"].to_numpy(dtype="int64")

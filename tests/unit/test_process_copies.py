@@ -90,13 +90,21 @@ def test_a_pool_of_small_tasks_blocked_on_busy_workers_gets_no_note():
     assert transfer_notes(transfer_table(samples([(1, "", "", 1.0, 0.0)])), 1.0) == []
 
 
-def test_a_verdict_beside_a_copy_as_large_as_its_stage_loses_its_confidence():
-    decode = Finding(
-        kind="cpu", subkind="native", stage="decode", share=0.47, confidence=0.54,
-        rule="cpu_native", evidence={"sampled_s": 4.0, "native": 0.9},
+def decoding(share: float, confidence: float, sampled_s: float) -> Finding:
+    return Finding(
+        kind="cpu", subkind="native", stage="decode", share=share, confidence=confidence,
+        rule="cpu_native", evidence={"sampled_s": sampled_s, "native": 0.9},
     )  # fmt: skip
-    # frame_stats in a CI run: decode at 52% of the path, the copy 0.495 of a core
-    doubted = with_doubts(decode, [], RunFacts(cpu_count=2, process_cores=1.3, copy_cores=0.45))
+
+
+def copying(cores: float) -> RunFacts:
+    return RunFacts(cpu_count=2, process_cores=1.3, copy_cores=cores)
+
+
+def test_a_verdict_beside_a_copy_as_large_as_its_stage_loses_its_confidence():
+    decode = decoding(share=0.47, confidence=0.54, sampled_s=4.0)
+    # as frame_stats in a CI run (decode at 52% of the path, the copy 0.495 of a core)
+    doubted = with_doubts(decode, [], copying(0.45))
     assert doubted.confidence == pytest.approx(0.54 * 0.1, abs=0.002)
     assert any(
         "copying data between processes took 0.5 of a core (see the note), 96% as much as "
@@ -104,16 +112,10 @@ def test_a_verdict_beside_a_copy_as_large_as_its_stage_loses_its_confidence():
         for d in doubted.evidence["doubts"]
     )
     # a copy of a third of the stage's share leaves the stage a clear lead (clear_lead)
-    kept = with_doubts(decode, [], RunFacts(cpu_count=2, process_cores=1.3, copy_cores=0.15))
-    assert kept == decode
-    small = with_doubts(decode, [], RunFacts(cpu_count=2, process_cores=1.3, copy_cores=0.01))
-    assert small == decode
+    assert with_doubts(decode, [], copying(0.15)) == decode
+    assert with_doubts(decode, [], copying(0.01)) == decode
 
 
 def test_a_copy_bigger_than_the_stage_leaves_it_a_tenth_of_its_confidence():
-    decode = Finding(
-        kind="cpu", subkind="native", stage="decode", share=0.2, confidence=0.9,
-        rule="cpu_native", evidence={"sampled_s": 2.0, "native": 0.9},
-    )  # fmt: skip
-    doubted = with_doubts(decode, [], RunFacts(cpu_count=2, process_cores=1.3, copy_cores=0.6))
-    assert doubted.confidence == pytest.approx(0.09)
+    decode = decoding(share=0.2, confidence=0.9, sampled_s=2.0)
+    assert with_doubts(decode, [], copying(0.6)).confidence == pytest.approx(0.09)
