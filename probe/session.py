@@ -163,6 +163,7 @@ class Session:
             self._sample_stacks,
             pacer=pacer,
             waiter=self.stacks if self.stacks.peek is not None else None,
+            excluded=self.gc_pauses.collected_here_s,
         )
         # the live heap at the resource cadence: the leak verdict fits its trend in halves
         # of a few-second run beside the RSS series, which the sidecar reads at that rate
@@ -239,6 +240,7 @@ class Session:
                 stack_of=self.stacks.await_stack_id,
                 thread_of=self.stacks.thread_id_of,
                 clock=self._clock,
+                excluded=self.gc_pauses.collected_here_s,
             )
         if self.tasks is not None:
             self.tasks.sample(self.stacks.last_ns)

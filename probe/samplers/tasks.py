@@ -182,6 +182,7 @@ class TaskSampler:
         timer: Callable[[], float] = time.thread_time,
         budget_share: float = 0.01,
         start_at: Callable[[int], int] = random.randrange,
+        excluded: Callable[[], float] | None = None,
     ) -> None:
         self._stack_of = stack_of  # interns a chain (outermost first) as a stack id
         self._thread_of = thread_of  # Python ident -> thread id, when sampled
@@ -200,7 +201,8 @@ class TaskSampler:
         # cost is the sampler thread's CPU, not its wall time: waiting for the GIL, it
         # takes nothing from the target. Timed by the wall, ticks in hypercorn's worker
         # under test_http_spans's load came 10-15 in its 3.1-3.4 s, by CPU 16-21
-        self._budget = CostBudget(budget_share, timer)
+        # (``excluded``: the collections a tick sets off, which are not its cost)
+        self._budget = CostBudget(budget_share, timer, excluded)
         self._rows: list[tuple[int, int, int, str, float, int, bool]] = []
         # the loops the ticks have met -> their thread's id (weak: a closed loop goes)
         self._loops: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()

@@ -7,6 +7,7 @@ added up per process and charged to the stages whose allocations set the full on
 from __future__ import annotations
 
 import gc
+import threading
 from dataclasses import replace
 
 import pandas as pd
@@ -75,6 +76,32 @@ def test_the_interpreter_calls_it_for_a_real_collection():
         sampler.uninstall()
     full = [r for r in sampler.drain()["gc_pauses"] if r[1] == 2]
     assert len(full) == 1 and full[0][3] > 0
+
+
+def test_each_thread_s_own_collections_add_up_for_it_alone():
+    # the pacing of probe's readings leaves these out (samplers.ticker.CostBudget)
+    clock = Clock()
+    sampler = GcPauses(clock=clock, callbacks=[])
+    collection(sampler, clock, 0, 300_000)
+    collection(sampler, clock, 2, 22_000_000)
+    assert sampler.collected_here_s() == pytest.approx(0.0223)
+    elsewhere: list[float] = []
+    thread = threading.Thread(target=lambda: elsewhere.append(sampler.collected_here_s()))
+    thread.start()
+    thread.join()
+    assert elsewhere == [0.0]
+
+
+def test_a_real_collection_counts_for_the_thread_that_made_it():
+    sampler = GcPauses()
+    sampler.install()
+    try:
+        before = sampler.collected_here_s()
+        gc.collect()
+        after = sampler.collected_here_s()
+    finally:
+        sampler.uninstall()
+    assert after > before
 
 
 def pauses(rows: list[tuple]) -> pd.DataFrame:

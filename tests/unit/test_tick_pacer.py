@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from probe.samplers.ticker import Ticker, TickPacer
+from probe.samplers.ticker import CostBudget, Ticker, TickPacer
 
 
 def test_ticks_cheaper_than_the_share_keep_the_configured_interval():
@@ -86,3 +86,60 @@ def test_the_reads_a_waiter_makes_at_the_tick_count_in_the_tick_s_cost():
     assert pacer.ticks > 5
     assert pacer.mean_cost_s > 0.001
     assert pacer.figures()["ticks_spaced_out"] > 0
+
+
+class _Seconds:
+    """A clock of seconds that tests move by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_reading_s_cost_spaces_the_next_by_the_share():
+    timer = _Seconds()
+    budget = CostBudget(0.01, timer)
+
+    def read() -> int:
+        timer.now += 0.002
+        return 7
+
+    assert budget.spend(0, read) == 7
+    assert not budget.due(199_000_000) and budget.due(200_000_000)
+
+
+def test_a_collection_a_reading_sets_off_is_not_its_cost():
+    # a CI run of a FastAPI app: a 22-ms full collection on the sampler's thread, counted
+    # as a task tick's cost at a 1% share, left the task sampler silent for 2.2 s
+    timer, collected = _Seconds(), _Seconds()
+    budget = CostBudget(0.01, timer, excluded=collected)
+
+    def read_that_collects() -> None:
+        timer.now += 0.0221
+        collected.now += 0.022
+
+    budget.spend(0, read_that_collects)
+    assert budget.due(10_000_000)  # 0.1 ms of its own at 1%: due 10 ms on
+
+
+def test_the_ticks_pace_leaves_out_the_collections_made_on_their_thread():
+    pacer = TickPacer(0.001, share=0.1)
+    excluded = threading.local()
+
+    def collected_here() -> float:
+        return getattr(excluded, "s", 0.0)
+
+    def tick() -> None:  # burns 2 ms of CPU, all of it "a collection"
+        started = time.thread_time()
+        while time.thread_time() < started + 0.002:
+            pass
+        excluded.s = collected_here() + (time.thread_time() - started)
+
+    ticker = Ticker("test-ticker", 0.001, tick, pacer=pacer, excluded=collected_here)
+    ticker.start()
+    time.sleep(0.2)
+    ticker.stop()
+    assert pacer.ticks > 5
+    assert pacer.mean_cost_s < 0.0005, pacer.figures()
