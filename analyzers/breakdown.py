@@ -251,7 +251,9 @@ def idle_notes(idle: pd.DataFrame, settings: Headroom = HEADROOM) -> list[str]:
     if idle.empty:
         return []
     lines = []
-    for role, r in idle[idle["idle_share"] >= settings.note_share].iterrows():
+    # a main thread parked while others work is no capacity a request could use
+    spare = idle[(idle["idle_share"] >= settings.note_share) & ~idle.index.isin(_PARKED_MAIN_ROLES)]
+    for role, r in spare.iterrows():
         one = int(r.threads) == 1
         lines.append(
             f"{int(r.threads)} {role}{'' if one else 's'} idle {r.idle_share:.0%} of "
@@ -537,10 +539,17 @@ def served_only(indexed: pd.DataFrame) -> bool:
     return all(json.loads(a).get("served") is True for a in attrs)
 
 
+# idle roles of a main thread that leaves the work to other threads or processes
+_PARKED_MAIN_ROLES = ("worker supervisor", "server main thread")
+
+
 def _main_thread(run: Run, attributed: pd.DataFrame) -> int | None:
     """The profiled process's main thread, when it runs a batch job's path: None when it
-    supervises worker processes from a loop that waits on them (``analyzers.roles``:
-    idle, so its samples left the work's), as a server's does."""
+    supervises worker processes from a loop that waits on them, or parks while a server's
+    threads serve (grpcio's ``wait_for_termination``), most of its time
+    (``analyzers.roles``: idle, so its samples left the work's). Left a batch's, a gRPC
+    server's main thread was its start-up and shutdown alone once its parked time left:
+    rank_grpc read as "main, waiting on a subprocess", its handlers 11%."""
     threads = run.tables["threads"]
     if threads.empty or "name" not in threads:
         return None
@@ -553,7 +562,7 @@ def _main_thread(run: Run, attributed: pd.DataFrame) -> int | None:
     tid = int(ids.iloc[0])
     mine = attributed[attributed["thread_id"] == tid]
     time = mine["cpu_ns"] + mine["wait_ns"]
-    supervising = float(time[mine["idle_role"] == "worker supervisor"].sum())
+    supervising = float(time[mine["idle_role"].isin(_PARKED_MAIN_ROLES)].sum())
     return None if supervising > PATH.serving_majority * float(time.sum()) else tid
 
 

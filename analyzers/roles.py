@@ -111,6 +111,13 @@ IDLE_LOOPS: dict[tuple[str, str], IdleLoop] = {
     ("waitress/task.py", "ThreadedTaskDispatcher.handler_thread"): IdleLoop(
         "thread-pool worker", frozenset({"Condition.wait"})
     ),
+    # grpcio's server: a thread of its own polls the server's completion queue for the
+    # next event (a new call, a finished send) and hands calls to the server's
+    # ThreadPoolExecutor, whose workers run the handlers; the main thread of a server
+    # that has started parks in wait_for_termination until it stops (both blocked on
+    # nothing a request waits for: tests/threads_corpus's rank_grpc)
+    ("grpc/_server.py", "_serve"): IdleLoop("server loop", frozenset({"poll"})),
+    ("grpc/_server.py", "_Server.wait_for_termination"): IdleLoop("server main thread", None),
     # logging's QueueListener: waits for records
     ("logging/handlers.py", "QueueListener._monitor"): IdleLoop("log listener", _QUEUE_GET),
 }
@@ -160,6 +167,7 @@ SERVING_LOOPS: frozenset[tuple[str, str]] = frozenset(
         ("uvicorn/supervisors/multiprocess.py", "Multiprocess.run"),
         ("hypercorn/run.py", "run"),
         ("waitress/server.py", "BaseWSGIServer.run"),
+        ("grpc/_server.py", "_Server.wait_for_termination"),
     }
 )
 

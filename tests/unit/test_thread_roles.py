@@ -110,6 +110,20 @@ def test_a_server_loop_in_select_is_idle():
            "/x/site-packages/gunicorn/workers/gthread.py"),
           ("EpollSelector.select", "/usr/lib/python3.11/selectors.py")], "self._selector.poll",
          "server loop"),
+        # grpcio's server: its poller in the completion queue's poll, as recorded under
+        # rank_grpc (tests/threads_corpus), then handing an event on (work)
+        ([("Thread._bootstrap", "/usr/lib/python3.11/threading.py"),
+          ("Thread.run", "/usr/lib/python3.11/threading.py"),
+          ("_serve", "/x/site-packages/grpc/_server.py")], "state.completion_queue.poll",
+         "server loop"),
+        ([("_serve", "/x/site-packages/grpc/_server.py"),
+          ("_process_event_and_continue", "/x/site-packages/grpc/_server.py")], "", ""),
+        # its main thread parked until the server stops
+        ([("main", "/srv/rank.py"),
+          ("_Server.wait_for_termination", "/x/site-packages/grpc/_server.py"),
+          ("wait", "/x/site-packages/grpc/_common.py"),
+          ("Event.wait", "/usr/lib/python3.11/threading.py")], "waiter.acquire",
+         "server main thread"),
         # uvicorn --workers' parent between its health checks
         ([("Multiprocess.run", "/x/site-packages/uvicorn/supervisors/multiprocess.py"),
           ("Event.wait", "/usr/lib/python3.11/threading.py")], "waiter.acquire",
@@ -136,6 +150,15 @@ def test_only_blocked_samples_of_an_idle_stack_leave_the_work():
     assert idle.loc["thread-pool worker", "idle_share"] == pytest.approx(0.9)
     (line,) = idle_notes(idle)
     assert line.startswith("1 thread-pool worker idle 90% of its sampled time")
+
+
+def test_a_main_thread_parked_while_a_server_s_threads_work_is_no_spare_capacity():
+    idle = pd.DataFrame(
+        {"threads": [1, 8], "idle_s": [3.6, 10.5], "idle_share": [0.97, 0.36]},
+        index=pd.Index(["server main thread", "thread-pool worker"], name="role"),
+    )
+    (line,) = idle_notes(idle)
+    assert line.startswith("8 thread-pool workers idle 36%")
 
 
 def test_an_event_loop_waiting_in_its_selector_is_idle_and_one_running_a_callback_is_not():
