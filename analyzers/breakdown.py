@@ -192,7 +192,7 @@ def _attributed_samples(
     )
     for column in (*bools, "awaited"):
         joined[column] = joined[column].fillna(False).astype(bool) if column in joined else False
-    texts = ("leaf_call", "idle_role", "transfer", "limit")
+    texts = ("leaf_call", "idle_role", "transfer", "limit", "imported")
     for column in ("user_function", "location", "function", *texts):
         joined[column] = joined[column].fillna("" if column in texts else UNKNOWN)
     return _charged_to_their_tasks(joined), brief, limits, streams

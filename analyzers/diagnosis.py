@@ -49,7 +49,7 @@ from probe.analyzers.run_queue import (
     throttled_share,
     throttling_note,
 )
-from probe.analyzers.stacks import NOT_THE_SERVICE
+from probe.analyzers.stacks import IMPORTS, NOT_THE_SERVICE
 from probe.analyzers.streams import stream_note
 from probe.analyzers.vocabulary import (
     confidence_words,
@@ -448,6 +448,7 @@ def _leak(run: Run, bd: Breakdown) -> LeakVerdict:
         malloc_in_use=in_use,
         full_collection=_full_collection(run.meta),
         cpu=_cpu_used(root),
+        started_s=_imports_end_s(bd.work_samples),
     )
     verdict = covering_the_run(verdict, t_s, float(run.meta.get("duration_s") or 0.0))
     # what grows, whenever the floor rose: evidence for a leak and for an open question
@@ -458,6 +459,21 @@ def _leak(run: Run, bd: Breakdown) -> LeakVerdict:
     onset = None if verdict.onset_s is None else verdict.onset_s - t0
     piles = _piling_up(run, root, t_s, ends)
     return replace(verdict, onset_s=onset, top_sites=sites, growing_types=types, piling_up=piles)
+
+
+def _imports_end_s(samples: pd.DataFrame) -> float | None:
+    """When start-up's imports ended, on the samples' clock (s): the last sample caught
+    importing (``stacks.IMPORTS``) while imports still held at least half the time
+    sampled since the run's first sample -- the start-up stretch, not a module a request
+    imports lazily later on. None where nothing was caught importing."""
+    if samples.empty or "user_function" not in samples:
+        return None
+    ordered = samples.sort_values("ts_ns", kind="stable")
+    importing = (ordered["user_function"] == IMPORTS).to_numpy()
+    time = (ordered["cpu_ns"] + ordered["wait_ns"]).to_numpy(dtype="float64")
+    share = np.cumsum(time * importing) / np.maximum(np.cumsum(time), 1.0)
+    held = np.flatnonzero(importing & (share >= 0.5))
+    return float(ordered["ts_ns"].iloc[held[-1]]) / 1e9 if len(held) else None
 
 
 def _cpu_used(root: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
@@ -508,6 +524,13 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
         )
     if primary.rule == "collector_pauses":
         text = _collector_words(primary)
+    elif primary.stage == IMPORTS:
+        loading = imported_words(bd.work_samples) or packages
+        text = (
+            f"Start-up-bound: importing modules takes {primary.share:.0%} of {path} "
+            f"({where}{f': {loading}' if loading else ''}), paid once per process, before "
+            "the work"
+        )
     elif library:  # no frame of the service's own code: say whose code it is
         text = (
             f"{kind_words(primary.kind)} in library code, no frame of the service's own "
@@ -520,15 +543,47 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
             f"{path}, {_what_it_waits_on(primary)})"
         )
     best = next((r for r in recs if r.id != "fix_leak"), None)
-    if best is not None:
+    if best is not None and primary.stage != IMPORTS:
         ceiling = f"ceiling {best.ceiling:.1f}×" if math.isfinite(best.ceiling) else "no ceiling"
         stated = speedup_range_words(best.evidence.get("speedup_range"))
         bounds = "; ".join(words for words in (stated, ceiling) if words)
         about = f"about {best.estimated_speedup:.1f}× faster ({bounds})"
         text += f". Best fix: {best.title[0].lower()}{best.title[1:]}, {about}"
+    elif primary.stage == IMPORTS:
+        text += (
+            ": more work per process (or one long-lived process) spreads it; imports "
+            "deferred to where they are used shorten it (`python -X importtime` lists them)"
+        )
     elif library:
         text += ": time in the server's or the libraries' own code, none of the service's to change"
     return text + "." + _doubts_text(primary)
+
+
+def imported_words(samples: pd.DataFrame, most: int = 3) -> str:
+    """What start-up's imports loaded, by their share of the time caught importing
+    (``torch 76%, pandas 22%``); "" where nothing was."""
+    if samples.empty or "imported" not in samples:
+        return ""
+    importing = samples[(samples["user_function"] == IMPORTS) & (samples["imported"] != "")]
+    time = (importing["cpu_ns"] + importing["wait_ns"]).groupby(importing["imported"]).sum()
+    if not len(time) or time.sum() <= 0:
+        return ""
+    shares = (time / time.sum()).sort_values(ascending=False).head(most)
+    return ", ".join(f"{name} {share:.0%}" for name, share in shares.items())
+
+
+def _imports_notes(findings: list[Finding], bd: Breakdown) -> list[str]:
+    """Start-up's imports where they hold a finding's share of the path without leading
+    it: their time is in the stage table, once per process."""
+    found = next((f for f in findings[1:] if f.stage == IMPORTS), None)
+    if found is None:
+        return []
+    loading = imported_words(bd.work_samples)
+    return [
+        f"importing modules took {found.share:.0%} of the sampled time"
+        + (f" ({loading})" if loading else "")
+        + ": start-up, paid once per process; the estimates above count it as unchanged"
+    ]
 
 
 def _collector_notes(facts: RunFacts) -> list[str]:
@@ -753,6 +808,7 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
     primary_block["summary"] = _summary(primary, recs, bd)
     notes = list(run.notes) + list(run.meta.get("notes", [])) + list(bd.notes)
     notes += _cores_notes(run, facts) + (_collector_notes(facts) if findings else [])
+    notes += _imports_notes(findings, bd)
     notes += [
         n for f in findings if f.subkind == "network" for n in stream_note(bd.streams, f.stage)
     ]

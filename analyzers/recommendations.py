@@ -41,7 +41,7 @@ from probe.analyzers.collector import over_words
 from probe.analyzers.constants import constant
 from probe.analyzers.leaks.words import what_holds
 from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, allowed_cores, stage_rows
-from probe.analyzers.stacks import NOT_THE_SERVICE
+from probe.analyzers.stacks import IMPORTS, NOT_THE_SERVICE
 from probe.analyzers.streams import reads_a_stream
 from probe.analyzers.tasks import LOOP_LAG
 
@@ -792,7 +792,8 @@ def _multi_instance(ctx: RuleContext) -> Proposal | None:
     if not ctx.findings or ctx.cores <= 1 or facts.process_cores <= 0:
         return None
     top = ctx.findings[0]
-    if top.kind != "cpu" or top.share < THRESHOLDS.bottleneck_share:
+    # start-up's imports are no steady state to run more of (stacks.IMPORTS)
+    if top.kind != "cpu" or top.share < THRESHOLDS.bottleneck_share or top.stage == IMPORTS:
         return None
     free = _free_cores(facts)
     # One instance per free core, each as fast as this one alone, until the cores run

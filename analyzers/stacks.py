@@ -16,6 +16,8 @@
 * ``user_function``: the deepest frame of the service's own code (not the standard
   library, not installed packages, not probe), ``name (file.py:line)``. Without spans,
   the breakdown groups by it: numpy time spent under ``rank()`` counts for ``rank``.
+  ``<imports>`` where that frame is importing a module whose code is not the service's
+  (start-up: ``IMPORTS``);
   A PyTorch model is one stage: inside an ``nn.Module`` call, the deepest frame of the
   service's own code *above* the outermost module call (the function that runs the
   model), or, where library code alone calls the model, its top module's ``forward``.
@@ -50,6 +52,7 @@ from probe.analyzers.roles import (
 from probe.rundir.schema import MODULE_CALL_FILE, MODULE_CALLS
 
 __all__ = [
+    "IMPORTS",
     "LIBRARY",
     "NOT_THE_SERVICE",
     "UNKNOWN",
@@ -64,8 +67,15 @@ __all__ = [
 # under ``python -m uvicorn``, a thread a library started), and of one with no frame.
 LIBRARY = "<library>"
 UNKNOWN = "<unknown>"
+# Where the deepest frame of the service's own code is importing a module (library code
+# and the import machinery below it, ``<frozen importlib._bootstrap>``): start-up, paid
+# once per process. Left to the importing function, a 1.5-s job that imports torch read
+# "CPU-bound in `<module> (job.py)` (95%), vectorise the Python loops in it, 3.2x".
+IMPORTS = "<imports>"
 # Stages that are not the service's code: no fix there is a change the user can make.
-NOT_THE_SERVICE = (LIBRARY, UNKNOWN)
+NOT_THE_SERVICE = (LIBRARY, UNKNOWN, IMPORTS)
+_IMPORT_MACHINERY = "<frozen importlib._bootstrap"  # and _bootstrap_external
+_COLLECTION_CALLBACK = "probe/samplers/gc_pauses.py"
 
 # Owners of calls that run a numeric library's kernels (np.exp, torch.matmul, um.square).
 _TENSOR_OWNERS = ("np", "numpy", "torch", "F", "nn", "um", "umr", "jnp", "cp", "tf", "scipy")
@@ -89,7 +99,11 @@ def package_of(filename: str) -> str:
     """The top-level package or module a file belongs to: ``h11`` for
     ``.../site-packages/h11/_state.py``, ``asyncio`` for the standard library's
     ``.../lib/python3.11/asyncio/events.py``, ``os`` for ``<frozen os>``; a file of no
-    library, its own name (``app.py``)."""
+    library, its own name (``app.py``). probe's collection callback is the garbage
+    collector's time: a thread held by a collection gives the GIL up first in it, so the
+    sample taken then lands there (a torch import's collections read "gc_pauses.py 21%")."""
+    if filename.replace(os.sep, "/").endswith(_COLLECTION_CALLBACK):
+        return "gc"
     if filename.startswith("<frozen "):
         return filename[len("<frozen ") : -1].split(".")[0]
     path = filename.replace(os.sep, "/")
@@ -156,6 +170,8 @@ _COLUMNS = {
     # sends or receives data to or from another process by copy (roles.process_transfer)
     "transfer": "object",
     "limit": "object",  # the limit it waits in (roles.waits_for_a_limit), or ""
+    # under ``IMPORTS``: the package the service's code is importing (``torch``), or ""
+    "imported": "object",
 }
 
 
@@ -175,24 +191,41 @@ def _user_function(
     """``name (file.py)`` of the deepest frame of the service's own code; inside a model,
     of the service's code that called it (the module doc)."""
 
-    def first(frames: list[int]) -> int | None:
+    def first(positions: Iterable[int]) -> int | None:
         return next(
             (
-                f
-                for f in frames
-                if not library.get(f, True) and not by_id[f][0].endswith(_INLINE_SCOPES)
+                i
+                for i in positions
+                if not library.get(ids[i], True) and not by_id[ids[i]][0].endswith(_INLINE_SCOPES)
             ),
             None,
         )
 
     model = _outermost_module_call(ids, by_id)
-    user = first(ids[:model][::-1])  # the deepest above the model
-    if user is None:  # the model's top: a model called from library code only
-        user = first(ids[model:])
-    if user is None:
+    at = first(range(model - 1, -1, -1))  # the deepest above the model
+    if at is None:  # the model's top: a model called from library code only
+        at = first(range(model, len(ids)))
+    below = ids[(-1 if at is None else at) + 1 :]
+    if any(by_id[f][1].startswith(_IMPORT_MACHINERY) for f in below if f in by_id):
+        return IMPORTS  # a module the service's own code did not write is being imported
+    if at is None:
         return LIBRARY if ids else UNKNOWN
+    user = ids[at]
     ufn, ufile = by_id[user]
     return f"{ufn} ({os.path.basename(ufile)})"
+
+
+def _imported(ids: list[int], by_id: dict[int, tuple[str, str]]) -> str:
+    """The package of the first module body run under the import machinery: what the
+    import the service's code made is loading (a dependency it pulls in counts for it)."""
+    machinery = False
+    for f in ids:
+        function, filename = by_id.get(f, ("", ""))
+        if filename.startswith(_IMPORT_MACHINERY):
+            machinery = True
+        elif machinery and function == "<module>" and not filename.startswith("<"):
+            return package_of(filename)
+    return ""
 
 
 def label_stacks(
@@ -241,6 +274,7 @@ def label_stacks(
                 deepest is not None and by_id[deepest][0].endswith(_INLINE_SCOPES),
                 process_transfer(named),
                 waits_for_a_limit(named),
+                _imported(ids, by_id) if user == IMPORTS else "",
             )
         )
     flags = [c for c, t in _COLUMNS.items() if t == "bool"]

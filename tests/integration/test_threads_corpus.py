@@ -384,6 +384,29 @@ def test_a_grpc_server_s_handlers_are_its_work_not_its_poller_or_its_parked_main
     assert 1.2 <= d["recommendations"][0]["estimated_speedup"] <= 2.0, d["recommendations"][0]
 
 
+def test_a_job_that_is_mostly_its_imports_is_told_so_not_to_vectorise_or_fix_a_leak(run_probe):
+    # a one-shot job importing torch and pandas for a tenth of a second of work. It read
+    # "CPU-bound in `<module> (embed_once.py)`, vectorise the Python loops in it" and, from
+    # its memory rising while the modules loaded, "Leak: memory grows 126 MiB/s,
+    # confidence 99%", fix_leak ranked first
+    pytest.importorskip("torch")
+    pytest.importorskip("pandas")
+    truth = truth_of("embed_once")
+    rss = truth["rss_mb"]
+    peak_at = next(t for t, mb in rss if mb >= 0.95 * max(mb for _, mb in rss))
+    assert peak_at < 0.9 * truth["wall_s"]  # memory is done climbing before the end
+    assert truth["py_spy_inclusive"]["_find_and_load"] > 0.6
+    d = diagnosis_of(run_probe, "embed_once")
+    primary = d["primary"]
+    assert primary["stage"] == "<imports>" and primary["share"] > 0.6, primary
+    assert primary["summary"].startswith("Start-up-bound: importing modules"), primary
+    # what the imports load, by their share (importtime: torch 75%, pandas 25%)
+    assert "torch" in primary["summary"] and "pandas" in primary["summary"], primary
+    ids = [r["id"] for r in d["recommendations"]]
+    assert not {"vectorize_python", "multi_instance", "fix_leak"} & set(ids), ids
+    assert d["leak"]["state"] != "leak" and not d["leak"]["detected"], d["leak"]
+
+
 def test_an_asyncio_client_s_time_is_its_coroutine_awaiting_the_network_not_an_idle_loop(
     run_probe,
 ):

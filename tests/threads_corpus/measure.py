@@ -7,7 +7,8 @@ thread, its CPU seconds, the share of readings in each kernel state and its top 
 channels (cases measured before 2026-11-23 lack them), and from the scheduler's own
 statistics (``/proc/PID/task/TID/schedstat``, exact) its time on a CPU and runnable on a
 run queue (cases measured before 2026-11-26 lack them); the process's wall time and mean
-cores used. Where py-spy is
+cores used; its resident memory at each reading (``rss_mb``: [s, MB] pairs, from
+``/proc/PID/statm``; cases measured before 2026-12-05 lack it). Where py-spy is
 installed, a second run under ``py-spy record`` (on-CPU samples only; it stops the process
 for each sample, so a sample is where the thread was) gives the function holding most
 on-CPU samples as a cross-check, and each function's inclusive share of them (cases
@@ -39,6 +40,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def read_stat(path: str) -> tuple[str, str, int] | None:
@@ -145,8 +147,12 @@ def watch_pid(pid: int, running: Callable[[], bool], every_s: float = 0.05) -> d
     last_sched: dict[int, tuple[int, int]] = {}
     process_ticks = 0  # the process's own CPU counts threads that have exited
     process_first = read_process_ticks(pid)
+    rss: list[tuple[float, float]] = []  # (s since the start, MB resident)
     while running():
         process_ticks = max(process_ticks, read_process_ticks(pid) - process_first)
+        resident = read_rss_mb(pid)
+        if resident is not None:
+            rss.append((round(time.monotonic() - started, 2), round(resident, 1)))
         now = read_threads(pid)
         for tid, (name, state, ticks) in now.items():
             states[tid][state] += 1
@@ -177,7 +183,21 @@ def watch_pid(pid: int, running: Callable[[], bool], every_s: float = 0.05) -> d
     # short-lived threads (a thread per request) end between readings: the process's
     # figure holds them, the per-thread ones only what was seen
     cpu = max(sum(t["cpu_s"] for t in threads), process_ticks / TICK)
-    return {"wall_s": round(wall, 2), "cores_used": round(cpu / wall, 2), "threads": threads}
+    return {
+        "wall_s": round(wall, 2),
+        "cores_used": round(cpu / wall, 2),
+        "threads": threads,
+        "rss_mb": rss,
+    }
+
+
+def read_rss_mb(pid: int) -> float | None:
+    """The process's resident set (``/proc/PID/statm``'s second field), in MB."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * PAGE / 1e6
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def py_spy_stacks(argv: list[str], port: int | None = None, *, native: bool = False) -> list[str]:

@@ -116,6 +116,42 @@ def test_a_start_up_step_then_a_steady_climb_is_judged_on_the_climb():
     assert judge_recorded(t, flat_after).state == "no_leak"
 
 
+def test_memory_that_rises_while_modules_import_is_start_up_however_long_they_take():
+    # a 1.5-s job whose memory series ran 1.2 s: importing torch climbs ~130 MB until
+    # 1.1 s, then its work runs flat (the run that read "grows 126 MiB/s, confidence 99%")
+    t = np.arange(0.0, 1.25, 0.1)
+    y = 30e6 + 130e6 * np.minimum(t / 1.1, 1.0)
+    assert judge_recorded(t, y).state == "leak"  # the series alone cannot tell
+    v = judge_recorded(t, y, started_s=1.1)
+    assert v.state == UNDETERMINED and "after start-up's imports" in v.reason, v.reason
+    assert v.settle
+
+
+def test_imports_inside_the_first_quarter_change_nothing_and_a_leak_after_them_stands():
+    t = np.arange(0.0, 30.0, 0.1)
+    y = 100e6 + 1e6 * t + (np.arange(len(t)) % 5) * 1e4
+    assert judge_recorded(t, y, started_s=2.0) == judge_recorded(t, y)
+    # imports until 10 s, then the leak: judged on what follows them
+    late = judge_recorded(t, y, started_s=10.0)
+    assert late.state == "leak" and abs(late.slope_bytes_per_s - 1e6) < 0.05e6
+
+
+def test_start_up_s_imports_end_where_they_no_longer_hold_half_the_time_sampled():
+    import pandas as pd
+
+    from probe.analyzers.diagnosis import _imports_end_s
+
+    # 10 ms samples: 1 s importing, 4 s of work, a lazy import at 3 s, 0.1 s of it
+    ts = np.arange(1, 501) * 10_000_000
+    stage = np.where(ts <= 1_000_000_000, "<imports>", "work (job.py)")
+    stage[(ts > 3_000_000_000) & (ts <= 3_100_000_000)] = "<imports>"
+    samples = pd.DataFrame(
+        {"ts_ns": ts, "user_function": stage, "cpu_ns": 9_000_000, "wait_ns": 1_000_000}
+    )
+    assert _imports_end_s(samples) == pytest.approx(1.0)
+    assert _imports_end_s(samples.assign(user_function="work (job.py)")) is None
+
+
 def test_a_leak_read_from_readings_that_stop_early_in_the_run_is_undetermined():
     from probe.analyzers.leaks import LEAK, covering_the_run
 

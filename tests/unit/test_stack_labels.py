@@ -18,6 +18,12 @@ FRAMES = [  # (function, file): the service's own files are relative, torch's in
     ("Block.forward", "model.py"),
     ("Attention.forward", "model.py"),
     ("handle", "/usr/lib/python3/site-packages/server/app.py"),
+    ("<module>", "service.py"),  # 9
+    ("_find_and_load", "<frozen importlib._bootstrap>"),  # 10
+    ("_LoaderBasics.exec_module", "<frozen importlib._bootstrap_external>"),  # 11
+    ("<module>", "/usr/lib/python3/site-packages/torch/__init__.py"),  # 12
+    ("<module>", "weights.py"),  # 13: a module of the service's, run as it is imported
+    ("import_module", "/usr/lib/python3.11/importlib/__init__.py"),  # 14
 ]
 
 
@@ -46,6 +52,20 @@ def test_a_model_called_from_library_code_alone_counts_for_its_top_module():
 
 def test_outside_a_model_the_deepest_frame_of_the_service_s_code_stands():
     assert user_functions([0, 1], [0, 8]) == ["infer (service.py)", "main (service.py)"]
+
+
+def test_a_library_module_being_imported_is_start_up_not_the_importing_function():
+    # `import torch` at the top of service.py: its <module> is not where the time goes
+    assert user_functions([9, 10, 11, 12]) == ["<imports>"]
+    # an import a library makes for itself (a server importing the app's dependencies)
+    assert user_functions([14, 10, 11, 12]) == ["<imports>"]
+
+
+def test_a_module_of_the_service_s_own_running_as_it_is_imported_is_its_own_code():
+    # weights.py loads a model at module level: code the service wrote, not start-up's
+    assert user_functions([9, 10, 11, 13]) == ["<module> (weights.py)"]
+    # ... until it imports a library in turn
+    assert user_functions([9, 10, 11, 13, 10, 11, 12]) == ["<imports>"]
 
 
 def callers(stage: str, *stacks: list[int], frames: list[tuple[str, str]]) -> frozenset[str]:
