@@ -215,11 +215,13 @@ def _user_function(
     return f"{ufn} ({os.path.basename(ufile)})"
 
 
-def _imported(ids: list[int], by_id: dict[int, tuple[str, str]]) -> str:
-    """The package of the first module body run under the import machinery: what the
-    import the service's code made is loading (a dependency it pulls in counts for it)."""
+def _imported(ids: list[int], by_id: dict[int, tuple[str, str]], library: dict[int, bool]) -> str:
+    """The package of the first module body run under the import machinery below the
+    service's deepest frame: what the import its code made is loading (a dependency
+    that pulls in another counts for both)."""
+    ours = [i for i, f in enumerate(ids) if not library.get(f, True)]
     machinery = False
-    for f in ids:
+    for f in ids[ours[-1] + 1 if ours else 0 :]:
         function, filename = by_id.get(f, ("", ""))
         if filename.startswith(_IMPORT_MACHINERY):
             machinery = True
@@ -274,7 +276,7 @@ def label_stacks(
                 deepest is not None and by_id[deepest][0].endswith(_INLINE_SCOPES),
                 process_transfer(named),
                 waits_for_a_limit(named),
-                _imported(ids, by_id) if user == IMPORTS else "",
+                _imported(ids, by_id, library) if user == IMPORTS else "",
             )
         )
     flags = [c for c, t in _COLUMNS.items() if t == "bool"]

@@ -27,7 +27,7 @@ FRAMES = [  # (function, file): the service's own files are relative, torch's in
 ]
 
 
-def user_functions(*stacks: list[int]) -> list[str]:
+def user_functions(*stacks: list[int], column: str = "user_function") -> list[str]:
     frames = pd.DataFrame(
         {"frame_id": range(len(FRAMES)), "function": [f for f, _ in FRAMES],
          "filename": [p for _, p in FRAMES], "first_line": 1}
@@ -36,7 +36,7 @@ def user_functions(*stacks: list[int]) -> list[str]:
         {"stack_id": range(len(stacks)), "frame_ids": [";".join(map(str, s)) for s in stacks],
          "leaf_line": 1, "leaf_call": "torch.matmul"}
     )  # fmt: skip
-    return list(label_stacks(table, frames)["user_function"])
+    return list(label_stacks(table, frames)[column])
 
 
 def test_a_model_s_modules_count_for_the_service_function_that_runs_it():
@@ -64,8 +64,10 @@ def test_a_library_module_being_imported_is_start_up_not_the_importing_function(
 def test_a_module_of_the_service_s_own_running_as_it_is_imported_is_its_own_code():
     # weights.py loads a model at module level: code the service wrote, not start-up's
     assert user_functions([9, 10, 11, 13]) == ["<module> (weights.py)"]
-    # ... until it imports a library in turn
+    # ... until it imports a library in turn: that library is what is loading
     assert user_functions([9, 10, 11, 13, 10, 11, 12]) == ["<imports>"]
+    assert user_functions([9, 10, 11, 13, 10, 11, 12], [9, 10, 11, 12], [0, 1],
+                          column="imported") == ["torch", "torch", ""]  # fmt: skip
 
 
 def callers(stage: str, *stacks: list[int], frames: list[tuple[str, str]]) -> frozenset[str]:
