@@ -56,6 +56,7 @@ import pandas as pd
 from probe.analyzers.attribution import attribute, split_run_queue_waits
 from probe.analyzers.constants import constant
 from probe.analyzers.path import PATH, critical_path
+from probe.analyzers.roles import PARKED_MAIN_ROLES
 from probe.analyzers.spantree import (
     covered_ns,
     index_spans,
@@ -252,7 +253,7 @@ def idle_notes(idle: pd.DataFrame, settings: Headroom = HEADROOM) -> list[str]:
         return []
     lines = []
     # a main thread parked while others work is no capacity a request could use
-    spare = idle[(idle["idle_share"] >= settings.note_share) & ~idle.index.isin(_PARKED_MAIN_ROLES)]
+    spare = idle[(idle["idle_share"] >= settings.note_share) & ~idle.index.isin(PARKED_MAIN_ROLES)]
     for role, r in spare.iterrows():
         one = int(r.threads) == 1
         lines.append(
@@ -337,13 +338,17 @@ def _top_packages(busy: pd.DataFrame, key: str, most: int = 3) -> pd.Series:
     files = busy["filename"].fillna("").astype(str)
     names = {f: package_of(f) for f in files.unique()}
     cpu = busy.groupby([busy[key], files.map(names).rename("package")])["cpu_ns"].sum()
-    shares = cpu / cpu.groupby(level=0).transform("sum")
+    return cpu.groupby(level=0).apply(lambda of: shares_words(of.droplevel(0), most))
 
-    def words(of: pd.Series) -> str:
-        top = of.droplevel(0).sort_values(ascending=False).head(most)
-        return ", ".join(f"{name} {share:.0%}" for name, share in top.items())
 
-    return shares.groupby(level=0).apply(words)
+def shares_words(time: pd.Series, most: int = 3) -> str:
+    """The ``most`` largest entries of ``time`` (indexed by name) with their shares of its
+    sum, largest first (``h11 35%, asyncio 30%``); "" where it sums to nothing."""
+    total = float(time.sum())
+    if total <= 0:
+        return ""
+    top = (time / total).sort_values(ascending=False).head(most)
+    return ", ".join(f"{name} {share:.0%}" for name, share in top.items())
 
 
 def _reading_at(table: pd.DataFrame, column: str, ts_ns: np.ndarray) -> np.ndarray:
@@ -539,10 +544,6 @@ def served_only(indexed: pd.DataFrame) -> bool:
     return all(json.loads(a).get("served") is True for a in attrs)
 
 
-# idle roles of a main thread that leaves the work to other threads or processes
-_PARKED_MAIN_ROLES = ("worker supervisor", "server main thread")
-
-
 def _main_thread(run: Run, attributed: pd.DataFrame) -> int | None:
     """The profiled process's main thread, when it runs a batch job's path: None when it
     supervises worker processes from a loop that waits on them, or parks while a server's
@@ -562,7 +563,7 @@ def _main_thread(run: Run, attributed: pd.DataFrame) -> int | None:
     tid = int(ids.iloc[0])
     mine = attributed[attributed["thread_id"] == tid]
     time = mine["cpu_ns"] + mine["wait_ns"]
-    supervising = float(time[mine["idle_role"].isin(_PARKED_MAIN_ROLES)].sum())
+    supervising = float(time[mine["idle_role"].isin(PARKED_MAIN_ROLES)].sum())
     return None if supervising > PATH.serving_majority * float(time.sum()) else tid
 
 

@@ -15,7 +15,13 @@ import numpy as np
 import pandas as pd
 
 from probe.analyzers.batching import BatchAdvice, spans_advice
-from probe.analyzers.breakdown import Breakdown, breakdown, host_busy_percent, run_start_ns
+from probe.analyzers.breakdown import (
+    Breakdown,
+    breakdown,
+    host_busy_percent,
+    run_start_ns,
+    shares_words,
+)
 from probe.analyzers.capacity import Capacity, Demands, capacity
 from probe.analyzers.collector import collector_time, over_words
 from probe.analyzers.empty_run import NOTHING_TO_JUDGE, SCHEMA
@@ -543,17 +549,17 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
             f"{path}, {_what_it_waits_on(primary)})"
         )
     best = next((r for r in recs if r.id != "fix_leak"), None)
-    if best is not None and primary.stage != IMPORTS:
+    if primary.stage == IMPORTS:
+        text += (
+            ": more work per process (or one long-lived process) spreads it; imports "
+            "deferred to where they are used shorten it (`python -X importtime` lists them)"
+        )
+    elif best is not None:
         ceiling = f"ceiling {best.ceiling:.1f}×" if math.isfinite(best.ceiling) else "no ceiling"
         stated = speedup_range_words(best.evidence.get("speedup_range"))
         bounds = "; ".join(words for words in (stated, ceiling) if words)
         about = f"about {best.estimated_speedup:.1f}× faster ({bounds})"
         text += f". Best fix: {best.title[0].lower()}{best.title[1:]}, {about}"
-    elif primary.stage == IMPORTS:
-        text += (
-            ": more work per process (or one long-lived process) spreads it; imports "
-            "deferred to where they are used shorten it (`python -X importtime` lists them)"
-        )
     elif library:
         text += ": time in the server's or the libraries' own code, none of the service's to change"
     return text + "." + _doubts_text(primary)
@@ -566,10 +572,7 @@ def imported_words(samples: pd.DataFrame, most: int = 3) -> str:
         return ""
     importing = samples[(samples["user_function"] == IMPORTS) & (samples["imported"] != "")]
     time = (importing["cpu_ns"] + importing["wait_ns"]).groupby(importing["imported"]).sum()
-    if not len(time) or time.sum() <= 0:
-        return ""
-    shares = (time / time.sum()).sort_values(ascending=False).head(most)
-    return ", ".join(f"{name} {share:.0%}" for name, share in shares.items())
+    return shares_words(time, most)
 
 
 def _imports_notes(findings: list[Finding], bd: Breakdown) -> list[str]:

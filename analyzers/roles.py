@@ -26,6 +26,7 @@ __all__ = [
     "IDLE_LOOPS",
     "LIMITS",
     "NOTIFY_WAITS",
+    "PARKED_MAIN_ROLES",
     "SERVING_LOOPS",
     "IdleLoop",
     "enters_a_brief_lock",
@@ -122,6 +123,10 @@ IDLE_LOOPS: dict[tuple[str, str], IdleLoop] = {
     ("logging/handlers.py", "QueueListener._monitor"): IdleLoop("log listener", _QUEUE_GET),
 }
 _IDLE_KEYS = frozenset(IDLE_LOOPS)
+# idle roles of a main thread that leaves the work to other threads or processes: a run
+# whose main thread is mostly one is no batch path (``breakdown._main_thread``), and the
+# thread is no spare capacity (``breakdown.idle_notes``)
+PARKED_MAIN_ROLES = frozenset({"worker supervisor", "server main thread"})
 
 
 def _frame_key(

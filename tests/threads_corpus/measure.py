@@ -38,9 +38,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
+
 HERE = Path(__file__).resolve().parent
 TICK = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def read_stat(path: str) -> tuple[str, str, int] | None:
@@ -192,11 +193,10 @@ def watch_pid(pid: int, running: Callable[[], bool], every_s: float = 0.05) -> d
 
 
 def read_rss_mb(pid: int) -> float | None:
-    """The process's resident set (``/proc/PID/statm``'s second field), in MB."""
+    """The process's resident set, in MB (psutil reads ``/proc/PID/statm``)."""
     try:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * PAGE / 1e6
-    except (OSError, IndexError, ValueError):
+        return psutil.Process(pid).memory_info().rss / 1e6
+    except psutil.Error:
         return None
 
 
