@@ -467,7 +467,7 @@ def _compiled_graph(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
     # nothing taken off. Not so on a model of many tiny ops: the deep MLP's glue under the
     # profiler (826 us a call) outgrew its whole unprofiled call (704 us, probe's spans;
     # /tmp experiment, 2026-11-29), and its figure ran high (README, "PyTorch and GPU traces")
-    p = ev.thread_share(glue, int(stage["tid"]))
+    p = min(1.0, ev.thread_share(glue, int(stage["tid"])))
     if p <= 0:
         return None
     said = amdahl(p, math.inf)

@@ -121,3 +121,18 @@ def test_a_range_s_time_inside_ops_counts_top_level_ops_on_its_thread_cut_at_its
     # 50-230: the linear's last 50, the add, the cat's first 30
     assert table.loc["request", "in_ops_ns"] == 50 + 20 + 30
     assert table.loc["idle", "in_ops_ns"] == 0  # thread 2's relu ended at 50
+
+
+def test_a_range_on_several_threads_is_read_on_the_thread_that_held_most_of_it():
+    from probe.analyzers.op_breakdown import ops_in_ranges
+
+    top = op_breakdown(TRACE).top_level  # thread 1: 0-100, 150-170, 200-260, 300 (cut)
+    # a request span on two pool threads at once: summed, 300 ns of a 300-ns window
+    ranges = pd.DataFrame(
+        {"name": ["handle", "handle", "handle"], "tid": [1, 2, 2],
+         "ts_ns": [0, 0, 100], "dur_ns": [100, 90, 110]}
+    )  # fmt: skip
+    [row] = ops_in_ranges(ranges, top).to_dict("records")
+    assert row["tid"] == 2 and row["spans"] == 2 and row["range_ns"] == 200
+    # thread 2's ops alone: its relu, 0-50
+    assert row["in_ops_ns"] == 50
