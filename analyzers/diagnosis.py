@@ -26,6 +26,7 @@ from probe.analyzers.capacity import Capacity, Demands, capacity
 from probe.analyzers.collector import collector_time, over_words
 from probe.analyzers.empty_run import NOTHING_TO_JUDGE, SCHEMA
 from probe.analyzers.endpoints import EndpointFigures, endpoints
+from probe.analyzers.intra_op import intra_op_note, intra_op_oversubscription
 from probe.analyzers.leaks import (
     NO_LEAK,
     LeakVerdict,
@@ -589,6 +590,21 @@ def _imports_notes(findings: list[Finding], bd: Breakdown) -> list[str]:
     ]
 
 
+def _intra_op_notes(run: Run, bd: Breakdown, facts: RunFacts) -> list[str]:
+    """torch's intra-op threads where several threads call torch at once and fill the
+    cores without them (``analyzers.intra_op``)."""
+    collector = run.meta.get("collector") or {}
+    found = intra_op_oversubscription(
+        bd.work_samples,
+        run.tables.get("threads"),
+        run.tables.get("os_threads"),
+        int(run.meta.get("pid") or 0),
+        collector.get("own_tids"),
+        allowed_cores(facts),
+    )
+    return intra_op_note(found)
+
+
 def _collector_notes(facts: RunFacts) -> list[str]:
     """The collector's time, where it holds a finding's share of the run (its finding
     says it where it leads; the note says it wherever the stages' shares hide it: its
@@ -811,7 +827,7 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
     primary_block["summary"] = _summary(primary, recs, bd)
     notes = list(run.notes) + list(run.meta.get("notes", [])) + list(bd.notes)
     notes += _cores_notes(run, facts) + (_collector_notes(facts) if findings else [])
-    notes += _imports_notes(findings, bd)
+    notes += _imports_notes(findings, bd) + _intra_op_notes(run, bd, facts)
     notes += [
         n for f in findings if f.subkind == "network" for n in stream_note(bd.streams, f.stage)
     ]

@@ -154,6 +154,9 @@ class Session:
         self.torch: TorchWindows | None = None  # once the target imports torch
         self._monotonic_start = 0.0
         self._known_threads: set[int] = set()  # thread ids (OS TIDs)
+        # probe's own threads in the target (OS TIDs): the process's other threads that
+        # are not Python's are the libraries' native ones (``analyzers.intra_op``)
+        self._own_tids: set[int] = set()
         self.switch: SwitchInterval | None = None  # set at start, from the target's own
         share = settings.sampler_share
         pacer = TickPacer(1.0 / settings.hz, share) if share > 0 else None
@@ -220,6 +223,7 @@ class Session:
         self.stacks.exclude.update(
             i for i in (self._stack_ticker.ident, self._collector.ident) if i is not None
         )
+        self._note_own_threads()
         os.register_at_fork(
             before=self._before_fork,
             after_in_parent=self._after_fork_parent,
@@ -261,6 +265,16 @@ class Session:
         self.torch.start()
         if self.torch.ident is not None:
             self.stacks.exclude.add(self.torch.ident)
+            self._note_own_threads()
+
+    def _note_own_threads(self) -> None:
+        """The OS TIDs of the threads the sampler leaves out as probe's, while they run."""
+        exclude = self.stacks.exclude
+        self._own_tids.update(
+            t.native_id
+            for t in threading.enumerate()
+            if t.ident in exclude and t.native_id is not None
+        )
 
     @property
     def stopped(self) -> bool:
@@ -334,6 +348,7 @@ class Session:
             "rows_written": dict(self.writer.rows_written),
             "sampler_errors": self._stack_ticker.errors + self._collector.errors,
             "collector_cpu_s": cpu,
+            "own_tids": sorted(self._own_tids),
             "heap_type_counts": self.heap.counted,
             "heap_type_count_s": round(self.heap.count_cost_s, 4),
             "full_collection_at_end": self._full_collection,

@@ -157,20 +157,20 @@ def diagnosis_of(run_probe, name: str) -> dict:
     return json.loads((result.run_dir / "diagnosis.json").read_text())
 
 
-def served_diagnosis(run_probe, tmp_path, name: str) -> dict:
+def served_diagnosis(run_probe, tmp_path, name: str, out: str = "run") -> dict:
     """``probe run`` of corpus app ``name:app`` under uvicorn, driven by 8 clients for 6 s
-    and stopped as Ctrl-C would: its diagnosis."""
+    and stopped as Ctrl-C would: its diagnosis (its run directory ``tmp_path / out``)."""
     port = free_port()
     server = run_probe.spawn(
         "-m", "uvicorn", f"{name}:app", "--app-dir", CORPUS, "--port", str(port),
-        "--log-level", "warning",
+        "--log-level", "warning", out=tmp_path / out,
     )  # fmt: skip
     wait_for_port(port)
     answered = drive(port, clients=8, seconds=6)
     server.send_signal(signal.SIGINT)
     _, stderr = server.communicate(timeout=120)
     assert server.returncode == 0 and answered > 0, stderr
-    return json.loads((tmp_path / "run" / "diagnosis.json").read_text())
+    return json.loads((tmp_path / out / "diagnosis.json").read_text())
 
 
 def busiest_thread(truth: dict) -> dict:
@@ -1011,3 +1011,57 @@ def test_one_answer_streamed_for_the_whole_run_gets_no_fix_that_overlaps_its_rea
     assert not any(r["id"] == "concurrent_io" for r in d["recommendations"]), d
     paced = [n for n in d["notes"] if "reads one connection its far end paces" in n]
     assert paced and paced[0].startswith(f"`{primary['stage']}`"), d["notes"]
+
+
+def intra_op_notes(d: dict) -> list[str]:
+    return [n for n in d["notes"] if "intra-op threads oversubscribe" in n]
+
+
+def test_a_thread_pool_running_torch_on_full_cores_is_told_its_intra_op_threads_cost(
+    run_probe, tmp_path
+):
+    # 8 pool threads each running a torch MLP, torch's 2 intra-op threads each, 2 cores:
+    # torch.set_num_threads(1) 1.17x faster on the whole run, ~1 s less CPU (the truth's
+    # variants). It read "CPU-bound in classify, native code; no fix" and said nothing of
+    # the 16 threads on 2 cores
+    pytest.importorskip("torch")
+    truth = truth_of("classify_threads")
+    wall = truth["variants"]["wall_s"]
+    default = wall["default (8 workers, torch's 2 intra-op threads)"]
+    assert max(wall["--torch-threads 1"]) < min(default)
+    d = diagnosis_of(run_probe, "classify_threads")
+    primary = d["primary"]
+    assert (primary["kind"], primary["subkind"]) == ("cpu", "native"), primary
+    assert primary["stage"].startswith("classify"), primary
+    [note] = intra_op_notes(d)
+    assert "torch.set_num_threads(1)" in note and "Not estimated" in note, note
+    # one thread calling torch: intra-op threads are what uses the second core (1.25x)
+    alone = run_probe(
+        CORPUS / "classify_threads.py", "--workers", "1", "--requests", "1200",
+        out=tmp_path / "alone",
+    )  # fmt: skip
+    assert alone.returncode == 0, alone.stderr
+    d = json.loads((alone.run_dir / "diagnosis.json").read_text())
+    assert not intra_op_notes(d), d["notes"]
+
+
+def test_a_served_torch_route_gets_the_intra_op_note_where_torch_fills_the_cores_only(
+    run_probe, tmp_path
+):
+    # two FastAPI apps whose sync routes run torch on the thread pool, 8 clients. In
+    # score_api the model is the work: one intra-op thread answered 1.07-1.13x the
+    # requests. In embed_api the route's pure-Python hashing under the GIL is: no change
+    # (the truths' variants). A frozen TorchScript graph bought score_api ~1.02x: once
+    # recommended first at "∞" (a request span on 8 pool threads summed over one
+    # thread's window, p = 1.16)
+    pytest.importorskip("torch")
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    scored = served_diagnosis(run_probe, tmp_path, "score_api")
+    assert len(intra_op_notes(scored)) == 1, scored["notes"]
+    every = scored["recommendations"] + scored["minor_recommendations"]
+    assert all(r["p"] is not None and 0 < r["p"] <= 1 for r in every), every
+    graph = [r for r in scored["recommendations"] if r["id"] == "inference_runtime"]
+    assert not graph or graph[0]["estimated_speedup"] < 1.5, graph
+    embedded = served_diagnosis(run_probe, tmp_path, "embed_api", "embed")
+    assert not intra_op_notes(embedded), embedded["notes"]
