@@ -467,8 +467,10 @@ def _compiled_graph(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
     # nothing taken off. Not so on a model of many tiny ops: the deep MLP's glue under the
     # profiler (826 us a call) outgrew its whole unprofiled call (704 us, probe's spans;
     # /tmp experiment, 2026-11-29), and its figure ran high (README, "PyTorch and GPU traces")
-    p = min(1.0, ev.thread_share(glue, int(stage["tid"])))
-    if p <= 0:
+    p = ev.thread_share(glue, int(stage["tid"]))
+    # all of the thread's window outside ops, or more (ranges nested on one thread,
+    # counted twice): not a share this window can give, and Amdahl would say "infinite"
+    if not 0 < p < 1:
         return None
     said = amdahl(p, math.inf)
     # what such fixes realised of this figure (benchmarks/compiled_graph_gain.py): a

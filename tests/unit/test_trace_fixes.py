@@ -252,3 +252,11 @@ def test_no_compiled_graph_on_a_gpu_nor_without_spans_nor_where_ops_hold_the_tim
     assert "inference_runtime" not in ids(
         trace_recommendations(evidence("none", kernels(), span_ops=busy))
     )
+
+
+def test_a_stage_s_python_that_fills_its_thread_s_window_gets_no_infinite_compiled_graph():
+    # ranges of one name nested on one thread count twice: more time outside ops than the
+    # window holds; Amdahl at s = infinity on a share of 1 or more would say "∞"
+    nested = span_ops(("infer", 200, 1_900_000_000, 400_000_000))
+    ev = evidence("none", kernels(), span_ops=nested)
+    assert "inference_runtime" not in ids(trace_recommendations(ev))
