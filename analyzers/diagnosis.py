@@ -958,10 +958,13 @@ def _torch(run: Run) -> TorchWindowsDiagnosis | None:
     from probe.analyzers.trace_diagnosis import diagnose_trace
 
     figures = (run.meta.get("collector") or {}).get("torch") or {}
+    served = _server_span_names(run.tables.get("spans"))
     windows = [
         (
             entry,
-            diagnose_trace(trace, op_cost_ns=float(entry.get("op_cost_ns") or 0.0)),
+            diagnose_trace(
+                trace, op_cost_ns=float(entry.get("op_cost_ns") or 0.0), server_spans=served
+            ),
             len(trace.tables["ops"]),
         )
         for entry, trace in run.torch_windows
@@ -971,6 +974,15 @@ def _torch(run: Run) -> TorchWindowsDiagnosis | None:
         forward_at_s=figures.get("forward_at_s"),
         wall_s=float(run.meta.get("duration_s") or 0.0),
     )
+
+
+def _server_span_names(spans: pd.DataFrame | None) -> frozenset[str]:
+    """The names of the spans probe made for a served app: its requests and the handler
+    calls it wrapped (``probe.serving``: ``{"served": true}`` in their attributes)."""
+    if spans is None or spans.empty:
+        return frozenset()
+    served = spans["attrs"].fillna("").str.contains('"served": true', regex=False)
+    return frozenset(spans.loc[served | (spans["category"] == "request"), "name"].astype(str))
 
 
 def _torch_notes(run: Run, torch: TorchWindowsDiagnosis | None) -> list[str]:

@@ -105,11 +105,15 @@ class TraceDiagnosis:
 
 
 def diagnose_trace(
-    trace: KinetoTrace, *, op_cost_ns: float = 0.0, model: TraceModel = TRACE_MODEL
+    trace: KinetoTrace,
+    *,
+    op_cost_ns: float = 0.0,
+    model: TraceModel = TRACE_MODEL,
+    server_spans: frozenset[str] = frozenset(),
 ) -> TraceDiagnosis:
     """``op_cost_ns``: the profiler's own cost per op when known (probe run's windows
     measure it; a trace recorded elsewhere leaves it 0): see ``analyzers.ops``. ``model``:
-    the fixes' constants."""
+    the fixes' constants. ``server_spans``: see ``_stage_ops``."""
     t = trace.tables
     kernels = classify_kernels(t["kernels"], t["ops"])
     copies = read_copies(t["copies"], t["runtime"])
@@ -120,8 +124,7 @@ def diagnose_trace(
     ops = op_breakdown(t["ops"], op_cost_ns=op_cost_ns)
     if window == 0.0:  # no GPU work: the host's traced span is the window
         window = ops.host_span_ns
-    host_ranges = t["annotations"][t["annotations"]["side"].astype(str) != "gpu"]
-    span_ops = ops_in_ranges(host_ranges, ops.top_level)
+    span_ops = _stage_ops(t["annotations"], ops, server_spans)
     profiler_ns = {int(r["tid"]): float(r["ops"]) * op_cost_ns for _, r in ops.threads.iterrows()}
     evidence = TraceEvidence(
         findings,
@@ -161,6 +164,20 @@ def diagnose_trace(
         ops=ops,
         prefix=prefix,
     )
+
+
+def _stage_ops(
+    annotations: pd.DataFrame, ops: OpBreakdown, server_spans: frozenset[str]
+) -> pd.DataFrame:
+    """The host ranges' time in ops (``ops_in_ranges``), the spans probe made around a
+    served request and its handler (``server_spans``, by name) left out: they hold the
+    request's own pre- and post-processing beside the model, so they tell none of the
+    model's Python between ops apart (an undecorated FastAPI route's span read its word
+    hashing under the GIL as the model's glue, a compiled graph at 1.6x; embed_api,
+    2026-12-05)."""
+    host_ranges = annotations[annotations["side"].astype(str) != "gpu"]
+    span_ops = ops_in_ranges(host_ranges, ops.top_level)
+    return span_ops[~span_ops["name"].isin(server_spans)].reset_index(drop=True)
 
 
 def compute_capability(meta: dict[str, Any]) -> tuple[int, int] | None:

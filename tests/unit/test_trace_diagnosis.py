@@ -142,3 +142,22 @@ def test_a_cpu_trace_with_python_between_ops_and_no_span_says_what_would_tell_th
     [note] = [n for n in d.notes if "outside any op" in n]
     assert note.startswith("80% of thread 1's") and "@probe.stage on the model call" in note
     assert not [r for r in d.recommendations if r.id == "inference_runtime"]  # no estimate
+
+
+def test_a_served_request_s_span_is_no_model_stage_for_a_compiled_graph(tmp_path):
+    # 20 ops of 10 us, 50 us apart, all inside the handler span probe made around an
+    # undecorated route: its time outside ops holds the route's own pre-processing too
+    # (named as a run's reader hands the window's spans over: without probe's prefix)
+    ops = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1,
+         "ts": 50.0 * i, "dur": 10.0, "args": {"External id": i + 1}}
+        for i in range(20)
+    ]  # fmt: skip
+    handler = {"ph": "X", "cat": "user_annotation", "name": "predict", "pid": 1, "tid": 1,
+               "ts": 0.0, "dur": 1000.0, "args": {"External id": 99}}  # fmt: skip
+    trace = read_kineto(write_trace(tmp_path / "t.json", [handler, *ops]))
+    as_a_stage = diagnose_trace(trace)
+    assert [r for r in as_a_stage.recommendations if r.id == "inference_runtime"]
+    served = diagnose_trace(trace, server_spans=frozenset({"predict"}))
+    assert not [r for r in served.recommendations if r.id == "inference_runtime"]
+    assert [n for n in served.notes if "@probe.stage on the model call" in n], served.notes

@@ -4,7 +4,8 @@ the model runs on whichever pool thread has the request (``embed``: hashed word 
 ``EmbeddingBag`` and two linear layers over a batch of 64 sentences a request).
 
 Driven by 8 clients (``tests/threads_corpus/drive.py``). ``EMBED_TORCH_THREADS=N`` sets
-``torch.set_num_threads(N)`` at import (unset: torch's default). Truth, measured from
+``torch.set_num_threads(N)`` at import (unset: torch's default); ``EMBED_GRAPH=1`` runs
+the head as one frozen TorchScript graph. Truth, measured from
 outside: ``embed_api.truth.json`` (``python tests/threads_corpus/measure.py --serve
 embed_api``) and the requests answered in 6 s at each setting (in the truth's
 ``variants``).
@@ -29,6 +30,10 @@ BAG = torch.nn.EmbeddingBag(BUCKETS, 256, mode="mean")
 HEAD = torch.nn.Sequential(
     torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 384)
 ).eval()
+
+if os.environ.get("EMBED_GRAPH"):  # the head traced into one frozen graph
+    with torch.inference_mode():
+        HEAD = torch.jit.freeze(torch.jit.trace(HEAD, torch.randn(64, 256)))
 
 app = FastAPI()
 
