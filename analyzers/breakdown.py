@@ -85,6 +85,9 @@ __all__ = [
     "host_busy_percent",
     "idle_notes",
     "run_start_ns",
+    "served_only",
+    "served_spans",
+    "shares_words",
 ]
 
 
@@ -538,10 +541,17 @@ def served_only(indexed: pd.DataFrame) -> bool:
     the others open there, and the loop's samples inside it are no more its work than
     theirs (tests/threads_corpus's predict_api read as native CPU in ``POST /predict``,
     83%, where its truth is the GIL in the handler)."""
-    attrs = indexed["attrs"].astype("string").fillna("")
-    if not attrs.str.contains('"served"', regex=False).all():
-        return False
-    return all(json.loads(a).get("served") is True for a in attrs)
+    return bool(served_spans(indexed["attrs"]).all())
+
+
+def served_spans(attrs: pd.Series) -> pd.Series:
+    """Per span (its JSON ``attrs``): did probe's serving middleware make it (attribute
+    ``served`` true)? Only the attributes naming it are parsed."""
+    text = attrs.astype("string").fillna("")
+    named = text.str.contains('"served"', regex=False).to_numpy(dtype=bool)
+    served = np.zeros(len(text), dtype=bool)
+    served[named] = [json.loads(a).get("served") is True for a in text[named]]
+    return pd.Series(served, index=attrs.index)
 
 
 def _main_thread(run: Run, attributed: pd.DataFrame) -> int | None:

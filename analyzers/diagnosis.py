@@ -20,6 +20,7 @@ from probe.analyzers.breakdown import (
     breakdown,
     host_busy_percent,
     run_start_ns,
+    served_spans,
     shares_words,
 )
 from probe.analyzers.capacity import Capacity, Demands, capacity
@@ -981,8 +982,8 @@ def _server_span_names(spans: pd.DataFrame | None) -> frozenset[str]:
     calls it wrapped (``probe.serving``: ``{"served": true}`` in their attributes)."""
     if spans is None or spans.empty:
         return frozenset()
-    served = spans["attrs"].fillna("").str.contains('"served": true', regex=False)
-    return frozenset(spans.loc[served | (spans["category"] == "request"), "name"].astype(str))
+    served = served_spans(spans["attrs"]) | (spans["category"] == "request")
+    return frozenset(spans.loc[served, "name"].astype(str))
 
 
 def _torch_notes(run: Run, torch: TorchWindowsDiagnosis | None) -> list[str]:

@@ -71,7 +71,7 @@ def _callers(samples: pd.DataFrame) -> tuple[float, int, float]:
     if calling.empty:
         return 0.0, 0, 0.0
     # a tick's rows: the run-queue waits split off them carry instants of their own
-    made = calling[["woken", "on_run_queue"]].any(axis=1) if "woken" in calling else False
+    made = calling["woken"] | calling["on_run_queue"]
     per_tick = calling[~made].groupby("ts_ns")["thread_id"].nunique()
     time = samples["cpu_ns"] + samples["wait_ns"]
     share = float(time[in_torch].sum() / time.sum()) if time.sum() > 0 else 0.0

@@ -112,8 +112,8 @@ def ops_in_ranges(ranges: pd.DataFrame, top_level: pd.DataFrame) -> pd.DataFrame
     held most of its time, and on that thread ``spans``, their summed time ``range_ns``,
     and ``in_ops_ns``, the part of it inside top-level ops -- the rest is the Python
     between the ops it ran, and its waits. One thread's: a window's shares are of one
-    thread's time, and a request span on eight pool threads summed 0.58 s of a 0.12-s
-    window (score_api, 2026-12-05), a share of 1.4."""
+    thread's time, and a request span summed over eight pool threads had 1.4 times a
+    0.12-s window outside ops (score_api, 2026-12-05)."""
     columns = ["name", "tid", "spans", "range_ns", "in_ops_ns"]
     if ranges.empty:
         return pd.DataFrame(columns=columns)
