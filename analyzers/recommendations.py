@@ -42,7 +42,7 @@ from probe.analyzers.constants import constant
 from probe.analyzers.leaks.words import what_holds
 from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, allowed_cores, stage_rows
 from probe.analyzers.stacks import IMPORTS, NOT_THE_SERVICE
-from probe.analyzers.streams import reads_a_stream
+from probe.analyzers.streams import calls_counted, reads_a_stream
 from probe.analyzers.tasks import LOOP_LAG
 
 __all__ = [
@@ -404,10 +404,17 @@ def _concurrent_io(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | N
     offered = _offered_by_the_load(ctx, f.stage)
     if offered is not None:
         workers = min(workers, offered)
+    calls = calls_counted(ctx.bd.streams, f.stage)
+    if calls is not None:
+        workers = min(workers, calls)
     # Whole requests overlap, not only this stage: the estimate is the MVA throughput
-    # ratio, which can pass the stage's Amdahl ceiling.
-    speedup = _concurrency_speedup(cap, workers, model) if cap else amdahl(p, workers)
-    return _concurrent_io_proposal(ctx, f, row, _Overlap(p, wait, workers, ratio, speedup, offered))
+    # ratio, which can pass the stage's Amdahl ceiling. A job's calls, where counted,
+    # overlap in whole rounds (analyzers.streams).
+    rounds = math.ceil(calls / workers) if calls else None
+    local = calls / rounds if calls and rounds else float(workers)
+    speedup = _concurrency_speedup(cap, workers, model) if cap else amdahl(p, local)
+    overlap = _Overlap(p, wait, workers, ratio, speedup, offered, None if cap else calls)
+    return _concurrent_io_proposal(ctx, f, row, overlap)
 
 
 def _raised_limit(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
@@ -501,6 +508,7 @@ class _Overlap:
     ratio: float  # wait over service, Goetz's
     speedup: float
     offered: int | None  # the requests the load kept in the server, where it bounds them
+    calls: int | None = None  # a job's calls of the stage, where the run counts them
 
 
 def _offered_by_the_load(ctx: RuleContext, stage: str) -> int | None:
@@ -558,7 +566,9 @@ def _concurrent_io_proposal(ctx: RuleContext, f: Finding, row: pd.Series, o: _Ov
             **cap,
             **({"speedup_range": [round(v, 2) for v in stated]} if ranged else {}),
         },
-        model=_overlap_model(o, model, stated if ranged else [], most),
+        model=_overlap_model(o, model, stated if ranged else [], most)
+        if cap
+        else _overlap_model_of_a_job(o, model),
         speedup=o.speedup,
         ceiling=max(_bound_ratio(cap, ctx.bd) or ceiling(o.p), stated[1] if ranged else 0.0),
     )
@@ -570,6 +580,20 @@ def _overlap_sketch(o: _Overlap, row: pd.Series) -> str:
     if o.offered is not None:
         return _OFF_THE_LOOP
     return _GATHER if float(row["awaited_share"]) >= 0.5 else _THREADS
+
+
+def _overlap_model_of_a_job(o: _Overlap, model: Model) -> str:
+    """A job's calls overlapped: Amdahl on the stage, its calls in whole rounds where
+    counted."""
+    if o.calls:
+        rounds = math.ceil(o.calls / o.workers)
+        local = f"its {o.calls} calls in {rounds} round{'s' * (rounds > 1)}: s = {o.calls}/{rounds}"
+    else:
+        local = f"s = {o.workers}"
+    return (
+        f"{o.workers} calls in flight (Goetz: cores x (1 + wait/service), at most "
+        f"{model.io_workers_max}); Amdahl on the stage's share of the run, {local}"
+    )
 
 
 def _overlap_model(o: _Overlap, model: Model, stated: list[float], most: int) -> str:

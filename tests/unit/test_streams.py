@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from probe.analyzers.streams import reads_a_stream, stream_note, stream_reads
+from probe.analyzers.streams import calls_counted, reads_a_stream, stream_note, stream_reads
 
 LABELS = pd.DataFrame({"stack_id": [1, 2], "user_function": ["produce", "lookup"]})
 MS = 1_000_000
@@ -68,6 +68,28 @@ def test_a_connection_a_call_is_no_stream_though_each_sends_nothing_while_read()
     row = table.loc["lookup"]
     assert row["connections"] == 3 and row["tasks"] == 1 and row["segments_out"] == 0
     assert not row["stream"]
+    assert calls_counted(table, "lookup") == 3  # a request, then its answer: a call each
+
+
+def test_calls_are_not_counted_where_a_connection_carries_several():
+    # kept-alive connections send a request before each answer: their count is not the calls'
+    rows = []
+    for n, name in enumerate(("a>one", "b>two")):
+        rows += sightings(2, name, [(k, k, 40 * k) for k in range(1, 7)], start=n * 60 * MS)
+    table = stream_reads(sockets(rows), network_ticks(2, 12), LABELS)
+    assert table.loc["lookup", "connections"] == 2 and calls_counted(table, "lookup") is None
+    feed = sightings(1, "a>feed", [(1, k, 6 * k) for k in range(1, 11)])
+    streamed = stream_reads(sockets(feed), network_ticks(1, 10), LABELS)
+    assert calls_counted(streamed, "produce") is None  # one stream, read by one task
+
+
+def test_calls_are_not_counted_from_connections_seen_at_few_of_the_stage_s_waits():
+    # connections seen at 4 of 20 network ticks: others the sampler missed may have been calls
+    rows = []
+    for n, name in enumerate(("a>one", "b>two")):
+        rows += sightings(2, name, [(1, k, 100 * k) for k in (1, 2)], start=n * 40 * MS)
+    table = stream_reads(sockets(rows), network_ticks(2, 20), LABELS)
+    assert calls_counted(table, "lookup") is None and calls_counted(table, "absent") is None
 
 
 def test_a_stream_seen_at_few_of_the_stage_s_network_waits_does_not_speak_for_them():
@@ -79,4 +101,5 @@ def test_a_stream_seen_at_few_of_the_stage_s_network_waits_does_not_speak_for_th
 def test_a_run_without_the_table_has_no_stream_evidence():
     table = stream_reads(None, network_ticks(1, 10), LABELS)
     assert table.empty and not reads_a_stream(table, "produce")
+    assert calls_counted(table, "produce") is None
     assert stream_reads(sockets([]), network_ticks(1, 10), LABELS).empty
