@@ -46,6 +46,7 @@ from probe.analyzers.rules import (
     allowed_cores,
     classify,
     cold_start,
+    gil_bound_findings,
     gil_waits_on_one_core,
     runnable_beside_idle_cores,
 )
@@ -513,24 +514,22 @@ def _piling_up(
     return piling_up(series, ends, judged_from=float(t_s.min()))
 
 
-def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown) -> str:
-    if primary is None:
+def _summary(findings: list[Finding], recs: list[Recommendation], bd: Breakdown) -> str:
+    if not findings:
         return NOTHING_TO_JUDGE
-    what = f"{primary.kind}/{primary.subkind}"
+    primary = findings[0]
     where = f"`{primary.stage}`"
     packages = primary.evidence.get("top_packages")
     library = primary.stage in NOT_THE_SERVICE
     path = "request time" if bd.requests.count and bd.source == "spans" else "sampled time"
-    if primary.rule == "collector_pauses" and primary.share < THRESHOLDS.bottleneck_share:
-        return f"No dominant bottleneck: the largest part is {_collector_words(primary)}." + (
-            _doubts_text(primary)
-        )
+    held = gil_bound_findings(findings)
+    if primary.share < THRESHOLDS.bottleneck_share and (
+        sum(f.share for f in held) < THRESHOLDS.bottleneck_share
+    ):
+        return _no_dominant_words(primary, path)
     if primary.share < THRESHOLDS.bottleneck_share:
-        return (
-            f"No dominant bottleneck: the largest stage, {where}, takes {primary.share:.0%} "
-            f"of {path} ({what}, {subkind_words(primary.subkind)})." + _doubts_text(primary)
-        )
-    if primary.rule == "collector_pauses":
+        text = _gil_bound_words(held, path)
+    elif primary.rule == "collector_pauses":
         text = _collector_words(primary)
     elif primary.stage == IMPORTS:
         loading = imported_words(bd.work_samples) or packages
@@ -565,6 +564,28 @@ def _summary(primary: Finding | None, recs: list[Recommendation], bd: Breakdown)
     elif library:
         text += ": time in the server's or the libraries' own code, none of the service's to change"
     return text + "." + _doubts_text(primary)
+
+
+def _no_dominant_words(primary: Finding, path: str) -> str:
+    """The verdict where no stage, nor the GIL across stages, holds most of the path."""
+    if primary.rule == "collector_pauses":
+        largest = _collector_words(primary)
+        return f"No dominant bottleneck: the largest part is {largest}." + _doubts_text(primary)
+    return (
+        f"No dominant bottleneck: the largest stage, `{primary.stage}`, takes "
+        f"{primary.share:.0%} of {path} ({primary.kind}/{primary.subkind}, "
+        f"{subkind_words(primary.subkind)})." + _doubts_text(primary)
+    )
+
+
+def _gil_bound_words(held: list[Finding], path: str) -> str:
+    """The verdict where the stages the GIL holds back lead the path together, no one of
+    them alone (``rules.gil_bound_findings``)."""
+    where = ", ".join(f"`{f.stage}` {f.share:.0%}" for f in held)
+    return (
+        f"GIL-bound: the stages whose threads the GIL holds back take "
+        f"{sum(f.share for f in held):.0%} of {path} together ({where}), no one of them most"
+    )
 
 
 def imported_words(samples: pd.DataFrame, most: int = 3) -> str:
@@ -825,7 +846,7 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
     limits = _capacity(run, bd, facts, cold, served, sla_s, queued)
     primary = findings[0] if findings else None
     primary_block = _primary_block(primary)
-    primary_block["summary"] = _summary(primary, recs, bd)
+    primary_block["summary"] = _summary(findings, recs, bd)
     notes = list(run.notes) + list(run.meta.get("notes", [])) + list(bd.notes)
     notes += _cores_notes(run, facts) + (_collector_notes(facts) if findings else [])
     notes += _imports_notes(findings, bd) + _intra_op_notes(run, bd, facts)

@@ -40,7 +40,14 @@ from probe.analyzers.breakdown import Breakdown
 from probe.analyzers.collector import over_words
 from probe.analyzers.constants import constant
 from probe.analyzers.leaks.words import what_holds
-from probe.analyzers.rules import THRESHOLDS, Finding, RunFacts, allowed_cores, stage_rows
+from probe.analyzers.rules import (
+    THRESHOLDS,
+    Finding,
+    RunFacts,
+    allowed_cores,
+    gil_bound_findings,
+    stage_rows,
+)
 from probe.analyzers.stacks import IMPORTS, NOT_THE_SERVICE
 from probe.analyzers.streams import calls_counted, reads_a_stream
 from probe.analyzers.tasks import LOOP_LAG
@@ -810,15 +817,39 @@ def _free_cores(facts: RunFacts) -> float:
     return max(min(1.0, allowed), min(max(1, facts.cpu_count) - others, allowed))
 
 
+def _held_by_its_cpu(ctx: RuleContext) -> tuple[Finding, dict[str, str]] | None:
+    """The finding that leads a process its CPU limits, and how the fix says so: a stage
+    on a CPU that leads the path; or, in a served process, the stages the GIL holds back
+    together (``rules.gil_bound_findings``), where no one of them need lead: each
+    instance has its own GIL. Not so for a job's GIL-bound stages, which no one leads
+    (``multiprocess`` on the stage): a job's work is not independent requests another
+    instance could take. Start-up's imports are no steady state to run more of
+    (``stacks.IMPORTS``)."""
+    top = ctx.findings[0]
+    if top.stage == IMPORTS:
+        return None
+    held = gil_bound_findings(ctx.findings) if ctx.bd.requests.count else []
+    if sum(f.share for f in held) >= THRESHOLDS.bottleneck_share:
+        where = ", ".join(f"{f.stage} {f.share:.0%}" for f in held)
+        words = {
+            "bound": "held to one core by the GIL",
+            "also": f" (the stages it holds back: {where} of the time)",
+        }
+        return top, words
+    if top.kind == "cpu" and top.share >= THRESHOLDS.bottleneck_share:
+        return top, {"bound": "CPU-bound", "also": ""}
+    return None
+
+
 def _multi_instance(ctx: RuleContext) -> Proposal | None:
     """A CPU-bound service on one core of several: one instance per core (throughput)."""
     facts, model = ctx.facts, ctx.model
     if not ctx.findings or ctx.cores <= 1 or facts.process_cores <= 0:
         return None
-    top = ctx.findings[0]
-    # start-up's imports are no steady state to run more of (stacks.IMPORTS)
-    if top.kind != "cpu" or top.share < THRESHOLDS.bottleneck_share or top.stage == IMPORTS:
+    held = _held_by_its_cpu(ctx)
+    if held is None:
         return None
+    top, words = held
     free = _free_cores(facts)
     # One instance per free core, each as fast as this one alone, until the cores run
     # out; instances running together share caches and memory bandwidth, and each runs
@@ -832,7 +863,7 @@ def _multi_instance(ctx: RuleContext) -> Proposal | None:
         stage=top.stage,
         p=1.0,
         s=s,
-        how={"used": facts.process_cores, "cores": ctx.workers},
+        how={"used": facts.process_cores, "cores": ctx.workers, **words},
         evidence={
             "finding": f"{top.kind}/{top.subkind}",
             "process_cores": round(facts.process_cores, 2),
@@ -1135,7 +1166,7 @@ FIXES: tuple[Fix, ...] = (
         id="multi_instance",
         title="Run one instance per core",
         how=(
-            "The service is CPU-bound in {stage} and uses {used:.1f} of {cores} cores. Run "
+            "The service is {bound} in {stage}{also} and uses {used:.1f} of {cores} cores. Run "
             "one worker process per core behind the same queue or port:\n"
             "    gunicorn -w {cores} app:app          # or uvicorn --workers {cores}\n"
             "    # batch jobs: ProcessPoolExecutor(max_workers={cores}).map(handle, jobs)\n"

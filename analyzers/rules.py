@@ -26,6 +26,7 @@ from probe.analyzers.breakdown import DEFAULT_HZ, Breakdown
 from probe.analyzers.collector import CollectorTime
 from probe.analyzers.constants import constant
 from probe.analyzers.run_queue import RunQueueWait
+from probe.analyzers.stacks import IMPORTS
 from probe.analyzers.transfer import TRANSFER
 from probe.analyzers.vocabulary import WAITS, kind_words, subkind_words
 
@@ -36,6 +37,7 @@ __all__ = [
     "Thresholds",
     "allowed_cores",
     "classify",
+    "gil_bound_findings",
     "gil_waits_on_one_core",
     "interpreter_waits_by_demand",
     "runnable_beside_idle_cores",
@@ -503,6 +505,19 @@ def _held_back_by_the_gil(
     return (
         comp["gil"] >= t.gil_share and comp["gil"] >= for_a_core and int(row.get("threads", 1)) > 1
     )
+
+
+def gil_bound_findings(findings: list[Finding]) -> list[Finding]:
+    """The findings whose stages the GIL holds back (``cpu/gil``, ``contention/gil``),
+    start-up's imports apart, where the first finding is one: together they are what
+    limits the process where no one of them leads the path -- its threads wait for the
+    one GIL whichever stage they are in (embed_api, tests/threads_corpus: 8 pool threads
+    hashing words in Python and waiting for the GIL in ``embed`` 49%, ``word_ids`` 18%,
+    the server's library code 21%; ``--workers 2`` answered 1.66-1.76x the requests).
+    [] where the first finding is no GIL's."""
+    if not findings or findings[0].subkind != "gil":
+        return []
+    return [f for f in findings if f.subkind == "gil" and f.stage != IMPORTS]
 
 
 def _confidence(share: float, component: float, samples_s: float, t: Thresholds) -> float:

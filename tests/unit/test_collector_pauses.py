@@ -210,7 +210,7 @@ def test_collections_that_outweigh_the_stage_setting_them_off_are_the_primary_li
         "against 61%): either is worth fixing first"
     ]
     assert top.confidence < 1.0
-    summary = _summary(top, [], bd)
+    summary = _summary([top], [], bd)
     assert summary.startswith(
         "CPU-bound in the garbage collector: its collections held the process 61% of the "
         "run (40 full collections of 128 ms each, set off mostly in `gather (job.py)`)."
@@ -278,7 +278,7 @@ def test_a_stage_the_collector_nearly_matches_says_so_and_no_longer_run_is_asked
         "the garbage collector's collections take 80% as much as `complete (app.py)` "
         "does besides them (38% against 48%): either is worth fixing first"
     ]
-    summary = _summary(top, [], bd)
+    summary = _summary([top], [], bd)
     assert "To settle it" not in summary and summary.endswith("either is worth fixing first.")
 
 
@@ -291,7 +291,7 @@ def test_collections_under_half_a_served_app_s_time_are_said_as_its_largest_part
     )  # fmt: skip
     top = classify(bd, RunFacts(process_cores=1.0, collector=collector))[0]
     assert top.rule == "collector_pauses"
-    assert _summary(top, [], bd).startswith(
+    assert _summary([top], [], bd).startswith(
         "No dominant bottleneck: the largest part is the garbage collector: its "
         "collections held the process 40% of the serving time (20 full collections of "
         "175 ms each, set off mostly in `complete (app.py)`)."

@@ -1,0 +1,99 @@
+"""A process the GIL holds to one core across several stages, no one of them leading the
+path (``rules.gil_bound_findings``): the verdict says so, and a served one is told to run
+an instance per core, each with its own GIL (embed_api in tests/threads_corpus: 49%, 21%
+and 18% in three stages, all waiting for the GIL; ``--workers 2`` 1.66-1.76x)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from probe.analyzers.diagnosis import diagnose
+from probe.analyzers.rules import Finding, gil_bound_findings
+from probe.rundir import load
+from tests.synthetic import RunBuilder
+from tests.unit.test_diagnosis import add_cpu
+
+SERVED = json.dumps({"served": True})
+
+
+def gil_bound_app(tmp_path, *, served: bool = True, waiting_on: str = "gil"):
+    """Four threads each handling 100-ms requests one after another, undecorated: 40 ms
+    in ``embed``, 30 in ``word_ids``, 30 in ``tokenize``; in each, a thread runs 40% of
+    its samples and waits the rest (for ``waiting_on``: the GIL, or the network).
+    ``served``: each request a span probe's server hooks make (``{"served": true}``);
+    else no spans, a job. The process at one core."""
+    b = RunBuilder(duration_s=2.0)
+    stacks = {name: b.stack("main", "handle", name) for name in ("embed", "word_ids", "tokenize")}
+    plan = [("embed", 40), ("word_ids", 30), ("tokenize", 30)]
+    for thread in range(1, 5):
+        for n in range(20):
+            start = n * 100.0
+            if served:
+                b.span("POST /predict", start, start + 100, thread=thread, category="request",
+                       request=f"r{thread}-{n}", attrs=SERVED)  # fmt: skip
+            t = start
+            for name, ms in plan:
+                for k in range(ms // 10):
+                    waits = (k + thread) % 10 < 6
+                    reason, cpu = (waiting_on, 0.0) if waits else ("", 10.0)
+                    b.sample(thread, t + 10 * k + 5, stacks[name], cpu_ms=cpu, reason=reason)
+                t += ms
+    add_cpu(b, 2000, 1.0 if waiting_on == "gil" else 0.4 * 4)
+    return diagnose(load(b.write(tmp_path / ("served" if served else "job"))))
+
+
+def finding(stage: str, share: float, subkind: str = "gil", kind: str = "contention") -> Finding:
+    return Finding(kind, subkind, stage, share, 0.9, "wait_gil", {})
+
+
+def test_the_gil_s_findings_are_those_of_the_first_and_its_kind_start_up_apart():
+    found = [
+        finding("embed", 0.4),
+        finding("word_ids", 0.3, kind="cpu"),
+        finding("<imports>", 0.1),
+        finding("fetch", 0.1, subkind="network", kind="io"),
+    ]
+    assert [f.stage for f in gil_bound_findings(found)] == ["embed", "word_ids"]
+    assert gil_bound_findings([found[3], *found[:2]]) == []  # the first is no GIL's
+    assert gil_bound_findings([]) == []
+
+
+def test_a_served_app_the_gil_holds_back_in_every_stage_is_gil_bound_and_told_to_run_instances(
+    tmp_path,
+):
+    d = gil_bound_app(tmp_path)
+    assert d.primary["subkind"] == "gil" and d.primary["share"] < 0.5, d.primary
+    assert d.primary["summary"].startswith(
+        "GIL-bound: the stages whose threads the GIL holds back take 100% of sampled time "
+        "together (`embed (app.py)` 40%, "
+    ), d.primary["summary"]
+    assert "No dominant bottleneck" not in d.primary["summary"]
+    top = d.recommendations[0]
+    assert top.id == "multi_instance", [r.id for r in d.recommendations]
+    # one core used of two free: two instances, each at 0.9 of one alone
+    assert top.estimated_speedup == pytest.approx(1.8, rel=0.02)
+    assert top.how.startswith(
+        "The service is held to one core by the GIL in embed (app.py) (the stages it holds "
+        "back: embed (app.py) 40%, "
+    ), top.how
+    assert "uvicorn --workers 2" in top.how
+    assert "Best fix: run one instance per core, about 1.8×" in d.primary["summary"]
+
+
+def test_a_job_the_gil_holds_back_across_stages_gets_no_instances_of_itself(tmp_path):
+    # a job's work is not requests another instance could take: multiprocess on a stage
+    d = gil_bound_app(tmp_path, served=False)
+    assert d.primary["subkind"] == "gil" and d.primary["share"] < 0.5, d.primary
+    assert d.primary["summary"].startswith("GIL-bound: the stages whose threads"), d.primary
+    assert "multi_instance" not in {r.id for r in d.recommendations}
+
+
+def test_stages_under_half_the_path_waiting_on_the_network_are_no_dominant_bottleneck(
+    tmp_path,
+):
+    d = gil_bound_app(tmp_path, waiting_on="network")
+    assert (d.primary["kind"], d.primary["subkind"]) == ("io", "network"), d.primary
+    assert d.primary["summary"].startswith("No dominant bottleneck: the largest stage, `embed")
+    assert "multi_instance" not in {r.id for r in d.recommendations}
