@@ -417,8 +417,7 @@ def _concurrent_io(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | N
     # Whole requests overlap, not only this stage: the estimate is the MVA throughput
     # ratio, which can pass the stage's Amdahl ceiling. A job's calls, where counted,
     # overlap in whole rounds (analyzers.streams).
-    rounds = math.ceil(calls / workers) if calls else None
-    local = calls / rounds if calls and rounds else float(workers)
+    local = calls / math.ceil(calls / workers) if calls else float(workers)
     speedup = _concurrency_speedup(cap, workers, model) if cap else amdahl(p, local)
     overlap = _Overlap(p, wait, workers, ratio, speedup, offered, None if cap else calls)
     return _concurrent_io_proposal(ctx, f, row, overlap)
@@ -821,10 +820,11 @@ def _held_by_its_cpu(ctx: RuleContext) -> tuple[Finding, dict[str, str]] | None:
     """The finding that leads a process its CPU limits, and how the fix says so: a stage
     on a CPU that leads the path; or, in a served process, the stages the GIL holds back
     together (``rules.gil_bound_findings``), where no one of them need lead: each
-    instance has its own GIL. Not so for a job's GIL-bound stages, which no one leads
-    (``multiprocess`` on the stage): a job's work is not independent requests another
-    instance could take. Start-up's imports are no steady state to run more of
-    (``stacks.IMPORTS``)."""
+    instance has its own GIL. A job's are read by the CPU's reading alone (one stage
+    leading the path; else ``multiprocess`` on its stages): the reading across stages
+    was measured on served apps, whose requests another instance can take, and on no
+    job run as instances of itself. Start-up's imports are no steady state to run more
+    of (``stacks.IMPORTS``)."""
     top = ctx.findings[0]
     if top.stage == IMPORTS:
         return None

@@ -83,7 +83,7 @@ def test_a_served_app_the_gil_holds_back_in_every_stage_is_gil_bound_and_told_to
 
 
 def test_a_job_the_gil_holds_back_across_stages_gets_no_instances_of_itself(tmp_path):
-    # a job's work is not requests another instance could take: multiprocess on a stage
+    # measured on served apps only: a job keeps multiprocess on its stages
     d = gil_bound_app(tmp_path, served=False)
     assert d.primary["subkind"] == "gil" and d.primary["share"] < 0.5, d.primary
     assert d.primary["summary"].startswith("GIL-bound: the stages whose threads"), d.primary
