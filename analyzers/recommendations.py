@@ -49,7 +49,7 @@ from probe.analyzers.rules import (
     stage_rows,
 )
 from probe.analyzers.stacks import IMPORTS, NOT_THE_SERVICE
-from probe.analyzers.streams import calls_counted, reads_a_stream
+from probe.analyzers.streams import calls_counted, reads_a_stream, shared_connections
 from probe.analyzers.tasks import LOOP_LAG
 
 __all__ = [
@@ -560,7 +560,7 @@ def _concurrent_io_proposal(ctx: RuleContext, f: Finding, row: pd.Series, o: _Ov
             "wait": o.wait,
             "workers": o.workers,
             "top_call": row["top_call"],
-            "sketch": _overlap_sketch(o, row).format(
+            "sketch": _overlap_sketch(o, row, shared_connections(ctx.bd.streams, f.stage)).format(
                 workers=o.workers, function=function_of(f.stage)
             ),
         },
@@ -580,12 +580,25 @@ def _concurrent_io_proposal(ctx: RuleContext, f: Finding, row: pd.Series, o: _Ov
     )
 
 
-def _overlap_sketch(o: _Overlap, row: pd.Series) -> str:
+def _overlap_sketch(o: _Overlap, row: pd.Series, shared: tuple[int, int] | None) -> str:
     """Blocking the loop from a coroutine: the call off the loop. Awaited in coroutines:
-    the loop overlaps them (a thread pool would not help). Else a thread pool."""
+    the loop overlaps them (a thread pool would not help). Else a thread pool. Calls over
+    fewer kept-open connections than would be in flight: a connection each, said."""
     if o.offered is not None:
         return _OFF_THE_LOOP
-    return _GATHER if float(row["awaited_share"]) >= 0.5 else _THREADS
+    sketch = _GATHER if float(row["awaited_share"]) >= 0.5 else _THREADS
+    if shared is None or shared[0] >= o.workers:
+        return sketch
+    connections, on = (
+        ("one connection", "it") if shared[0] == 1 else (f"{shared[0]} connections", "them")
+    )
+    return sketch + (
+        f"Its calls went over {connections} kept open ({shared[1]} data segments sent on "
+        f"{on} while seen, a request before each answer): calls in flight at once need a "
+        "connection each -- a pool of {workers} (httpx.Limits(max_connections={workers}), "
+        "aiohttp.TCPConnector(limit={workers})) -- unless the protocol multiplexes them "
+        "(HTTP/2, gRPC). "
+    )
 
 
 def _overlap_model_of_a_job(o: _Overlap, model: Model) -> str:

@@ -37,7 +37,7 @@ from probe.analyzers.constants import constant
 
 __all__ = [
     *("STREAMS", "Streams", "STREAM_COLUMNS", "reads_a_stream", "stream_note"),
-    *("stream_reads", "stream_words", "calls_counted"),
+    *("stream_reads", "stream_words", "calls_counted", "shared_connections"),
 ]
 
 _COUNTS = ("segments_out", "segments_in", "bytes_in")  # the kernel's, cumulative
@@ -129,6 +129,20 @@ def calls_counted(streams: pd.DataFrame, stage: str) -> int | None:
     if streams.empty or stage not in streams.index or pd.isna(streams.loc[stage, "calls"]):
         return None
     return int(streams.loc[stage, "calls"])
+
+
+def shared_connections(streams: pd.DataFrame, stage: str) -> tuple[int, int] | None:
+    """Where ``stage``'s calls went over connections kept open -- no more connections
+    than its tasks, each sending requests between its sightings -- the connections and
+    the data segments sent on them while seen (each call's request, one or more); None
+    elsewhere. Calls in flight at once need a connection each unless the protocol
+    multiplexes them (stream_prompts.py --keep-alive: one connection, 24 prompts)."""
+    if streams.empty or stage not in streams.index:
+        return None
+    row = streams.loc[stage]
+    if row["segments_out"] <= 0 or row["connections"] > round(float(row["tasks"])):
+        return None
+    return int(row["connections"]), int(row["segments_out"])
 
 
 def stream_note(streams: pd.DataFrame, stage: str) -> list[str]:

@@ -1017,9 +1017,14 @@ def test_streamed_answers_asked_one_after_another_are_calls_to_overlap(run_probe
     assert first["evidence"]["workers"] == 16, first["evidence"]
     assert abs(first["estimated_speedup"] / 9.1 - 1) <= 0.25, first
     assert not any("far end paces" in n for n in d["notes"]), d["notes"]
-    # over one kept-alive connection a request goes before each answer: calls again
+    # over one kept-alive connection a request goes before each answer: calls again, and
+    # in flight at once each needs a connection of its own (the sketch's gather over the
+    # one connection's reader would interleave the answers)
     kept = stream_prompts(run_probe, tmp_path, "--keep-alive")
-    assert kept["recommendations"][0]["id"] == "concurrent_io", kept["recommendations"]
+    first = kept["recommendations"][0]
+    assert first["id"] == "concurrent_io", kept["recommendations"]
+    assert "Its calls went over one connection kept open" in first["how"], first
+    assert "kept open" not in d["recommendations"][0]["how"]
 
 
 def test_one_answer_streamed_for_the_whole_run_gets_no_fix_that_overlaps_its_reads(

@@ -281,3 +281,11 @@ def test_calls_over_one_kept_alive_connection_are_not_counted_and_overlap_as_man
     rec = d.recommendations[0]
     assert rec.id == "concurrent_io" and "rounds" not in rec.model
     assert rec.s == pytest.approx(16.0, rel=0.01) and rec.evidence["workers"] == 16
+    # 16 in flight over the one connection would not overlap: a connection each, said
+    assert "Its calls went over one connection kept open (23 data segments sent on it" in rec.how
+    assert "a pool of 16 (httpx.Limits(max_connections=16)" in rec.how
+
+
+def test_calls_a_connection_each_are_not_told_to_pool_connections(tmp_path):
+    d = diagnose(load(_asked_one_after_another(tmp_path / "each", calls=24)))
+    assert "kept open" not in d.recommendations[0].how

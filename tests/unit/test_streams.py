@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from probe.analyzers.streams import calls_counted, reads_a_stream, stream_note, stream_reads
+from probe.analyzers.streams import (
+    calls_counted,
+    reads_a_stream,
+    shared_connections,
+    stream_note,
+    stream_reads,
+)
 
 LABELS = pd.DataFrame({"stack_id": [1, 2], "user_function": ["produce", "lookup"]})
 MS = 1_000_000
@@ -55,6 +61,7 @@ def test_calls_on_one_connection_send_a_request_before_each_answer_and_are_no_st
     table = stream_reads(sockets(asked), network_ticks(2, 10), LABELS)
     assert not table.loc["lookup", "stream"] and table.loc["lookup", "segments_out"] == 9
     assert stream_note(table, "lookup") == []
+    assert shared_connections(table, "lookup") == (1, 9)  # one connection, 9 requests seen sent
 
 
 def test_a_connection_a_call_is_no_stream_though_each_sends_nothing_while_read():
@@ -69,6 +76,7 @@ def test_a_connection_a_call_is_no_stream_though_each_sends_nothing_while_read()
     assert row["connections"] == 3 and row["tasks"] == 1 and row["segments_out"] == 0
     assert not row["stream"]
     assert calls_counted(table, "lookup") == 3  # a request, then its answer: a call each
+    assert shared_connections(table, "lookup") is None
 
 
 def test_calls_are_not_counted_where_a_connection_carries_several():
@@ -81,6 +89,7 @@ def test_calls_are_not_counted_where_a_connection_carries_several():
     feed = sightings(1, "a>feed", [(1, k, 6 * k) for k in range(1, 11)])
     streamed = stream_reads(sockets(feed), network_ticks(1, 10), LABELS)
     assert calls_counted(streamed, "produce") is None  # one stream, read by one task
+    assert shared_connections(streamed, "produce") is None  # it sends nothing: no calls
 
 
 def test_calls_are_not_counted_from_connections_seen_at_few_of_the_stage_s_waits():
