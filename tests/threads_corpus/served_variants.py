@@ -61,14 +61,20 @@ def answered(
             drive(port, clients=clients, seconds=warm_up)
         return drive(port, clients=clients, seconds=seconds)
     finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(server.pid, signal.SIGKILL)
+        stop(server)
+
+
+def stop(server: subprocess.Popen) -> None:
+    """Stop a server started in a session of its own as Ctrl-C would (killed after 30 s),
+    then end what is left of its session."""
+    server.send_signal(signal.SIGINT)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(server.pid, signal.SIGKILL)
 
 
 def variant_answered(app: str, variant: str, **load: float) -> int:
