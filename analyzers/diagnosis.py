@@ -523,9 +523,7 @@ def _summary(findings: list[Finding], recs: list[Recommendation], bd: Breakdown)
     library = primary.stage in NOT_THE_SERVICE
     path = "request time" if bd.requests.count and bd.source == "spans" else "sampled time"
     held = gil_bound_findings(findings)
-    if primary.share < THRESHOLDS.bottleneck_share and (
-        sum(f.share for f in held) < THRESHOLDS.bottleneck_share
-    ):
+    if primary.share < THRESHOLDS.bottleneck_share and not held:
         return _no_dominant_words(primary, path)
     if primary.share < THRESHOLDS.bottleneck_share:
         text = _gil_bound_words(held, path)

@@ -842,7 +842,7 @@ def _held_by_its_cpu(ctx: RuleContext) -> tuple[Finding, dict[str, str]] | None:
     if top.stage == IMPORTS:
         return None
     held = gil_bound_findings(ctx.findings) if ctx.bd.requests.count else []
-    if sum(f.share for f in held) >= THRESHOLDS.bottleneck_share:
+    if held:
         where = ", ".join(f"{f.stage} {f.share:.0%}" for f in held)
         words = {
             "bound": "held to one core by the GIL",

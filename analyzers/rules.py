@@ -507,22 +507,25 @@ def _held_back_by_the_gil(
     )
 
 
-def gil_bound_findings(findings: list[Finding]) -> list[Finding]:
+def gil_bound_findings(findings: list[Finding], t: Thresholds = THRESHOLDS) -> list[Finding]:
     """The findings whose stages the GIL holds back (``cpu/gil``, ``contention/gil``),
     start-up's imports apart, where the first finding's threads wait for the GIL more
-    than they run (``contention/gil``: requests queue at it): together they are what
-    limits the process where no one of them leads the path -- its threads wait for the
+    than they run (``contention/gil``: requests queue at it) and together they hold
+    ``bottleneck_share`` of the path: then they are what limits the process, where no
+    one of them need lead it -- its threads wait for the
     one GIL whichever stage they are in (embed_api, tests/threads_corpus: 8 pool threads
     hashing words in Python and waiting for the GIL in ``embed`` 49%, ``word_ids`` 18%,
     the server's library code 21%; ``--workers 2`` answered 1.66x the requests). Not
     where the first runs more than it waits (``cpu/gil``): shop_api and shop_django
     (tests/serving_corpus) read so, half their requests asleep 10 ms, at 61-66% together;
     two instances answered shop_django 1.10-1.16x and shop_api 1.30-1.40x with 4 clients,
-    1.32-1.45x with 16, not the 1.8x the free cores give (capacity.truth.md). []
-    elsewhere."""
+    1.32-1.45x with 16, not the 1.8x the free cores give (capacity.truth.md). [] where
+    they do not hold ``bottleneck_share`` of the path together, or the first is no
+    ``contention/gil``."""
     if not findings or (findings[0].kind, findings[0].subkind) != ("contention", "gil"):
         return []
-    return [f for f in findings if f.subkind == "gil" and f.stage != IMPORTS]
+    held = [f for f in findings if f.subkind == "gil" and f.stage != IMPORTS]
+    return held if sum(f.share for f in held) >= t.bottleneck_share else []
 
 
 def _confidence(share: float, component: float, samples_s: float, t: Thresholds) -> float:

@@ -43,7 +43,7 @@ __all__ = [
 _COUNTS = ("segments_out", "segments_in", "bytes_in")  # the kernel's, cumulative
 STREAM_COLUMNS = [
     *("connections", "tasks", "sightings", "network_ticks", "seen_s"),
-    *("segments_out", "segments_in", "bytes_in", "stream", "calls"),
+    *("segments_out", "segments_in", "bytes_in", "stream", "calls", "kept_open"),
 ]
 
 
@@ -71,8 +71,10 @@ def stream_reads(
     (``network_ticks``), the seconds between
     each connection's first and last sighting (``seen_s``, summed), the data segments
     sent and received and bytes received on them in those spans, and whether it reads a
-    ``stream``, and the ``calls`` it made where it opened a connection a call (module
-    docstring; NaN elsewhere). Empty without the table (runs before 2026-12-05)."""
+    ``stream``, the ``calls`` it made where it opened a connection a call (module
+    docstring; NaN elsewhere), and whether its calls went over connections ``kept_open``
+    (no more connections than tasks, requests sent on them). Empty without the table
+    (runs before 2026-12-05)."""
     if sockets is None or sockets.empty or tasks is None or tasks.empty:
         return pd.DataFrame(columns=STREAM_COLUMNS)
     stage_of = labels.set_index("stack_id")["user_function"]
@@ -103,6 +105,7 @@ def stream_reads(
     one_each = table["connections"] <= table["tasks"].round()
     table["stream"] = read_only & one_each & covered
     table["calls"] = table["connections"].where(read_only & ~one_each & covered).astype("float64")
+    table["kept_open"] = (table["segments_out"] > 0) & one_each
     return table[STREAM_COLUMNS]
 
 
@@ -132,16 +135,15 @@ def calls_counted(streams: pd.DataFrame, stage: str) -> int | None:
 
 
 def shared_connections(streams: pd.DataFrame, stage: str) -> tuple[int, int] | None:
-    """Where ``stage``'s calls went over connections kept open -- no more connections
-    than its tasks, each sending requests between its sightings -- the connections and
+    """Where ``stage``'s calls went over connections kept open (``stream_reads``'
+    ``kept_open``: no more connections than its tasks, requests sent on them) the
+    connections and
     the data segments sent on them while seen (each call's request, one or more); None
     elsewhere. Calls in flight at once need a connection each unless the protocol
     multiplexes them (stream_prompts.py --keep-alive: one connection, 24 prompts)."""
-    if streams.empty or stage not in streams.index:
+    if streams.empty or stage not in streams.index or not streams.loc[stage, "kept_open"]:
         return None
     row = streams.loc[stage]
-    if row["segments_out"] <= 0 or row["connections"] > round(float(row["tasks"])):
-        return None
     return int(row["connections"]), int(row["segments_out"])
 
 

@@ -59,6 +59,8 @@ def test_the_gil_s_findings_are_read_together_where_the_first_waits_for_it_more_
     assert gil_bound_findings([found[3], *found[:2]]) == []  # the first is no GIL's
     # the first runs more than it waits for the GIL: no queue at it to read across stages
     assert gil_bound_findings([found[1], found[0]]) == []
+    # under half the path together: nothing read across stages
+    assert gil_bound_findings([finding("embed", 0.3), finding("word_ids", 0.15)]) == []
     assert gil_bound_findings([]) == []
 
 
