@@ -17,10 +17,13 @@ under plain or py-spy, whose sampling is a process of its own).
     python benchmarks/served_cost.py [--rounds 5] [--duration 6] [--route /noop]
     python benchmarks/served_cost.py -- --no-http-spans     # probe run's own options
     python benchmarks/served_cost.py --baseline OLD         # and another checkout's probe
+    python benchmarks/served_cost.py --extra=--no-http-spans  # one more arm, repeatable
 
 ``--baseline OLD`` runs a second checkout's ``probe run`` (``git worktree add OLD REV``,
 its extensions built in place: ``python setup.py build_ext --inplace`` there) as a
-fourth way in the same rounds: what a change buys, measured side by side.
+fourth way in the same rounds: what a change buys, measured side by side. ``--extra
+FLAGS`` adds a way of its own, ``probe run`` with those flags (``--extra '--hz 10'``, or
+``--extra=--no-http-spans`` for one flag alone), in the same rounds: where the cost lies.
 
 The load generator shares the two cores with the server (and with probe's helper
 process): what a client on this host sees, not a server's throughput alone.
@@ -152,6 +155,13 @@ def main() -> None:
         help="another checkout of probe (its built extensions in place) run as a fourth way, "
         "'baseline', through PYTHONPATH: a change's cost against the code before it",
     )
+    p.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="FLAGS",
+        help="one more way: probe run with these flags (repeatable)",
+    )
     p.add_argument("probe_args", nargs="*", help="after --: options for probe run")
     args = p.parse_args()
     py_spy = shutil.which("py-spy")
@@ -163,21 +173,22 @@ def main() -> None:
         for k in range(1, args.rounds + 1):
             ways = ["plain", "probe"] + (["py-spy"] if py_spy else [])
             ways += ["baseline"] if args.baseline else []
+            ways += [f"probe {flags}" for flags in args.extra]
             random.shuffle(ways)
             rates: dict[str, float] = {}
-            for way in ways:
+            for n, way in enumerate(ways):
                 port = _free_port()
                 plain = [sys.executable, "-m", "uvicorn", "stall_api:app", "--app-dir",
                          str(APP_DIR), "--port", str(port), "--log-level", "critical"]  # fmt: skip
+                flags = way.split()[1:] if way.startswith("probe ") else args.probe_args
                 probe_run = [sys.executable, "-m", "probe.cli", "run", "--no-report", "--out",
-                             f"{tmp}/{way}-{k}", *args.probe_args, "-m", *plain[2:]]  # fmt: skip
+                             f"{tmp}/{n}-{k}", *flags, "-m", *plain[2:]]  # fmt: skip
                 cmd = {
                     "plain": plain,
                     "py-spy": [str(py_spy), "record", "-r", "100", "-f", "raw", "-o",
                                f"{tmp}/py-spy-{k}.txt", "--", *plain],
-                    "probe": probe_run,
                     "baseline": probe_run,
-                }[way]  # fmt: skip
+                }.get(way, probe_run)  # fmt: skip
                 env = {**os.environ, "PYTHONPATH": args.baseline} if way == "baseline" else None
                 rates[way], main_us, others_us = served(
                     cmd, port, args.route, args.clients, args.duration, env

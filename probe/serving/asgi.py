@@ -82,7 +82,11 @@ class RequestSpans:
         if scope.get("type") != "http" or active_recorder() is None:
             await self.app(scope, receive, send)
             return
-        sent_id = next((v for k, v in scope.get("headers") or () if k == _ID_KEY), None)
+        sent_id = None
+        for name, value in scope.get("headers") or ():
+            if name == _ID_KEY:
+                sent_id = value
+                break
         span, attrs = start_request(str(scope.get("method") or "GET"), sent_id)
         phases = Phases(scope.get(RECEIVED_KEY))
         lag = LoopLag.of_running_loop()

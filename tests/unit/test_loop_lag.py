@@ -94,3 +94,13 @@ def test_a_loop_that_ran_requests_is_freed_once_it_is_done():
     loop = asyncio.run(main())
     gc.collect()
     assert loop() is None
+
+
+def test_each_loop_gets_its_own_lag_even_right_after_another_loop_was_looked_up():
+    async def lag_of_this_loop() -> LoopLag | None:
+        first = LoopLag.of_running_loop()
+        assert LoopLag.of_running_loop() is first
+        return first
+
+    first, second = asyncio.run(lag_of_this_loop()), asyncio.run(lag_of_this_loop())
+    assert first is not None and second is not None and first is not second
