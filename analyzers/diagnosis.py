@@ -48,6 +48,7 @@ from probe.analyzers.rules import (
     cold_start,
     gil_bound_findings,
     gil_waits_on_one_core,
+    interpreter_waits_by_demand,
     runnable_beside_idle_cores,
 )
 from probe.analyzers.run_queue import (
@@ -610,6 +611,35 @@ def _imports_notes(findings: list[Finding], bd: Breakdown) -> list[str]:
     ]
 
 
+# A finding's share this far from its stage's in the stage table is said: closer, the
+# two read as the same figure rounded (the table prints one decimal, the verdict none)
+_SHARES_APART = 0.05
+
+
+def _charged_shares_notes(findings: list[Finding], bd: Breakdown) -> list[str]:
+    """Why the verdict's shares differ from the stage table's where the threads' waits
+    for the interpreter were charged by CPU demand (``rules.interpreter_waits_by_demand``):
+    both are on one screen, and embed_api read "embed 46%" in the verdict beside "55.9%" in
+    the table, unexplained."""
+    charged = interpreter_waits_by_demand(bd.stages, path_followed=bd.path_followed)
+    if charged is bd.stages:
+        return []
+    pairs = [
+        (f.stage, f.share, float(bd.stages.at[f.stage, "path_share"]))
+        for f in findings[:3]
+        if f.stage in bd.stages.index
+    ]
+    if not any(abs(share - table) >= _SHARES_APART for _, share, table in pairs):
+        return []
+    apart = ", ".join(f"`{stage}` {share:.0%} against {table:.0%}" for stage, share, table in pairs)
+    return [
+        "the verdict's shares count the threads' waits for the interpreter (the GIL, or a "
+        "core) by each stage's CPU time; the table counts each wait where its thread "
+        f"waited: {apart}. Threads waiting in a function say how many wait there, not "
+        "how much of the interpreter it holds"
+    ]
+
+
 def _intra_op_notes(run: Run, bd: Breakdown, facts: RunFacts) -> list[str]:
     """torch's intra-op threads where several threads call torch at once and fill the
     cores without them (``analyzers.intra_op``)."""
@@ -848,6 +878,7 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
     notes = list(run.notes) + list(run.meta.get("notes", [])) + list(bd.notes)
     notes += _cores_notes(run, facts) + (_collector_notes(facts) if findings else [])
     notes += _imports_notes(findings, bd) + _intra_op_notes(run, bd, facts)
+    notes += _charged_shares_notes(findings, bd)
     notes += [
         n for f in findings if f.subkind == "network" for n in stream_note(bd.streams, f.stage)
     ]

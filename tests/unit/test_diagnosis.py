@@ -631,6 +631,27 @@ def test_threads_contending_for_the_gil_are_ranked_by_the_cpu_they_hold_not_thei
     assert sum(shares.values()) == pytest.approx(1.0, abs=0.01)  # the path's total is kept
 
 
+def test_where_the_gil_waits_are_charged_by_demand_a_note_gives_both_shares_of_each_stage(
+    tmp_path,
+):
+    d = a_loop_and_two_handler_threads(tmp_path, handler_gil=0.20)
+    table = d.breakdown.stages["path_share"]
+    score = next(f for f in d.findings if f.stage.startswith("score"))
+    assert abs(score.share - float(table[score.stage])) >= 0.05  # the two figures differ
+    (note,) = [n for n in d.notes if n.startswith("the verdict's shares count")]
+    assert f"`{score.stage}` {score.share:.0%} against {float(table[score.stage]):.0%}" in note
+
+
+def test_where_no_waits_were_charged_no_note_compares_the_shares(tmp_path):
+    b = RunBuilder(duration_s=2.0)
+    work = b.stack("main", "score")
+    for k in range(200):
+        b.sample(0, k * 10.0, work)
+    add_cpu(b, 2000, 1.0)
+    d = diagnose(load(b.write(tmp_path / "one")))
+    assert d.findings and not [n for n in d.notes if n.startswith("the verdict's shares")]
+
+
 def test_without_gil_contention_the_threads_waits_stay_where_they_were_waited(tmp_path):
     from probe.analyzers.rules import interpreter_waits_by_demand
 
