@@ -181,8 +181,10 @@ def main() -> None:
                 plain = [sys.executable, "-m", "uvicorn", "stall_api:app", "--app-dir",
                          str(APP_DIR), "--port", str(port), "--log-level", "critical"]  # fmt: skip
                 flags = way.split()[1:] if way.startswith("probe ") else args.probe_args
-                probe_run = [sys.executable, "-m", "probe.cli", "run", "--no-report", "--out",
-                             f"{tmp}/{n}-{k}", *flags, "-m", *plain[2:]]  # fmt: skip
+                # -P: run from the repository root, -m would put this checkout's probe/
+                # first on sys.path, ahead of --baseline's PYTHONPATH (as overhead.py)
+                probe_run = [sys.executable, "-P", "-m", "probe.cli", "run", "--no-report",
+                             "--out", f"{tmp}/{n}-{k}", *flags, "-m", *plain[2:]]  # fmt: skip
                 cmd = {
                     "plain": plain,
                     "py-spy": [str(py_spy), "record", "-r", "100", "-f", "raw", "-o",
