@@ -10,7 +10,13 @@ stops the target: no request ends while torch writes the window), the requests t
 ended while it closed, the profiler's cost per op measured as the window opened, and
 the trace's size.
 
-    python benchmarks/torch_windows.py [--lengths 0.1 0.3] [--rounds 3]
+    python benchmarks/torch_windows.py [--lengths 0.1 0.3] [--rounds 3] [--trace-only-ab]
+
+``--trace-only-ab``: each round takes two windows of each length, one with torch's
+``trace_only`` (probe's default: the closing builds the trace, not the list of events)
+and one without, in alternating order; the rows say which, and a last line gives each
+way's median closing time per MB of trace (the windows' sizes vary with the ops that
+fell in them, and the closing's cost with the events).
 
 Needs torch (``pip install '.[torch]'``).
 """
@@ -44,6 +50,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=float, nargs="+", default=[0.1, 0.3])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--trace-only-ab", action="store_true")
     args = parser.parse_args()
     import torch
 
@@ -71,44 +78,58 @@ def main() -> int:
         with tempfile.TemporaryDirectory() as tmp:
             for length in args.lengths:
                 for n in range(args.rounds):
-                    before = [b - a for a, b in ended[-20:]]
-                    opening = time.perf_counter()
-                    window = start_kineto_window()
-                    opened = time.perf_counter()
-                    time.sleep(length)
-                    closing = time.perf_counter()
-                    path = Path(tmp) / f"w-{length}-{n}.json"
-                    window.save(path)
-                    closed = time.perf_counter()
-                    inside = [b - a for a, b in ended if a >= opened and b <= closing]
-                    during = sum(1 for _, b in ended if closing < b < closed)
-                    rows.append(
-                        (
-                            length,
-                            statistics.median(inside) / statistics.median(before)
-                            if inside
-                            else float("nan"),
-                            opened - opening,
-                            closed - closing,
-                            during,
-                            op_cost_ns(window, path),
-                            path.stat().st_size / 1e6,
+                    for trace_only in ways(args.trace_only_ab, n):
+                        before = [b - a for a, b in ended[-20:]]
+                        opening = time.perf_counter()
+                        window = start_kineto_window(trace_only)
+                        opened = time.perf_counter()
+                        time.sleep(length)
+                        closing = time.perf_counter()
+                        path = Path(tmp) / f"w-{length}-{n}.json"
+                        window.save(path)
+                        closed = time.perf_counter()
+                        inside = [b - a for a, b in ended if a >= opened and b <= closing]
+                        during = sum(1 for _, b in ended if closing < b < closed)
+                        rows.append(
+                            (
+                                trace_only,
+                                length,
+                                statistics.median(inside) / statistics.median(before)
+                                if inside
+                                else float("nan"),
+                                opened - opening,
+                                closed - closing,
+                                during,
+                                op_cost_ns(window, path),
+                                path.stat().st_size / 1e6,
+                            )
                         )
-                    )
-                    time.sleep(1.0)
+                        time.sleep(1.0)
     finally:
         stop.set()
         worker.join()
     print(
-        "window_s  in-window request time (x)  open_s  close_s  requests ended while "
-        "closing  op_cost_ns  trace_MB"
+        "trace_only  window_s  in-window request time (x)  open_s  close_s  requests ended "
+        "while closing  op_cost_ns  trace_MB"
     )
-    for length, ratio, open_s, close_s, during, op_cost, mb in rows:
+    for trace_only, length, ratio, open_s, close_s, during, op_cost, mb in rows:
         print(
-            f"{length:8.2f}  {ratio:27.2f}  {open_s:6.3f}  {close_s:7.3f}  {during:28d}  "
-            f"{op_cost:10.0f}  {mb:8.1f}"
+            f"{trace_only!s:10}  {length:8.2f}  {ratio:27.2f}  {open_s:6.3f}  {close_s:7.3f}  "
+            f"{during:28d}  {op_cost:10.0f}  {mb:8.1f}"
         )
+    if args.trace_only_ab:
+        for way in (True, False):
+            per_mb = [row[4] / row[7] for row in rows if row[0] is way and row[7] > 0]
+            print(f"trace_only {way}: closing {statistics.median(per_mb):.4f} s a MB of trace")
     return 0
+
+
+def ways(both: bool, round_: int) -> tuple[bool, ...]:
+    """trace_only for this round's windows: probe's default alone, or both in an order
+    that alternates by round (a host drifting over the run favours neither)."""
+    if not both:
+        return (True,)
+    return (True, False) if round_ % 2 == 0 else (False, True)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ takes windows:
   closing it stops the target: torch builds the window's events and writes them while
   its callbacks drain. Measured on ``tests/torch_corpus/decoder.py`` (torch 2.13, CPU,
   ~85,000 ops a second): a request took 1.5x as long inside a window, and closing a
-  0.1-s window stalled the target 0.38 s (0.3-s window: 1.1 s; 31 MB of trace). So the
+  0.1-s window stalled the target 0.38 s (0.3-s window: 1.1 s; 31 MB of trace; ~20%
+  less since torch is asked for the trace alone: ``_experimental_config``). So the
   windows' cost -- each one's opening, holding and closing -- is held to ``budget`` of
   the time since the first one opened, the next one counted at the last one's cost
   before it opens (and at least ``every_s`` after the last): the first window is taken
@@ -108,7 +109,7 @@ class _KinetoWindow:
     objects (1.2 s for a 0.3-s window of the decoder, with the GIL held), where these
     prepare and enable in ~1 ms and write the same Kineto JSON from C++."""
 
-    def __init__(self) -> None:
+    def __init__(self, trace_only: bool = True) -> None:
         import torch
         from torch.autograd import _disable_profiler, _enable_profiler, _prepare_profiler
         from torch.autograd.profiler import ProfilerConfig, ProfilerState
@@ -116,7 +117,7 @@ class _KinetoWindow:
         try:
             from torch._C._profiler import ProfilerActivity, _ExperimentalConfig
 
-            every_thread = _ExperimentalConfig(profile_all_threads=True)
+            every_thread = _experimental_config(_ExperimentalConfig, trace_only)
         except (ImportError, TypeError) as e:
             raise RuntimeError(
                 f"torch {torch.__version__} cannot profile all threads ({e}): a window "
@@ -147,6 +148,22 @@ class _KinetoWindow:
     def save(self, path: Path) -> None:
         spans.set_range_domain(self._spans_before)
         self._disable().save(str(path))
+
+
+def _experimental_config(config: Any, trace_only: bool) -> Any:
+    """Every thread recorded; and, where torch has the option (``trace_only``: torch 2.13
+    has it, one without raises TypeError), the closing builds the trace only, not the
+    list of events ``events()`` would give, which probe never reads: the saved trace is
+    the same, event for event and field for field (a /tmp comparison, 2026-12-06), and
+    closing a 0.1-s window of the decoder stalled it ~20% less: 0.34-0.41 s (median 0.35)
+    against 0.42-0.61 s (0.44), 0.022 against 0.028 s a MB of trace (8 windows each,
+    alternated: ``python benchmarks/torch_windows.py --trace-only-ab``, 2026-12-06)."""
+    if trace_only:
+        try:
+            return config(profile_all_threads=True, trace_only=True)
+        except TypeError:  # a torch without the option
+            pass
+    return config(profile_all_threads=True)
 
 
 class SpanRanges:
@@ -293,11 +310,13 @@ def tear_cupti_down_after_windows(
     return True
 
 
-def start_kineto_window() -> Window:
+def start_kineto_window(trace_only: bool = True) -> Window:
     """Every thread's ops with their input shapes (and CUDA's kernels, copies and runtime
-    calls when the target initialised CUDA). Raises with the reason when it cannot."""
+    calls when the target initialised CUDA). Raises with the reason when it cannot.
+    ``trace_only`` False: torch also builds its list of events as the window closes (a
+    benchmark's comparison)."""
     try:
-        return _KinetoWindow()
+        return _KinetoWindow(trace_only)
     except (ImportError, AttributeError, TypeError) as e:
         raise RuntimeError(f"torch's profiler could not be started here ({e})") from None
 

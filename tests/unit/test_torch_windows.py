@@ -10,6 +10,7 @@ from pathlib import Path
 from probe.samplers.torch_windows import (
     TorchWindows,
     TorchWindowSettings,
+    _experimental_config,
     a_forward_pass_is_running,
     python_threads_cpu_ns,
     tear_cupti_down_after_windows,
@@ -382,3 +383,31 @@ def test_cupti_is_torn_down_after_windows_on_cuda_12_6_and_later_unless_already_
         assert not tear_cupti_down_after_windows(version, env) and env == {}
     env = {"TEARDOWN_CUPTI": "0"}
     assert not tear_cupti_down_after_windows("12.8", env) and env == {"TEARDOWN_CUPTI": "0"}
+
+
+class _Config:
+    """A stand-in for torch's ``_ExperimentalConfig``: keeps its keywords; one that
+    predates ``trace_only`` refuses it as pybind refuses an unknown keyword."""
+
+    def __init__(self, knows_trace_only: bool) -> None:
+        self.knows_trace_only = knows_trace_only
+
+    def __call__(self, **options: bool) -> dict[str, bool]:
+        if "trace_only" in options and not self.knows_trace_only:
+            raise TypeError("__init__(): incompatible constructor arguments")
+        return options
+
+
+def test_windows_ask_torch_for_the_trace_alone_and_every_thread():
+    options = _experimental_config(_Config(knows_trace_only=True), trace_only=True)
+    assert options == {"profile_all_threads": True, "trace_only": True}
+
+
+def test_a_torch_without_trace_only_still_records_every_thread():
+    options = _experimental_config(_Config(knows_trace_only=False), trace_only=True)
+    assert options == {"profile_all_threads": True}
+
+
+def test_trace_only_can_be_declined_for_a_comparison():
+    options = _experimental_config(_Config(knows_trace_only=True), trace_only=False)
+    assert options == {"profile_all_threads": True}
