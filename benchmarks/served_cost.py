@@ -27,6 +27,16 @@ FLAGS`` adds a way of its own, ``probe run`` with those flags (``--extra '--hz 1
 
 The load generator shares the two cores with the server (and with probe's helper
 process): what a client on this host sees, not a server's throughput alone.
+
+``--app shop_api`` serves ``tests/serving_corpus/shop_api.py``'s ``POST /predict``
+instead (a sync route: ~2 ms of pure Python a request on AnyIO's worker threads, so the
+loop's thread and the workers contend for the GIL; ``capacity.truth.md``): the case
+where what probe does to the GIL -- its switch interval, its sampler taking the GIL each
+tick -- shows. The CPU a request is split three ways: the loop's thread, the app's other
+threads, and probe's own (the threads its ``meta.json`` lists as ``own_tids``: its
+sampler and collector), and the app's threads' voluntary context switches a request are
+printed too: each is a thread giving up the GIL or its core, and under GIL contention
+each costs a hand-over.
 """
 
 from __future__ import annotations
@@ -68,17 +78,44 @@ def _listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 60.0) 
 _TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 
 
-def _threads_cpu_s(pid: int) -> dict[int, float]:
-    """Each thread's CPU seconds so far (user + system, from /proc)."""
-    out: dict[int, float] = {}
+# what each app serves: (its module, the route, probe load's --mix body or None)
+APPS = {
+    "stall_api": ("stall_api:app", "/noop", None),
+    "shop_api": (
+        "shop_api:app",
+        "",
+        '[[request]]\nmethod = "POST"\npath = "/predict"\njson = { n = 40000 }\n',
+    ),
+}
+
+
+def _threads(pid: int) -> dict[int, tuple[float, int]]:
+    """Each thread's CPU seconds (user + system) and voluntary context switches so far,
+    from /proc."""
+    out: dict[int, tuple[float, int]] = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
+        base = f"/proc/{pid}/task/{tid}"
         try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            with open(f"{base}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:  # the thread ended
+            with open(f"{base}/status") as f:
+                switches = next(
+                    int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt")
+                )
+        except (OSError, StopIteration):  # the thread ended
             continue
-        out[int(tid)] = (int(fields[11]) + int(fields[12])) * _TICK_S
+        out[int(tid)] = ((int(fields[11]) + int(fields[12])) * _TICK_S, switches)
     return out
+
+
+def _probes_threads(run_dir: Path) -> set[int]:
+    """The threads probe ran in the target (none without a run directory: plain,
+    py-spy)."""
+    try:
+        meta = json.loads((run_dir / "meta.json").read_text())
+    except (OSError, ValueError):
+        return set()
+    return set(meta.get("collector", {}).get("own_tids", []))
 
 
 def _server_pid(proc: subprocess.Popen[bytes]) -> int:
@@ -93,17 +130,29 @@ def _server_pid(proc: subprocess.Popen[bytes]) -> int:
         return children[0] if f.read().strip() == "py-spy" and children else proc.pid
 
 
+class Served:
+    """One run's requests a second and, a request: the server's CPU (us) in its main
+    thread, in the app's other threads and in probe's, and the app's threads' voluntary
+    context switches."""
+
+    def __init__(self, rate: float, main_us: float, app_us: float, probe_us: float,
+                 switches: float) -> None:  # fmt: skip
+        self.rate, self.main_us, self.app_us = rate, main_us, app_us
+        self.probe_us, self.switches = probe_us, switches
+
+
 def served(
     cmd: list[str],
     port: int,
-    route: str,
+    load_args: list[str],
     clients: int,
     duration: float,
     env: dict[str, str] | None = None,
-) -> tuple[float, float, float]:
-    """Start ``cmd`` (a server on ``port``), load it, stop it: its requests a second, and
-    the server's CPU a request (us) in its main thread and in its other threads, read
-    from /proc over the load's middle (its first and last 0.3 s left out)."""
+    run_dir: Path | None = None,
+) -> Served:
+    """Start ``cmd`` (a server on ``port``; ``run_dir``: its run directory under probe),
+    load it (``load_args``: the URL and, for a POST, its --mix), stop it; the figures
+    read from /proc over the load's middle (its first and last 0.3 s left out)."""
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.DEVNULL,
@@ -115,22 +164,18 @@ def served(
         _listening(port, proc)
         server = _server_pid(proc)
         load = subprocess.Popen(
-            [sys.executable, "-m", "probe.cli", "load", f"http://127.0.0.1:{port}{route}",
+            [sys.executable, "-m", "probe.cli", "load", *load_args,
              "-c", str(clients), "-d", str(duration), "--warmup", "1", "--json"],
             stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         time.sleep(1.3)
-        before, began = _threads_cpu_s(server), time.monotonic()
+        before, began = _threads(server), time.monotonic()
         time.sleep(max(0.1, duration - 0.6))
-        after, window_s = _threads_cpu_s(server), time.monotonic() - began
+        after, window_s = _threads(server), time.monotonic() - began
         out, _ = load.communicate(timeout=duration + 120)
         if load.returncode != 0:
             raise SystemExit(f"probe load failed (exit status {load.returncode})")
         rate = float(json.loads(out)["total"]["throughput_per_s"])
-        spent = {tid: cpu - before.get(tid, 0.0) for tid, cpu in after.items()}
-        per_request_us = 1e6 / (rate * window_s)
-        main_us = spent.pop(server, 0.0) * per_request_us
-        return rate, main_us, sum(spent.values()) * per_request_us
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)  # uvicorn's own stop (py-spy passes it on)
@@ -139,6 +184,18 @@ def served(
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+    requests = rate * window_s
+    probes = _probes_threads(run_dir) if run_dir is not None else set()
+    spent = {t: (c - before.get(t, (0.0, 0))[0], n - before.get(t, (0, 0))[1])
+             for t, (c, n) in after.items()}  # fmt: skip
+    app = [t for t in spent if t != server and t not in probes]
+    return Served(
+        rate,
+        1e6 * spent[server][0] / requests,
+        1e6 * sum(spent[t][0] for t in app) / requests,
+        1e6 * sum(c for t, (c, _) in spent.items() if t in probes) / requests,
+        sum(n for t, (_, n) in spent.items() if t not in probes) / requests,
+    )
 
 
 def main() -> None:
@@ -148,7 +205,14 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--duration", type=float, default=6.0, help="seconds of load a run")
     p.add_argument("--clients", type=int, default=8)
-    p.add_argument("--route", default="/noop", help="stall_api's route (default /noop)")
+    p.add_argument(
+        "--app",
+        choices=sorted(APPS),
+        default="stall_api",
+        help="stall_api: a route that does nothing; shop_api: POST /predict, a sync route "
+        "whose threads contend for the GIL",
+    )
+    p.add_argument("--route", help="stall_api's route (default /noop)")
     p.add_argument(
         "--baseline",
         metavar="DIR",
@@ -167,9 +231,13 @@ def main() -> None:
     py_spy = shutil.which("py-spy")
     if py_spy is None:
         print("py-spy not found (pip install '.[bench]'): probe's ratio only")
+    module, route, mix = APPS[args.app]
+    route = args.route or route
     ratios: dict[str, list[float]] = {}
-    cpu: dict[str, list[tuple[float, float]]] = {}
+    runs: dict[str, list[Served]] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        if mix is not None:
+            Path(tmp, "mix.toml").write_text(mix)
         for k in range(1, args.rounds + 1):
             ways = ["plain", "probe"] + (["py-spy"] if py_spy else [])
             ways += ["baseline"] if args.baseline else []
@@ -178,7 +246,7 @@ def main() -> None:
             rates: dict[str, float] = {}
             for n, way in enumerate(ways):
                 port = _free_port()
-                plain = [sys.executable, "-m", "uvicorn", "stall_api:app", "--app-dir",
+                plain = [sys.executable, "-m", "uvicorn", module, "--app-dir",
                          str(APP_DIR), "--port", str(port), "--log-level", "critical"]  # fmt: skip
                 flags = way.split()[1:] if way.startswith("probe ") else args.probe_args
                 # -P: run from the repository root, -m would put this checkout's probe/
@@ -192,21 +260,26 @@ def main() -> None:
                     "baseline": probe_run,
                 }.get(way, probe_run)  # fmt: skip
                 env = {**os.environ, "PYTHONPATH": args.baseline} if way == "baseline" else None
-                rates[way], main_us, others_us = served(
-                    cmd, port, args.route, args.clients, args.duration, env
-                )
-                cpu.setdefault(way, []).append((main_us, others_us))
+                load_args = [f"http://127.0.0.1:{port}{route}"]
+                load_args += [] if mix is None else ["--mix", f"{tmp}/mix.toml"]
+                run_dir = None if way in ("plain", "py-spy") else Path(f"{tmp}/{n}-{k}")
+                run = served(cmd, port, load_args, args.clients, args.duration, env, run_dir)
+                rates[way] = run.rate
+                runs.setdefault(way, []).append(run)
             for way in rates:
                 ratios.setdefault(way, []).append(rates[way] / rates["plain"])
             # in the order they ran: a way after probe's (or py-spy's) end may read lower
             print(f"round {k}: " + ", ".join(f"{w} {rates[w]:.0f}/s" for w in rates))
     for way in sorted(ratios):
-        main_us = statistics.median(m for m, _ in cpu[way])
-        others_us = statistics.median(o for _, o in cpu[way])
+        median = {
+            k: statistics.median(getattr(r, k) for r in runs[way])
+            for k in ("main_us", "app_us", "probe_us", "switches")
+        }
         kept = ratios[way]
         print(
-            f"{way}: server CPU {main_us:.0f} us a request in its main thread, "
-            f"{others_us:.0f} in its others (medians)"
+            f"{way}: server CPU a request {median['main_us']:.0f} us in its main thread, "
+            f"{median['app_us']:.0f} in the app's others, {median['probe_us']:.0f} in "
+            f"probe's; the app's voluntary switches {median['switches']:.1f} (medians)"
             + (
                 ""
                 if way == "plain"
