@@ -43,6 +43,8 @@ takes windows:
   paid 6-8% (the decoder's 1,000 requests, ~20 s: two windows, 0.55-0.8 s of stall
   each; ``benchmarks/torch_service_cost.py``). Each window's ``open_s`` and ``stall_s``
   in meta.json say what opening and closing took.
+* **Quietly.** The lines torch's profiler library prints on the target's stderr as probe
+  opens and closes a window are kept back (``probe.samplers.kineto_stderr``).
 * **Where.** ``torch/window-N.json`` in the run directory: a Kineto trace, as
   ``torch.profiler`` writes it (it opens in Perfetto and in ``probe analyze``).
 * **Which threads.** All of them (``profile_all_threads``): a profiler started on
@@ -78,6 +80,7 @@ from typing import Any, Protocol
 from probe import spans
 from probe.rundir.schema import MODULE_CALL_FILE, MODULE_CALLS, SPAN_RANGE_PREFIX
 from probe.samplers.collection import collector_held_off
+from probe.samplers.kineto_stderr import kinetos_lines_held_back
 from probe.samplers.stacks import thread_cpu_ns
 from probe.samplers.ticker import keep_interrupts_off_this_thread
 from probe.samplers.torch_window_settings import TorchWindowSettings
@@ -132,10 +135,12 @@ class _KinetoWindow:
         config = ProfilerConfig(
             ProfilerState.KINETO, True, False, False, False, False, every_thread
         )
-        _prepare_profiler(config, activities)
+        with kinetos_lines_held_back():  # its ERROR line about the thread it runs on
+            _prepare_profiler(config, activities)
         chunks = torch.zeros(_CALIBRATION_CHUNKS)
         unprofiled = _call_ns(chunks)
-        _enable_profiler(config, activities)
+        with kinetos_lines_held_back():
+            _enable_profiler(config, activities)
         self._disable = _disable_profiler
         self.calibration_calls = _CALIBRATION_CALLS
         self.added_ns_per_call = _call_ns(chunks) - unprofiled
@@ -147,7 +152,8 @@ class _KinetoWindow:
 
     def save(self, path: Path) -> None:
         spans.set_range_domain(self._spans_before)
-        self._disable().save(str(path))
+        with kinetos_lines_held_back():
+            self._disable().save(str(path))
 
 
 def _experimental_config(config: Any, trace_only: bool) -> Any:

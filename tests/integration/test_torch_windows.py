@@ -33,6 +33,32 @@ def torch_figures(run_dir):
     return json.loads((run_dir / "meta.json").read_text())["collector"].get("torch")
 
 
+def test_torch_s_profiler_lines_stay_off_the_target_s_stderr_and_the_target_s_own_do_not(
+    run_probe, tmp_path
+):
+    # the decoder's model, and a line of the target's own on stderr after each request
+    script = write_script(
+        tmp_path,
+        f"""
+        import sys
+        sys.path.insert(0, {str(DECODER.parent)!r})
+        import torch, decoder
+        model = decoder.built()
+        prompt = torch.randint(0, decoder.VOCAB, (1, decoder.PROMPT))
+        for n in range(150):
+            decoder.generate(model, prompt, False)
+            print(f"served {{n}}", file=sys.stderr, flush=True)
+        """,
+        "noisy_decoder.py",
+    )
+    r = run_probe(script, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert [w for w in torch_figures(r.run_dir)["windows"] if not w["cut"]]  # one closed
+    assert "registerClient" not in r.stderr and "profiler_st" not in r.stderr, r.stderr
+    served = [line for line in r.stderr.splitlines() if line.startswith("served ")]
+    assert served == [f"served {n}" for n in range(150)]
+
+
 def test_a_decoder_s_window_holds_its_main_thread_s_ops_with_the_growing_prefix(run_probe):
     r = run_probe(DECODER, "--requests", "150", timeout=300)
     assert r.returncode == 0, r.stderr
