@@ -1,5 +1,9 @@
 """Cost of one span with a run active (NVTX + recording), against an empty function call.
 
+"with span" reuses one span object (``cm = probe.span("x")`` made once); "with
+span()" makes it where the block opens (``with probe.span("x"):``, as most code writes
+it), so it also pays ``probe.span``'s call and the object's making.
+
 Both are measured in this process, interleaved, best of several repeats (timeit's
 advice: the minimum is the least disturbed figure), with the recorder drained between
 repeats as the collector does every second. Prints ns per call and the ratios.
@@ -53,7 +57,16 @@ def main() -> None:
         with cm:
             pass
 
-    cases = {"empty call": empty, "@stage call": decorated, "with span": with_cm}
+    def with_built() -> None:  # as code writes it: the span made where it opens
+        with spans.span("bench"):
+            pass
+
+    cases = {
+        "empty call": empty,
+        "@stage call": decorated,
+        "with span": with_cm,
+        "with span()": with_built,
+    }
     best = {name: float("inf") for name in cases}
     spans.activate(recorder)
     try:

@@ -490,13 +490,33 @@ def _wrap_async(fn: Callable[..., Any], span: Span) -> Callable[..., Any]:
     return probe_span_wrapper
 
 
+# Spans made by name alone, kept for the next ``with probe.span(name):`` of the same name:
+# a span holds no state of its own while open (that is in the context), so one object
+# serves every block and thread, as a decorator's does. Making one per block cost ~0.1 us
+# of a with-block's ~0.75 (benchmarks/span_cost.py's "with span()", 2026-12-06). At most
+# this many names (chosen, not measured: stage names are few, and a name built per call,
+# an f-string of an id, must not grow the cache without bound; past it, spans are made).
+_NAMED_KEPT = 1024
+
+
 def _factory(category: str) -> Callable[..., Any]:
+    named: dict[str, Span] = {}
+
     @overload
     def make(name_or_fn: F, /) -> F: ...
     @overload
     def make(name_or_fn: str | None = None, /, **attrs: Any) -> Span: ...
 
     def make(name_or_fn: Any = None, /, name: str | None = None, **attrs: Any) -> Any:
+        if type(name_or_fn) is str and name is None:  # ``with probe.span("x"):``, first
+            if attrs:
+                return Span(name_or_fn, category, attrs)
+            span = named.get(name_or_fn)
+            if span is None:
+                span = Span(name_or_fn, category)
+                if len(named) < _NAMED_KEPT:
+                    named[name_or_fn] = span
+            return span
         # a classmethod object is not callable, but is what a bare decorator gets
         if (callable(name_or_fn) and not isinstance(name_or_fn, str)) or isinstance(
             name_or_fn, (staticmethod, classmethod)

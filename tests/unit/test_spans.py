@@ -42,6 +42,15 @@ def records(rec: spans.SpanRecorder) -> list[dict]:
     return out
 
 
+def on_threads(fn, n: int) -> None:
+    """``fn`` on ``n`` threads at once, all joined."""
+    threads = [threading.Thread(target=fn) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def test_bare_decorator_names_span_after_function(recorder):
     @probe.stage
     def preprocess(x):
@@ -153,11 +162,7 @@ def test_threads_record_into_their_own_buffers(recorder):
             with s:
                 pass
 
-    threads = [threading.Thread(target=worker) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    on_threads(worker, 4)
     drained = recorder.drain()
     assert len(drained) == 4
     assert all(len(rows) == 100 for _, rows in drained)
@@ -454,3 +459,47 @@ def test_spans_and_their_journal_leak_no_objects(recorder):
     work(20_000)
     gc.collect()
     assert sys.getallocatedblocks() - before < 2_000  # 60,000 spans made
+
+
+def test_a_span_made_by_name_alone_is_made_once_and_serves_every_block(recorder):
+    assert probe.span("load") is probe.span("load")
+    assert probe.stage("load") is not probe.span("load")  # a category of its own
+    assert probe.stage("load").category == "stage" and probe.span("load").category == "span"
+    with_attrs = probe.span("load", batch=8)
+    assert with_attrs is not probe.span("load") and with_attrs.attrs == {"batch": 8}
+
+
+def test_one_kept_span_nested_in_itself_records_each_block_under_the_one_around_it(recorder):
+    with probe.span("step"):
+        with probe.span("step"):
+            pass
+    inner, outer = sorted(records(recorder), key=lambda r: r["end"])
+    assert inner["parent_id"] == outer["span_id"] and outer["parent_id"] is None
+    assert outer["start"] <= inner["start"] <= inner["end"] <= outer["end"]
+
+
+def test_one_kept_span_open_on_many_threads_at_once_records_each_thread_s_own(recorder):
+    started = threading.Barrier(4)
+
+    def work() -> None:
+        with probe.span("fetch"):
+            started.wait(5)  # all four open together
+            with probe.span("parse"):
+                pass
+
+    on_threads(work, 4)
+    rows = records(recorder)
+    fetch = {r["thread"]: r["span_id"] for r in rows if r["name"] == "fetch"}
+    parse = {r["thread"]: r["parent_id"] for r in rows if r["name"] == "parse"}
+    assert len(fetch) == 4 and parse == fetch
+
+
+def test_names_past_the_kept_many_are_still_made_each_time(recorder, monkeypatch):
+    monkeypatch.setattr(spans, "_NAMED_KEPT", 2)
+    made = [probe.span(f"item {i}") for i in range(5)]
+    assert [s.name for s in made] == [f"item {i}" for i in range(5)]
+    assert probe.span("item 4") is not made[4]  # not kept: the cache holds 2 at most
+    with made[4]:
+        pass
+    [r] = records(recorder)
+    assert r["name"] == "item 4"
