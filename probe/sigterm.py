@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from probe.samplers.ticker import keep_interrupts_off_this_thread
+from probe.samplers.ticker import begin_probes_thread
 
 __all__ = ["close_then_die_on_sigterm", "unwatch_sigterm", "watch_sigterm"]
 
@@ -168,7 +168,7 @@ os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def _watch(read_fd: int, handler: Callable[[int, Any], Any], act: Callable[[], None]) -> None:
-    keep_interrupts_off_this_thread()  # the signal still reaches it, through the pipe
+    begin_probes_thread()  # the signal still reaches it, through the pipe
     while True:
         try:
             numbers = os.read(read_fd, 64)

@@ -10,17 +10,22 @@ import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-__all__ = ["CostBudget", "TickPacer", "Ticker", "keep_interrupts_off_this_thread"]
+from probe.osthreads import name_this_os_thread
+
+__all__ = ["CostBudget", "TickPacer", "Ticker", "begin_probes_thread"]
 
 _T = TypeVar("_T")
 
 
-def keep_interrupts_off_this_thread() -> None:
+def begin_probes_thread() -> None:
     """First thing on each of probe's threads in the target: SIGINT and SIGTERM blocked
     on it, so that the kernel delivers them to the target's threads, where they interrupt
-    a blocking call of its main thread promptly, as they would without probe."""
+    a blocking call of its main thread promptly, as they would without probe; and its OS
+    name set to its ``threading`` name, so that tools outside Python tell it from the
+    target's threads (``probe.osthreads``)."""
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    name_this_os_thread(threading.current_thread().name)
 
 
 class TickPacer:
@@ -121,7 +126,7 @@ class Ticker:
             self._thread.join(timeout)
 
     def _run(self) -> None:
-        keep_interrupts_off_this_thread()
+        begin_probes_thread()
         clock, interval, pacer = self._clock, self.interval_s, self.pacer
         due = clock() + interval
         wait = self._waiter.wait if self._waiter is not None else self._stop.wait

@@ -82,7 +82,7 @@ from probe.rundir.schema import MODULE_CALL_FILE, MODULE_CALLS, SPAN_RANGE_PREFI
 from probe.samplers.collection import collector_held_off
 from probe.samplers.kineto_stderr import kinetos_lines_held_back
 from probe.samplers.stacks import thread_cpu_ns
-from probe.samplers.ticker import keep_interrupts_off_this_thread
+from probe.samplers.ticker import begin_probes_thread
 from probe.samplers.torch_window_settings import TorchWindowSettings
 
 __all__ = [
@@ -434,7 +434,7 @@ class TorchWindows:
         return round(self._clock() - self._origin, 3)
 
     def _run(self) -> None:
-        keep_interrupts_off_this_thread()
+        begin_probes_thread()
         s = self.settings
         while self.forward_at_s is None:
             if self._forward_seen(self._exclude):
