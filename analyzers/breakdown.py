@@ -546,12 +546,22 @@ def served_only(indexed: pd.DataFrame) -> bool:
 
 def served_spans(attrs: pd.Series) -> pd.Series:
     """Per span (its JSON ``attrs``): did probe's serving middleware make it (attribute
-    ``served`` true)? Only the attributes naming it are parsed."""
+    ``served`` true)? Only the attributes naming it are parsed, and not those that begin
+    with it as the middleware writes them (its handler spans' are that alone: 3,226 of a
+    served run's 4,152 spans, each parsed before)."""
     text = attrs.astype("string").fillna("")
-    named = text.str.contains('"served"', regex=False).to_numpy(dtype=bool)
-    served = np.zeros(len(text), dtype=bool)
-    served[named] = [json.loads(a).get("served") is True for a in text[named]]
+    written = (text == _SERVED_ALONE) | text.str.startswith(_SERVED_FIRST)
+    named = text.str.contains('"served"', regex=False) & ~written
+    served = written.to_numpy(dtype=bool, na_value=False).copy()
+    at = named.to_numpy(dtype=bool, na_value=False)
+    served[at] = [json.loads(a).get("served") is True for a in text[at]]
     return pd.Series(served, index=attrs.index)
+
+
+# how the journals write the middleware's attributes (``served`` its first key); a key
+# can appear once in a JSON object written from a dict, so these need no parse
+_SERVED_ALONE = '{"served": true}'
+_SERVED_FIRST = '{"served": true, "'
 
 
 def _main_thread(run: Run, attributed: pd.DataFrame) -> int | None:
