@@ -492,8 +492,9 @@ def _wrap_async(fn: Callable[..., Any], span: Span) -> Callable[..., Any]:
 
 # Spans made by name alone, kept for the next ``with probe.span(name):`` of the same name:
 # a span holds no state of its own while open (that is in the context), so one object
-# serves every block and thread, as a decorator's does. Making one per block cost ~0.1 us
-# of a with-block's ~0.75 (benchmarks/span_cost.py's "with span()", 2026-12-06). At most
+# serves every block and thread, as a decorator's does. Making one per block (through
+# make's checks and the object's making) cost ~0.25 us of a with-block's ~0.8: 0.80-0.85
+# us before, 0.57-0.60 after (benchmarks/span_cost.py's "with span()", 2026-12-06). At most
 # this many names (chosen, not measured: stage names are few, and a name built per call,
 # an f-string of an id, must not grow the cache without bound; past it, spans are made).
 _NAMED_KEPT = 1024
