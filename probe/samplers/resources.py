@@ -193,7 +193,7 @@ class ResourceSampler:
         resources, os_threads = self._rows["resources"], self._rows["os_threads"]
         for pid, proc in list(self._procs.items()):
             try:
-                row, threads = self._sample_process(pid, proc, now, slow)
+                row, threads = self._sample_process(pid, proc, slow)
             except _GONE:
                 if pid != self.root_pid:
                     self._procs.pop(pid, None)
@@ -240,12 +240,19 @@ class ResourceSampler:
         return round(100.0 * min(max(total - idle, 0.0) / total, 1.0), 1)
 
     def _sample_process(
-        self, pid: int, proc: Any, now: int, slow: bool
+        self, pid: int, proc: Any, slow: bool
     ) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
         nan = float("nan")
         with proc.oneshot():
             cpu = proc.cpu_times()
             mem = proc.memory_info()
+            # Stamped once read, not when the tick began: a reading then never carries a
+            # time before the state it shows. Stamped at the tick's start, the sidecar's
+            # reading of leaky_cache.py's teardown (its cache freed, RSS down 40 MB) bore
+            # a time inside the run's last request, so the leak read as memory let go at
+            # the end, "undetermined" (a CI run, 2026-12-06: the sidecar held back between
+            # its clock and its reads on a busy host).
+            now = self._clock()
             try:
                 io = proc.io_counters()
                 read_b, write_b = float(io.read_bytes), float(io.write_bytes)

@@ -135,6 +135,28 @@ def test_process_tree_rows_include_children_and_skip_vanished_ones():
     assert s.tree_pids() == [10]
 
 
+def test_a_reading_is_stamped_once_its_memory_was_read_not_when_its_tick_began():
+    """The sidecar held back between its clock and its reads (a busy host) stamped a
+    reading of the target's teardown inside its last request (leaky_cache, CI)."""
+    now = [1_000]
+
+    class SlowToRead(FakeProc):
+        def memory_info(self):
+            now[0] += 40_000_000  # 40 ms held back before the state is read
+            return super().memory_info()
+
+    root = SlowToRead(10, rss=300)
+    s = ResourceSampler(
+        10, clock=lambda: now[0], process={10: root}.__getitem__, descendants=lambda pid: [],
+        host=FakeHost(), sockets=lambda pid: 3, own_cpu=lambda: 0.25,
+    )  # fmt: skip
+    s.sample()
+    out = s.drain()
+    [row] = out["resources"]
+    assert row[0] == 40_001_000  # not the 1,000 the tick began at
+    assert {t[0] for t in out["os_threads"]} == {40_001_000}
+
+
 def test_host_cpu_is_unknown_where_the_kernel_s_counters_did_not_move():
     # psutil.cpu_percent read 0.0 there: an idle host beside three CPU-bound processes
     s = ResourceSampler(
