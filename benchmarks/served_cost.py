@@ -53,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -130,15 +131,17 @@ def _server_pid(proc: subprocess.Popen[bytes]) -> int:
         return children[0] if f.read().strip() == "py-spy" and children else proc.pid
 
 
+@dataclass(frozen=True)
 class Served:
     """One run's requests a second and, a request: the server's CPU (us) in its main
     thread, in the app's other threads and in probe's, and the app's threads' voluntary
     context switches."""
 
-    def __init__(self, rate: float, main_us: float, app_us: float, probe_us: float,
-                 switches: float) -> None:  # fmt: skip
-        self.rate, self.main_us, self.app_us = rate, main_us, app_us
-        self.probe_us, self.switches = probe_us, switches
+    rate: float
+    main_us: float
+    app_us: float
+    probe_us: float
+    switches: float
 
 
 def served(
