@@ -76,17 +76,25 @@ def sweep(tmp_path, port: int, steps: str, run_dir) -> dict:
     return json.loads(result.stdout)
 
 
-def measured_plateau(swept: dict) -> float:
-    """The throughput the sweep levels off at: its steps' median. Both services reach
-    their ceiling by the sweep's second step (capacity.truth.md), so at least two of the
-    three measure it. Not their maximum: the highest of three noisy measurements of one
-    level reads above it (in nine sweeps of shop_api on 2026-11-26 the steps of one sweep
-    were 4-34% apart, and over three alternated pairs the maxima's geometric mean read
-    5%, 16% and 9% above the medians')."""
-    return statistics.median(s["total"]["throughput_per_s"] for s in swept["steps"])
+def measured_plateau(swept: dict, saturated_from: int) -> float:
+    """The throughput the sweep levels off at: the median of its steps with at least
+    ``saturated_from`` clients, each of which the service's truth file measured at its
+    ceiling (capacity.truth.md). Not a step short of it: shop_api's plain throughput still
+    climbs from 1 to 8 clients (2026-12-06, seven sweeps 1-32: 1-4 clients 5-10% under
+    8-32), and a median over 2, 8 and 32 clients was the lower of the two saturated
+    readings whenever the 2-client step came last, reading the ceiling low and the
+    prediction high. Not their maximum either: the highest of three noisy measurements of
+    one level reads above it (in nine sweeps of shop_api on 2026-11-26 the steps of one
+    sweep were 4-34% apart, and over three alternated pairs the maxima's geometric mean
+    read 5%, 16% and 9% above the medians')."""
+    at_ceiling = [
+        s["total"]["throughput_per_s"] for s in swept["steps"] if s["concurrency"] >= saturated_from
+    ]
+    assert at_ceiling, f"no step of {swept['steps']} has {saturated_from} clients or more"
+    return statistics.median(at_ceiling)
 
 
-def figures(pairs) -> list[dict]:
+def figures(pairs, saturated_from: int) -> list[dict]:
     """Each pair's figures the bars rest on, for a failure to say which pair strayed and
     through which of the model's terms (the pairs' own repr is cut short by pytest)."""
     return [
@@ -96,7 +104,7 @@ def figures(pairs) -> list[dict]:
             "beyond_server_ms": c["beyond_server_ms"],
             "delay_ms": c["delay_ms"],
             "ceiling_per_s": c["ceiling_per_s"],
-            "plateau_per_s": measured_plateau(s),
+            "plateau_per_s": measured_plateau(s, saturated_from),
             "steps": [(x["predicted_per_s"], x["total"]["throughput_per_s"]) for x in s["steps"]],
         }
         for c, s, _ in pairs
@@ -140,7 +148,7 @@ def test_a_cpu_bound_route_s_predicted_ceiling_is_the_throughput_it_reaches(run_
     pytest.importorskip("uvicorn")
     argv = ["uvicorn", "shop_api:app", "--port", "{port}", "--log-level", "critical"]
     pairs = predicted_and_measured(
-        run_probe, tmp_path, argv, "POST /predict", "2,8,32", flags=("--sla", "100ms")
+        run_probe, tmp_path, argv, "POST /predict", "8,16,32", flags=("--sla", "100ms")
     )
     capacity, _, r = pairs[0]
     assert capacity["bound_by"] == "gil", capacity  # one interpreter, Python in the handler
@@ -148,8 +156,9 @@ def test_a_cpu_bound_route_s_predicted_ceiling_is_the_throughput_it_reaches(run_
     assert "Capacity (bottleneck law and MVA" in r.stdout
     assert capacity["within_sla"] is not None and capacity["goodput_from"] == "clients"
     predicted = geomean([c["ceiling_per_s"] for c, _, _ in pairs])
-    measured = geomean([measured_plateau(s) for _, s, _ in pairs])
-    assert predicted == pytest.approx(measured, rel=WITHIN), figures(pairs)
+    # its plain throughput levels off by 8 clients (capacity.truth.md)
+    measured = geomean([measured_plateau(s, saturated_from=8) for _, s, _ in pairs])
+    assert predicted == pytest.approx(measured, rel=WITHIN), figures(pairs, 8)
     # past the knee the clients add latency, not throughput
     assert all(c["knee_in_flight"] < 8 for c, _, _ in pairs)
 
@@ -162,9 +171,10 @@ def test_an_io_bound_route_under_two_sync_workers_is_held_to_the_workers_slots(r
     capacity, _, _ = pairs[0]
     assert capacity["slots"] == 2 and capacity["bound_by"] == "server slots", capacity
     predicted = geomean([c["ceiling_per_s"] for c, _, _ in pairs])
-    measured = geomean([measured_plateau(s) for _, s, _ in pairs])
-    assert predicted == pytest.approx(measured, rel=WITHIN), figures(pairs)
+    # 4 clients keep both slots busy (capacity.truth.md)
+    measured = geomean([measured_plateau(s, saturated_from=4) for _, s, _ in pairs])
+    assert predicted == pytest.approx(measured, rel=WITHIN), figures(pairs, 4)
     # one client keeps one worker of two busy, for its span and its time on the wire
     one_predicted = geomean([s["steps"][0]["predicted_per_s"] for _, s, _ in pairs])
     one_measured = geomean([s["steps"][0]["total"]["throughput_per_s"] for _, s, _ in pairs])
-    assert one_predicted == pytest.approx(one_measured, rel=WITHIN), figures(pairs)
+    assert one_predicted == pytest.approx(one_measured, rel=WITHIN), figures(pairs, 4)
