@@ -28,6 +28,7 @@ from typing import Any
 
 from probe import __version__
 from probe.atomicfile import atomic_path
+from probe.osthreads import begin_probes_thread
 from probe.redact import redact_argv
 from probe.rundir.schema import SCHEMA_NAME, SCHEMA_VERSION
 from probe.session import Session, Settings
@@ -279,6 +280,7 @@ class _DurationStop:
         self._thread.start()
 
     def _stop(self) -> None:
+        begin_probes_thread()  # it signals the main thread by its id, not the process
         if self.done.wait(self._seconds):
             return
         self.hit.set()

@@ -1,4 +1,5 @@
-"""Probe's threads named in the operating system, where tools outside Python look.
+"""Probe's threads in the target, as the operating system sees them: named, and deaf to
+the signals that should interrupt the target's own threads.
 
 CPython 3.11 leaves a thread's OS name as the process's ("python"), so ``top -H``,
 ``ps -L``, ``perf`` and ``/proc/PID/task/*/comm`` showed probe's sampler beside a
@@ -13,7 +14,10 @@ name they had.
 
 from __future__ import annotations
 
-__all__ = ["name_this_os_thread"]
+import signal
+import threading
+
+__all__ = ["begin_probes_thread", "name_this_os_thread"]
 
 COMM_BYTES = 15  # TASK_COMM_LEN less its terminating NUL
 
@@ -26,3 +30,14 @@ def name_this_os_thread(name: str, comm: str = "/proc/thread-self/comm") -> None
             f.write(cut)
     except OSError:  # not Linux, no /proc, or a name the kernel refuses
         pass
+
+
+def begin_probes_thread() -> None:
+    """First thing on each of probe's threads in the target: SIGINT and SIGTERM blocked
+    on it, so that the kernel delivers them to the target's threads, where they interrupt
+    a blocking call of its main thread promptly, as they would without probe; and its OS
+    name set to its ``threading`` name, so that tools outside Python tell it from the
+    target's threads (above)."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    name_this_os_thread(threading.current_thread().name)

@@ -39,7 +39,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from probe.samplers.ticker import begin_probes_thread
+from probe.osthreads import begin_probes_thread
 
 __all__ = ["close_then_die_on_sigterm", "unwatch_sigterm", "watch_sigterm"]
 

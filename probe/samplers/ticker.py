@@ -4,28 +4,16 @@ costly reading taken on such a thread."""
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from probe.osthreads import name_this_os_thread
+from probe.osthreads import begin_probes_thread
 
-__all__ = ["CostBudget", "TickPacer", "Ticker", "begin_probes_thread"]
+__all__ = ["CostBudget", "TickPacer", "Ticker"]
 
 _T = TypeVar("_T")
-
-
-def begin_probes_thread() -> None:
-    """First thing on each of probe's threads in the target: SIGINT and SIGTERM blocked
-    on it, so that the kernel delivers them to the target's threads, where they interrupt
-    a blocking call of its main thread promptly, as they would without probe; and its OS
-    name set to its ``threading`` name, so that tools outside Python tell it from the
-    target's threads (``probe.osthreads``)."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    name_this_os_thread(threading.current_thread().name)
 
 
 class TickPacer:

@@ -78,11 +78,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from probe import spans
+from probe.osthreads import begin_probes_thread
 from probe.rundir.schema import MODULE_CALL_FILE, MODULE_CALLS, SPAN_RANGE_PREFIX
 from probe.samplers.collection import collector_held_off
 from probe.samplers.kineto_stderr import kinetos_lines_held_back
 from probe.samplers.stacks import thread_cpu_ns
-from probe.samplers.ticker import begin_probes_thread
 from probe.samplers.torch_window_settings import TorchWindowSettings
 
 __all__ = [

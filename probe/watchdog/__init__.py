@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probe.errors import ProbeError
+from probe.osthreads import begin_probes_thread
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -79,6 +80,7 @@ class Watchdog:
         self._thread = threading.Thread(target=self._run, name="probe-watchdog", daemon=True)
 
     def _run(self) -> None:
+        begin_probes_thread()
         try:
             self.monitor.run(self._stop)
         except Exception as e:  # the service must outlive its watchdog

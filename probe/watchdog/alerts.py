@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from probe.analyzers.leaks import what_holds
 from probe.errors import ProbeError
+from probe.osthreads import begin_probes_thread
 from probe.redact import redact_url
 
 __all__ = [
@@ -190,6 +191,7 @@ class WebhookAlert:
                     pass
 
     def _loop(self) -> None:
+        begin_probes_thread()
         while True:
             payload = self._queue.get()
             if payload is None:

@@ -53,6 +53,7 @@ from types import (
 from typing import Any, cast
 
 from probe.atomicfile import write_atomic
+from probe.osthreads import begin_probes_thread
 from probe.samplers.heap import full_collection_witness, malloc_in_use_reader, type_name
 from probe.samplers.ticker import CostBudget
 from probe.watchdog.formats import AttributionSnapshot, TracingState
@@ -492,6 +493,7 @@ class Agent:
             self._write_tracing()
 
     def _loop(self) -> None:
+        begin_probes_thread()
         errors = 0
         while not self._stop.wait(0.2):
             try:
