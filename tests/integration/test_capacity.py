@@ -156,9 +156,9 @@ def test_a_cpu_bound_route_s_predicted_ceiling_is_the_throughput_it_reaches(run_
     assert "Capacity (bottleneck law and MVA" in r.stdout
     assert capacity["within_sla"] is not None and capacity["goodput_from"] == "clients"
     predicted = geomean([c["ceiling_per_s"] for c, _, _ in pairs])
-    # its plain throughput levels off by 8 clients (capacity.truth.md)
-    measured = geomean([measured_plateau(s, saturated_from=8) for _, s, _ in pairs])
-    assert predicted == pytest.approx(measured, rel=WITHIN), figures(pairs, 8)
+    saturated = 8  # its plain throughput levels off by 8 clients (capacity.truth.md)
+    measured = geomean([measured_plateau(s, saturated) for _, s, _ in pairs])
+    assert predicted == pytest.approx(measured, rel=WITHIN), figures(pairs, saturated)
     # past the knee the clients add latency, not throughput
     assert all(c["knee_in_flight"] < 8 for c, _, _ in pairs)
 
@@ -171,10 +171,10 @@ def test_an_io_bound_route_under_two_sync_workers_is_held_to_the_workers_slots(r
     capacity, _, _ = pairs[0]
     assert capacity["slots"] == 2 and capacity["bound_by"] == "server slots", capacity
     predicted = geomean([c["ceiling_per_s"] for c, _, _ in pairs])
-    # 4 clients keep both slots busy (capacity.truth.md)
-    measured = geomean([measured_plateau(s, saturated_from=4) for _, s, _ in pairs])
-    assert predicted == pytest.approx(measured, rel=WITHIN), figures(pairs, 4)
+    saturated = 4  # 4 clients keep both slots busy (capacity.truth.md)
+    measured = geomean([measured_plateau(s, saturated) for _, s, _ in pairs])
+    assert predicted == pytest.approx(measured, rel=WITHIN), figures(pairs, saturated)
     # one client keeps one worker of two busy, for its span and its time on the wire
     one_predicted = geomean([s["steps"][0]["predicted_per_s"] for _, s, _ in pairs])
     one_measured = geomean([s["steps"][0]["total"]["throughput_per_s"] for _, s, _ in pairs])
-    assert one_predicted == pytest.approx(one_measured, rel=WITHIN), figures(pairs, 4)
+    assert one_predicted == pytest.approx(one_measured, rel=WITHIN), figures(pairs, saturated)
