@@ -43,10 +43,14 @@ class CollectorTime:
     # its time between them, the second anywhere
     full_in_stage: dict[str, float] = field(default_factory=dict)
     serving: bool = False  # the shares are of a served app's requests' window, not the run
-    # of the live heap the full collections walked (pymalloc's blocks read beside them,
-    # ``heap``), the part already alive when the work began: a served app's first
-    # request, a job's first sample in the stage setting most of them off. Only that
-    # part can be frozen once start-up ends. None where the process's heap was not read
+    # the full collections that began once the work had (a served app's first request, a
+    # job's first sample in the stage setting most of them off): the ones a freeze made
+    # when start-up ends can shorten. None: all of them (no start of the work was seen)
+    full_since_work_s: float | None = None
+    # of the live heap those collections walked (pymalloc's blocks at each one's start),
+    # the part every one of them walked: the heap's floor over the work, which a freeze
+    # once start-up ends takes out of every later walk; the rest (each query's objects, a
+    # cache the requests fill) stays in them. None where no collection's heap was read
     start_up_heap: float | None = None
 
     @property
@@ -62,6 +66,11 @@ class CollectorTime:
         return min(1.0, self.full_s / self.wall_s)
 
     @property
+    def full_since_work_share(self) -> float:
+        full = self.full_s if self.full_since_work_s is None else self.full_since_work_s
+        return min(1.0, full / self.wall_s)
+
+    @property
     def over(self) -> str:
         """What the shares are of: ``serving`` (a served app's requests' window) or ``run``."""
         return "serving" if self.serving else "run"
@@ -71,6 +80,7 @@ class CollectorTime:
             "pid": self.pid,
             "share": round(self.share, 4),
             "full_share": round(self.full_share, 4),
+            "full_since_work_share": round(self.full_since_work_share, 4),
             "young_s": round(self.young_s, 4),
             "young_collections": self.young_collections,
             "full_s": round(self.full_s, 4),
@@ -93,18 +103,13 @@ def collector_time(
     work_samples: pd.DataFrame,
     wall_s: float,
     window: tuple[int | None, int | None] = (None, None),
-    heap: pd.DataFrame | None = None,
-    heap_pid: int | None = None,
 ) -> CollectorTime | None:
     """The collections of the process they held longest; None where none was timed (a
     run before the table, a collector the target turned off) or the run has no length.
     ``work_samples``: the breakdown's attributed samples (``ts_ns``, ``thread_id``,
     ``user_function``). ``window``: a served app's requests' first start and last end
     (ns): the collections that ended within it, over its length -- start-up's are not
-    the service's steady state, and no fix made after start-up takes them away.
-    ``heap``: the live-heap readings (``ts_ns``, ``allocated_blocks``) of process
-    ``heap_pid`` (the run's root: a worker's stay in its shard), read where the
-    collections are that process's."""
+    the service's steady state, and no fix made after start-up takes them away."""
     lo, hi = window
     serving = False
     if lo is not None and hi is not None and hi > lo:
@@ -120,6 +125,7 @@ def collector_time(
     full = own[own["generation"] >= FULL_GENERATION]
     set_off = _set_off_in(full, work_samples)
     began = lo if serving else _first_sample_of(next(iter(set_off), None), work_samples)
+    since_work = full if began is None else full[full["ts_ns"] - full["pause_ns"] >= began]
     return CollectorTime(
         pid=pid,
         wall_s=wall_s,
@@ -131,7 +137,8 @@ def collector_time(
         full_by_stage=set_off,
         full_in_stage=_inside_samples(full, work_samples),
         serving=serving,
-        start_up_heap=_alive_when_work_began(full, heap if pid == heap_pid else None, began),
+        full_since_work_s=float(since_work["pause_ns"].sum()) / 1e9,
+        start_up_heap=_walked_by_every_one(since_work),
     )
 
 
@@ -142,29 +149,18 @@ def _first_sample_of(stage: str | None, samples: pd.DataFrame) -> int | None:
     return int(times.min()) if not times.empty else None
 
 
-def _alive_when_work_began(
-    full: pd.DataFrame, heap: pd.DataFrame | None, began: int | None
-) -> float | None:
-    """The live heap (pymalloc's blocks, a proxy for the objects a collection walks:
-    small ones, tracked or not) at ``began``, over its mean at the full collections from
-    then on, at most 1. rerank_catalog's catalog, loaded before its first query, is all
-    of it; session_scores' cache, filled by its requests, next to none."""
-    if heap is None or heap.empty or began is None or full.empty:
+def _walked_by_every_one(full: pd.DataFrame) -> float | None:
+    """The heap's floor at ``full``'s starts over its mean there (pymalloc's blocks, a
+    proxy for the objects a collection walks: small ones, tracked or not). What a
+    collection walks beyond the floor (the objects of the work under way, a cache it
+    fills) a freeze does not reach. rerank_catalog's catalog, loaded before its first
+    query, is 0.97 of every walk; session_scores' cache, filled by its requests, next to
+    none (its first collections walk little). A heap read before each collection would
+    not do: 50-150 ms apart, one taken mid-load or mid-query moved the part by half."""
+    blocks = full["heap_blocks"].dropna().astype("float64")
+    if blocks.empty or float(blocks.mean()) <= 0:
         return None
-    readings = heap[["ts_ns", "allocated_blocks"]].dropna().sort_values("ts_ns")
-    starts = (full["ts_ns"] - full["pause_ns"]).sort_values()
-    later = starts[starts >= began]
-    if readings.empty or later.empty:
-        return None
-    before = readings[readings["ts_ns"] <= began]
-    first = before.iloc[-1] if not before.empty else readings.iloc[0]
-    at_start = float(first["allocated_blocks"])
-    walked = pd.merge_asof(
-        later.rename("ts_ns").to_frame(), readings, on="ts_ns", direction="backward"
-    )["allocated_blocks"].dropna()
-    if walked.empty or float(walked.mean()) <= 0:
-        return None
-    return min(1.0, at_start / float(walked.mean()))
+    return float(blocks.min()) / float(blocks.mean())
 
 
 def _set_off_in(full: pd.DataFrame, samples: pd.DataFrame) -> dict[str, float]:

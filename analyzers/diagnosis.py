@@ -409,8 +409,6 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
             bd.work_samples,
             bd.wall_s,
             (lo, hi) if bd.requests.count else (None, None),
-            heap=run.tables.get("heap"),
-            heap_pid=int(meta["pid"]) if isinstance(meta.get("pid"), int) else None,
         ),
     )
 

@@ -137,13 +137,14 @@ class Model:
     frozen_walk: float = constant(
         0.8,
         "The part of a full collection's walk that freezing start-up's objects takes away, "
-        "where the run did not read the live heap beside the collections (a worker's, a "
-        "run before 2026-12-05): CPython 3.11 makes a full collection only once the "
+        "where the run did not read the live heap at the collections (a run before "
+        "2026-12-06): CPython 3.11 makes a full collection only once the "
         "objects promoted to the oldest generation since the last reach a quarter of those "
         "that survived it (gcmodule.c, long_lived_pending > long_lived_total / 4), so the "
-        "survivors are at most 4/5 of each walk. Where the heap was read, the part alive "
-        "when the work began is measured instead (collector.start_up_heap): rerank_catalog "
-        "0.85, suggest_api 0.99, session_scores 0.19 (tests/threads_corpus).",
+        "survivors are at most 4/5 of each walk. Where the heap was read at the collections, "
+        "the part every walk since the work began found is measured instead "
+        "(collector.start_up_heap): rerank_catalog 0.97, suggest_api 0.997, session_scores "
+        "0.18-0.20 (tests/threads_corpus, 2026-12-06).",
     )
     batch: int = constant(
         16,
@@ -672,11 +673,13 @@ def _gc_freeze(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
         return None
     measured = f.evidence.get("start_up_heap")
     walk = float(measured) if measured is not None else ctx.model.frozen_walk
-    p = float(f.evidence["full_share"])
+    # those made during start-up come before any freeze (runs before 2026-12-06: all)
+    p = float(f.evidence.get("full_since_work_share", f.evidence["full_share"]))
     if measured is not None:
         part = (
-            f"{walk:.0%} of the live heap they walked (pymalloc's blocks read beside them) "
-            "was already alive when the work began: that part leaves every walk"
+            f"{walk:.0%} of the live heap they walked once the work had begun (pymalloc's "
+            "blocks, read at each one's start) was walked by every one: that part leaves "
+            "every walk"
         )
     else:
         part = (
@@ -696,8 +699,9 @@ def _gc_freeze(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
             "mean_full_ms": float(f.evidence["mean_full_ms"]),
         },
         evidence={**_evidence(f), "frozen_part": round(walk, 3)},
-        model=f"s = 1/(1 - {walk:.2f}) on the full collections' time (measured by the "
-        f"collector's callbacks): {part}",
+        model=f"s = 1/(1 - {walk:.2f}) on the time of the full collections made once the "
+        f"work had begun ({p:.0%} of the {over_words(str(f.evidence.get('over')))}, measured "
+        f"by the collector's callbacks): {part}",
     )
 
 

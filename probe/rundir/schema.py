@@ -250,11 +250,13 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
     ],
     # The cyclic collector's pauses (every run, ``probe.samplers.gc_pauses``): the young
     # generations' (0, 1) collections added up between two collector ticks, each full
-    # collection (generation 2) a row of its own with the thread that made it (null on
-    # the young rows). ts_ns: the end of the last collection the row counts; pause_ns:
+    # collection (generation 2) a row of its own with the thread that made it and the
+    # live heap it walked (heap_blocks: pymalloc's blocks at its start), both null on
+    # the young rows. ts_ns: the end of the last collection the row counts; pause_ns:
     # their time in all, longest_ns: the longest one's. A collection pauses its own
     # process only: pid, as in threads, is filled in by the reader (the run's own, or the
-    # worker's shard). Runs before 2026-12-05 lack the table.
+    # worker's shard). Runs before 2026-12-05 lack the table, before 2026-12-06 the
+    # heap_blocks column.
     "gc_pauses": [
         ("ts_ns", "int64"),
         ("generation", "int64"),
@@ -262,6 +264,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("pause_ns", "int64"),
         ("longest_ns", "int64"),
         ("thread_id", "Int64"),
+        ("heap_blocks", "Int64"),
         ("pid", "Int64"),
     ],
 }

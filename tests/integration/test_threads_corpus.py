@@ -748,15 +748,19 @@ def test_full_collections_walking_a_catalog_kept_for_the_run_are_the_limit_and_f
     # instance per core", the collector nowhere
     truth = truth_of("rerank_catalog")
     assert truth["py_spy_native_collector"] >= 0.4, truth  # half its samples, from outside
+    # the fix's gain: plain pairs taken beside the probe run, on this host, this minute
+    # (the docstring's five pairs read 1.62-1.78 one day, 1.65-1.83 the next)
+    script = CORPUS / "rerank_catalog.py"
+    pairs = [fix_realized(script)]
     d = diagnosis_of(run_probe, "rerank_catalog")
+    pairs.append(fix_realized(script))
     primary = d["primary"]
     assert (primary["kind"], primary["subkind"]) == ("cpu", "gc"), primary
     assert primary["stage"].startswith("gather_candidates"), primary
     assert d["findings"][0]["evidence"]["full_collections"] >= 20, d["findings"][0]
     freeze = next(r for r in d["recommendations"] if r["id"] == "gc_freeze")
     assert "gc.freeze()" in freeze["how"], freeze
-    # 1.71x realised (the docstring's five plain pairs, 1.62-1.78), within 25%
-    assert abs(freeze["estimated_speedup"] / 1.71 - 1) <= 0.25, freeze
+    assert abs(freeze["estimated_speedup"] / statistics.mean(pairs) - 1) <= 0.25, (freeze, pairs)
 
 
 def test_collections_walking_a_cache_the_requests_fill_are_the_limit_but_no_freeze_is_promised(

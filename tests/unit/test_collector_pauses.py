@@ -39,7 +39,9 @@ def collection(sampler: GcPauses, clock: Clock, generation: int, pause_ns: int) 
 
 def test_young_collections_add_up_per_generation_and_each_full_one_is_a_row_with_its_thread():
     clock, callbacks = Clock(), []
-    sampler = GcPauses(clock=clock, thread_id=lambda: 4242, callbacks=callbacks)
+    heap = iter([2_100_000, 2_050_000])  # pymalloc's blocks, read at a full one's start
+    sampler = GcPauses(clock=clock, thread_id=lambda: 4242, callbacks=callbacks,
+                       allocated_blocks=heap.__next__)  # fmt: skip
     sampler.install()
     assert callbacks == [sampler._on_collection]
     for pause in (100, 300, 200):
@@ -48,9 +50,9 @@ def test_young_collections_add_up_per_generation_and_each_full_one_is_a_row_with
     collection(sampler, clock, 2, 50_000_000)
     rows = sampler.drain()["gc_pauses"]
     assert [r[1:] for r in rows] == [
-        (2, 1, 50_000_000, 50_000_000, 4242),
-        (0, 3, 600, 300, None),
-        (1, 1, 5_000, 5_000, None),
+        (2, 1, 50_000_000, 50_000_000, 4242, 2_100_000),
+        (0, 3, 600, 300, None, None),
+        (1, 1, 5_000, 5_000, None, None),
     ]
     assert len(rows[0]) + 1 == len(COLUMNS["gc_pauses"])  # pid: the reader's to fill in
     assert sampler.drain() == {"gc_pauses": []}  # drained: counted once
@@ -105,9 +107,12 @@ def test_a_real_collection_counts_for_the_thread_that_made_it():
 
 
 def pauses(rows: list[tuple]) -> pd.DataFrame:
-    """(ts_ns, generation, collections, pause_ns, thread_id, pid) rows."""
+    """(ts_ns, generation, collections, pause_ns, thread_id, pid[, heap_blocks]) rows."""
     frame = pd.DataFrame(
-        [(ts, g, n, p, p, tid, pid) for ts, g, n, p, tid, pid in rows],
+        [
+            (ts, g, n, p, p, tid, heap[0] if heap else None, pid)
+            for ts, g, n, p, tid, pid, *heap in rows
+        ],  # fmt: skip
         columns=[c for c, _ in COLUMNS["gc_pauses"]],
     )
     return frame.astype(dict(COLUMNS["gc_pauses"]))
@@ -298,38 +303,47 @@ def test_collections_under_half_a_served_app_s_time_are_said_as_its_largest_part
     )
 
 
-def test_the_heap_alive_when_the_work_began_is_the_part_a_freeze_takes_away():
-    # a job whose set-off stage first ran at 1 s, its heap then 200,000 blocks; at its
-    # full collections 400,000 on average: half of each walk was there at the start
+def test_a_freeze_takes_from_each_walk_the_heap_every_walk_since_the_work_began_found():
+    # a job whose set-off stage first ran at 1 s: one full collection during its
+    # start-up (a freeze made once it ends comes after it), then three walking 400,000,
+    # 500,000 and 600,000 blocks: the floor, 400,000, is 0.8 of their mean
     ms = 1_000_000
-    table = pauses([(1_500 * ms, 2, 1, 50 * ms, 7, 1), (3_000 * ms, 2, 1, 80 * ms, 7, 1)])
+    table = pauses([
+        (600 * ms, 2, 1, 20 * ms, 7, 1, 150_000),
+        (1_500 * ms, 2, 1, 50 * ms, 7, 1, 500_000),
+        (2_200 * ms, 2, 1, 60 * ms, 7, 1, 400_000),
+        (3_000 * ms, 2, 1, 70 * ms, 7, 1, 600_000),
+    ])  # fmt: skip
     taken = samples([(1_000 * ms, 7, "work (job.py)"), (1_460 * ms, 7, "work (job.py)"),
                      (2_930 * ms, 7, "work (job.py)")])  # fmt: skip
-    heap = pd.DataFrame(
-        {"ts_ns": [500 * ms, 900 * ms, 1_400 * ms, 2_900 * ms],
-         "allocated_blocks": [50_000, 200_000, 300_000, 500_000]},
-    )  # fmt: skip
-    c = collector_time(table, taken, wall_s=4.0, heap=heap, heap_pid=1)
-    assert c is not None and c.start_up_heap == pytest.approx(0.5)
-    # another process's heap says nothing of these collections
-    assert collector_time(table, taken, wall_s=4.0, heap=heap, heap_pid=2).start_up_heap is None
-    # a served app's work begins with its first request
-    served = collector_time(table, taken, wall_s=4.0, window=(1_400 * ms, 3_500 * ms),
-                            heap=heap, heap_pid=1)  # fmt: skip
-    assert served is not None and served.start_up_heap == pytest.approx(0.75)
+    c = collector_time(table, taken, wall_s=4.0)
+    assert c is not None and c.start_up_heap == pytest.approx(0.8)
+    assert (c.full_s, c.full_since_work_s) == (pytest.approx(0.2), pytest.approx(0.18))
+    assert c.to_dict()["full_since_work_share"] == pytest.approx(0.045)
+    # a served app's work is its requests' window: 400,000 of the 450,000 within it
+    served = collector_time(table, taken, wall_s=4.0, window=(1_400 * ms, 2_500 * ms))
+    assert served is not None and served.start_up_heap == pytest.approx(400 / 450)
+    # collections whose heap was not read (a run before 2026-12-06) leave it unmeasured
+    unread = pauses([(1_500 * ms, 2, 1, 50 * ms, 7, 1), (3_000 * ms, 2, 1, 70 * ms, 7, 1)])
+    assert collector_time(unread, taken, wall_s=4.0).start_up_heap is None
 
 
 def test_a_freeze_takes_away_only_the_measured_start_up_part_of_each_walk():
     # session_scores: 58% of the run in full collections walking a cache its requests
     # fill; 19% of that heap alive at its start. Freezing at start realised 1.09x
     bd = job({"build (job.py)": 0.77, "score (job.py)": 0.13})
-    collector = replace(collected(0.67, 0.58, {"build (job.py)": 3.0}), start_up_heap=0.19)
+    # fill; 19% of that heap walked by every one. Freezing at start realised 1.09x. Of
+    # its 58% in full ones, 3 points came before the work began: no freeze reaches those
+    collector = replace(
+        collected(0.67, 0.58, {"build (job.py)": 3.0}), start_up_heap=0.19, full_since_work_s=5.5
+    )
     facts = RunFacts(cpu_count=1, process_cores=1.0, collector=collector)
     freeze = next(r for r in proposed(classify(bd, facts), bd, facts) if r.id == "gc_freeze")
-    assert freeze.s == pytest.approx(1 / (1 - 0.19))
-    assert freeze.estimated_speedup == pytest.approx(1 / (1 - 0.19 * 0.58))
+    assert (freeze.p, freeze.s) == (pytest.approx(0.55), pytest.approx(1 / (1 - 0.19)))
+    assert freeze.estimated_speedup == pytest.approx(1 / (1 - 0.19 * 0.55))
     assert freeze.evidence["frozen_part"] == 0.19
-    assert "19% of the live heap they walked" in freeze.model
+    assert "19% of the live heap they walked once the work had begun" in freeze.model
+    assert "(55% of the run," in freeze.model
 
 
 def test_the_collector_s_finding_gets_its_own_fix_not_its_stage_s_once_more():

@@ -26,6 +26,14 @@ each), 10% in 18,000 young ones; with ``--fixed`` full collections 3.20 -> 0.34 
 Plain runs, alternated, five pairs: 7.14 s as it comes (7.00-7.26), 4.18 s with
 ``--fixed`` (4.02-4.32): **1.71x** (pairs 1.62-1.78).
 
+Again on 2026-12-06, each collection timed and the heap read at its start (``python
+tests/threads_corpus/gc_timings.py tests/threads_corpus/services/rerank_catalog.py
+[--fixed]``, three pairs): 59 full collections, 7 of them during the load (0.18-0.24 s,
+either way); from the first query on, 52 of 63-66 ms (3.30-3.44 s) as it comes and 127
+of ~1 ms (0.13-0.15 s) with ``--fixed``; the heap at their starts 2.05-2.16 million
+blocks, its floor 0.97 of its mean. Five plain pairs that hour: 1.65-1.83x (median
+1.76x); three that morning 1.88-2.05x: the host's speed moves the truth by a tenth.
+
     python rerank_catalog.py [--queries 240] [--fixed]
 """
 
