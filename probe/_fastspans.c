@@ -646,6 +646,120 @@ wrap_sync(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 
+/* ---- probe.span / probe.stage themselves ------------------------------------------------ */
+
+/* `with probe.span("x"):` calls the factory once a block: a Python function there cost
+   ~150 ns of a ~550-ns block (its frame and the dict its **attrs makes on every call).
+   This callable answers the common form, one exact str and nothing else, from the
+   factory's dict of spans made by name; every other form (a decorator's function,
+   keywords, attrs, a name not kept yet) goes to the Python factory, which fills the
+   dict. */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *named;     /* the Python factory's dict: name -> the span kept for it */
+    PyObject *fallback;  /* the Python factory */
+    PyObject *dict;      /* __name__, __doc__, __wrapped__... */
+    vectorcallfunc vectorcall;
+} Factory;
+
+static PyObject *
+factory_vectorcall(Factory *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) == 1 && kwnames == NULL && PyUnicode_CheckExact(args[0])) {
+        PyObject *span = PyDict_GetItemWithError(self->named, args[0]);
+        if (span != NULL) return Py_NewRef(span);
+        if (PyErr_Occurred()) return NULL;
+    }
+    return PyObject_Vectorcall(self->fallback, args, nargsf, kwnames);
+}
+
+static int
+factory_traverse(Factory *self, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(self->named);
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+factory_clear(Factory *self)
+{
+    Py_CLEAR(self->named);
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void
+factory_dealloc(Factory *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    factory_clear(self);
+    tp->tp_free((PyObject *)self);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+factory_repr(Factory *self)
+{
+    PyObject *name = self->dict ? PyDict_GetItemString(self->dict, "__name__") : NULL;
+    return PyUnicode_FromFormat("<function probe.%S>", name ? name : Py_None);
+}
+
+static PyMemberDef factory_members[] = {
+    {"__dictoffset__", T_PYSSIZET, offsetof(Factory, dict), READONLY, NULL},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Factory, vectorcall), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef factory_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot factory_slots[] = {
+    {Py_tp_doc, "probe.span / probe.stage (its __doc__ says which), compiled."},
+    {Py_tp_dealloc, factory_dealloc},
+    {Py_tp_traverse, factory_traverse},
+    {Py_tp_clear, factory_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_repr, factory_repr},
+    {Py_tp_members, factory_members},
+    {Py_tp_getset, factory_getset},
+    {0, NULL},
+};
+
+static PyType_Spec factory_spec = {
+    .name = "probe._fastspans.SpanFactory",
+    .basicsize = sizeof(Factory),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = factory_slots,
+};
+
+static PyTypeObject *FactoryType;
+
+static PyObject *
+span_factory(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_CheckExact(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "span_factory(named: dict, fallback: callable)");
+        return NULL;
+    }
+    Factory *self = PyObject_GC_New(Factory, FactoryType);
+    if (self == NULL) return NULL;
+    self->named = Py_NewRef(args[0]);
+    self->fallback = Py_NewRef(args[1]);
+    self->dict = NULL;
+    self->vectorcall = (vectorcallfunc)factory_vectorcall;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
 /* ---- the spans journal's encoding ---------------------------------------------------- */
 
 /* What the collector writes once a second per thread: json.JSONEncoder(separators=(",",
@@ -933,6 +1047,9 @@ static PyMethodDef module_methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "configure(*, recorder, logging_on, nvtx, ids, current, emit_log): the switches."},
     {"clock_ns", clock_ns, METH_NOARGS, "The clock spans are timed with, in ns."},
+    {"span_factory", (PyCFunction)(void (*)(void))span_factory, METH_FASTCALL,
+     "span_factory(named, fallback): probe.span's callable, answering one str from "
+     "`named`, every other call from `fallback`."},
     {"encode_batch", (PyCFunction)(void (*)(void))encode_batch, METH_FASTCALL,
      "encode_batch(tid, records, encode): one thread's spans as the journal's JSON line, "
      "or None where a record holds what it does not encode."},
@@ -974,9 +1091,11 @@ PyInit__fastspans(void)
     if (m == NULL) return NULL;
     SpanCoreType = (PyTypeObject *)PyType_FromSpec(&core_spec);
     WrapperType = (PyTypeObject *)PyType_FromSpec(&wrapper_spec);
-    if (SpanCoreType == NULL || WrapperType == NULL ||
+    FactoryType = (PyTypeObject *)PyType_FromSpec(&factory_spec);
+    if (SpanCoreType == NULL || WrapperType == NULL || FactoryType == NULL ||
         PyModule_AddObjectRef(m, "SpanCore", (PyObject *)SpanCoreType) < 0 ||
-        PyModule_AddObjectRef(m, "SpanWrapper", (PyObject *)WrapperType) < 0) {
+        PyModule_AddObjectRef(m, "SpanWrapper", (PyObject *)WrapperType) < 0 ||
+        PyModule_AddObjectRef(m, "SpanFactory", (PyObject *)FactoryType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -494,7 +494,9 @@ def _wrap_async(fn: Callable[..., Any], span: Span) -> Callable[..., Any]:
 # a span holds no state of its own while open (that is in the context), so one object
 # serves every block and thread, as a decorator's does. Making one per block (through
 # make's checks and the object's making) cost ~0.25 us of a with-block's ~0.8: 0.80-0.85
-# us before, 0.57-0.60 after (benchmarks/span_cost.py's "with span()", 2026-12-06). At most
+# us before, 0.57-0.60 after (benchmarks/span_cost.py's "with span()", 2026-12-06), and
+# 0.46 with the kept ones answered in C (``_fast.span_factory``: make's own call, its
+# frame and its **attrs dict, was ~0.11 us of the 0.57; same benchmark, same day). At most
 # this many names (chosen, not measured: stage names are few, and a name built per call,
 # an f-string of an id, must not grow the cache without bound; past it, spans are made).
 _NAMED_KEPT = 1024
@@ -525,7 +527,13 @@ def _factory(category: str) -> Callable[..., Any]:
             return Span(None, category)(name_or_fn)  # type: ignore[type-var]
         return Span(name_or_fn if name_or_fn is not None else name, category, attrs)
 
-    return make
+    if _fast is None:
+        return make
+    # the common form answered in C from ``named``; ``make`` for the rest, and for
+    # inspect.signature (``__wrapped__``)
+    compiled = _fast.span_factory(named, make)
+    functools.update_wrapper(compiled, make)
+    return compiled
 
 
 stage = _factory("stage")

@@ -469,6 +469,21 @@ def test_a_span_made_by_name_alone_is_made_once_and_serves_every_block(recorder)
     assert with_attrs is not probe.span("load") and with_attrs.attrs == {"batch": 8}
 
 
+def test_probe_span_takes_every_form_and_documents_itself_whichever_path_answers(recorder):
+    # compiled, the callable answers one exact str from the kept spans and hands every
+    # other form to the Python factory: each form still makes what it says
+    class Name(str):
+        pass
+
+    assert probe.span(Name("fetch")).name == "fetch"
+    assert probe.span(name="parse").name == "parse"
+    assert probe.stage("load", rows=3).attrs == {"rows": 3}
+    assert callable(probe.span(lambda: None))  # a bare decorator
+    # help() and inspect read it as the function it stands for
+    assert probe.stage.__name__ == "stage" and "pipeline stage" in probe.stage.__doc__
+    assert list(inspect.signature(probe.span).parameters) == ["name_or_fn", "name", "attrs"]
+
+
 def test_one_kept_span_nested_in_itself_records_each_block_under_the_one_around_it(recorder):
     with probe.span("step"):
         with probe.span("step"):
