@@ -158,9 +158,16 @@ def _walked_by_every_one(full: pd.DataFrame) -> float | None:
     none (its first collections walk little). A heap read before each collection would
     not do: 50-150 ms apart, one taken mid-load or mid-query moved the part by half."""
     blocks = full["heap_blocks"].dropna().astype("float64")
-    if blocks.empty or float(blocks.mean()) <= 0:
+    if len(blocks) < _FLOOR_READINGS or float(blocks.mean()) <= 0:
         return None
     return float(blocks.min()) / float(blocks.mean())
+
+
+# The fewest readings whose floor says what stayed under every walk (chosen, not
+# measured): one reading is its own floor -- the part would read 1.0, a freeze taking
+# the whole walk -- and two are a pair; with fewer, the documented 4/5 stands instead
+# (``Model.frozen_walk``)
+_FLOOR_READINGS = 3
 
 
 def _set_off_in(full: pd.DataFrame, samples: pd.DataFrame) -> dict[str, float]:

@@ -320,11 +320,15 @@ def test_a_freeze_takes_from_each_walk_the_heap_every_walk_since_the_work_began_
     assert c is not None and c.start_up_heap == pytest.approx(0.8)
     assert (c.full_s, c.full_since_work_s) == (pytest.approx(0.2), pytest.approx(0.18))
     assert c.to_dict()["full_since_work_share"] == pytest.approx(0.045)
-    # a served app's work is its requests' window: 400,000 of the 450,000 within it
-    served = collector_time(table, taken, wall_s=4.0, window=(1_400 * ms, 2_500 * ms))
-    assert served is not None and served.start_up_heap == pytest.approx(400 / 450)
+    # a served app's work is its requests' window: its three collections, 0.8 again
+    served = collector_time(table, taken, wall_s=4.0, window=(1_400 * ms, 3_500 * ms))
+    assert served is not None and served.start_up_heap == pytest.approx(0.8)
+    # two collections are no floor: the part is not measured (the 4/5 assumption stands)
+    early = collector_time(table, taken, wall_s=4.0, window=(1_400 * ms, 2_500 * ms))
+    assert early is not None and early.start_up_heap is None
     # collections whose heap was not read (a run before 2026-12-06) leave it unmeasured
-    unread = pauses([(1_500 * ms, 2, 1, 50 * ms, 7, 1), (3_000 * ms, 2, 1, 70 * ms, 7, 1)])
+    unread = pauses([(1_500 * ms, 2, 1, 50 * ms, 7, 1), (2_200 * ms, 2, 1, 60 * ms, 7, 1),
+                     (3_000 * ms, 2, 1, 70 * ms, 7, 1)])  # fmt: skip
     assert collector_time(unread, taken, wall_s=4.0).start_up_heap is None
 
 
