@@ -26,7 +26,7 @@ sampler's readings, 50-150 ms apart, cannot stand for it: on rerank_catalog the 
 moves by 5% within a query, and a reading taken up to a tick before each collection
 put the part start-up left alive anywhere from 0.55 to 1.0 of the walks across runs
 (exactly read: 0.97 in each). The reading walks pymalloc's pools, ~0.1% of a full
-collection's own walk (3,000 to 12 million blocks: 4-205 us against 3-222 ms).
+collection's own walk (340,000 to 12 million blocks: 4-205 us against 3-222 ms).
 
 Each thread's own collections add up too (``collected_here_s``): the CPU a thread of
 probe spends paces its readings (``probe.samplers.ticker``), and a collection is the
