@@ -105,9 +105,15 @@ def swept_round(out: Path, size: int | None = None) -> Round:
     low, high = document["predicted"]["across_passes"]
     assert 1.0 < low <= high
     assert ("the host's speed moved while the sweep ran" in swept.stdout) is (high >= 1.1 * low)
-    # the share is from stacks read at the tick, and the notes do not warn of the GIL's lean
-    at_tick = peek_module() is not None
-    assert document["against"]["stacks_at_tick"] is at_tick
+    # the share is from stacks read at the tick where nearly all were (batch.py's
+    # stacks_at_tick: at most a tenth refused, torn by the thread running on while read,
+    # and read with the GIL instead), and the notes warn of the GIL's lean where they were
+    # not. Torn reads rise on a slow spell of the host: 21 of 211 in a clean-clone CI run
+    # (2026-12-06) against 2-6% in eight runs here the same hour, so which applies is read
+    # from the run; that the tick's reads check out on a loop is test_threads_corpus's
+    read = json.loads((before / "meta.json").read_text())["collector"]["stacks_at_tick"]
+    at_tick = peek_module() is not None and read["refused"] * 10 <= read["read"]
+    assert document["against"]["stacks_at_tick"] is at_tick, read
     assert any("lean toward" in n for n in document["notes"]) is not at_tick
     size = advised if size is None else size
     # alternated, so that a slow spell of the host lands on both sides alike
