@@ -673,8 +673,8 @@ def _gc_freeze(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
         return None
     measured = f.evidence.get("start_up_heap")
     walk = float(measured) if measured is not None else ctx.model.frozen_walk
-    # those made during start-up come before any freeze (runs before 2026-12-06: all)
-    p = float(f.evidence.get("full_since_work_share", f.evidence["full_share"]))
+    # those made during start-up come before any freeze
+    p = float(f.evidence["full_since_work_share"])
     if measured is not None:
         part = (
             f"{walk:.0%} of the live heap they walked once the work had begun (pymalloc's "
@@ -692,8 +692,8 @@ def _gc_freeze(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
         stage=f.stage,
         p=p,
         s=1.0 / (1.0 - walk) if walk < 1.0 else math.inf,
-        how={
-            "full_share": p,
+        how={  # all of them, as the count and the mean beside it
+            "full_share": float(f.evidence["full_share"]),
             "over": over_words(str(f.evidence.get("over"))),
             "full_collections": int(f.evidence["full_collections"]),
             "mean_full_ms": float(f.evidence["mean_full_ms"]),
