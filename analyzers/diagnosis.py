@@ -48,6 +48,7 @@ from probe.analyzers.rules import (
     cold_start,
     gil_bound_findings,
     gil_waits_on_one_core,
+    interpreter_bound_findings,
     interpreter_waits_by_demand,
     runnable_beside_idle_cores,
 )
@@ -521,11 +522,11 @@ def _summary(findings: list[Finding], recs: list[Recommendation], bd: Breakdown)
     packages = primary.evidence.get("top_packages")
     library = primary.stage in NOT_THE_SERVICE
     path = "request time" if bd.requests.count and bd.source == "spans" else "sampled time"
-    held = gil_bound_findings(findings)
+    held = _held_together(findings, bool(bd.requests.count), path)
     if primary.share < THRESHOLDS.bottleneck_share and not held:
         return _no_dominant_words(primary, path)
     if primary.share < THRESHOLDS.bottleneck_share:
-        text = _gil_bound_words(held, path)
+        text = held
     elif primary.rule == "collector_pauses":
         text = _collector_words(primary)
     elif primary.stage == IMPORTS:
@@ -575,14 +576,22 @@ def _no_dominant_words(primary: Finding, path: str) -> str:
     )
 
 
-def _gil_bound_words(held: list[Finding], path: str) -> str:
-    """The verdict where the stages the GIL holds back lead the path together, no one of
-    them alone (``rules.gil_bound_findings``)."""
+def _held_together(findings: list[Finding], served: bool, path: str) -> str:
+    """The verdict where stages lead the path together, no one of them alone: those the
+    GIL holds back (``rules.gil_bound_findings``), or a served process's stages all on a
+    CPU or waiting for the GIL (``rules.interpreter_bound_findings``, the reading that
+    tells it to run instances); "" for neither."""
+    held = gil_bound_findings(findings)
+    if held:
+        lead = "GIL-bound: the stages whose threads the GIL holds back take"
+    else:
+        held = interpreter_bound_findings(findings) if served else []
+        lead = "CPU-bound in one interpreter: the stages on a CPU or waiting for the GIL take"
+    if not held:
+        return ""
     where = ", ".join(f"`{f.stage}` {f.share:.0%}" for f in held)
-    return (
-        f"GIL-bound: the stages whose threads the GIL holds back take "
-        f"{sum(f.share for f in held):.0%} of {path} together ({where}), no one of them most"
-    )
+    together = sum(f.share for f in held)
+    return f"{lead} {together:.0%} of {path} together ({where}), no one of them most"
 
 
 def imported_words(samples: pd.DataFrame, most: int = 3) -> str:

@@ -46,6 +46,7 @@ from probe.analyzers.rules import (
     RunFacts,
     allowed_cores,
     gil_bound_findings,
+    interpreter_bound_findings,
     stage_rows,
 )
 from probe.analyzers.stacks import IMPORTS, NOT_THE_SERVICE
@@ -835,27 +836,34 @@ def _free_cores(facts: RunFacts) -> float:
 
 def _held_by_its_cpu(ctx: RuleContext) -> tuple[Finding, dict[str, str]] | None:
     """The finding that leads a process its CPU limits, and how the fix says so: a stage
-    on a CPU that leads the path; or, in a served process, the stages the GIL holds back
-    together (``rules.gil_bound_findings``), where no one of them need lead: each
-    instance has its own GIL. A job's are read by the CPU's reading alone (one stage
-    leading the path; else ``multiprocess`` on its stages): the reading across stages
-    was measured on served apps, whose requests another instance can take, and on no
-    job run as instances of itself. Start-up's imports are no steady state to run more
-    of (``stacks.IMPORTS``)."""
+    on a CPU that leads the path; or, in a served process, where no one stage need lead
+    (each instance has its own interpreter): the stages the GIL holds back together
+    (``rules.gil_bound_findings``), or its stages all on a CPU or waiting for the GIL
+    together (``rules.interpreter_bound_findings``). A job's are read by the CPU's
+    reading alone (one stage leading the path; else ``multiprocess`` on its stages): the
+    reading across stages was measured on served apps, whose requests another instance
+    can take, and on no job run as instances of itself. Start-up's imports are no
+    steady state to run more of (``stacks.IMPORTS``)."""
     top = ctx.findings[0]
     if top.stage == IMPORTS:
         return None
-    held = gil_bound_findings(ctx.findings) if ctx.bd.requests.count else []
+    served = bool(ctx.bd.requests.count)
+    held = gil_bound_findings(ctx.findings) if served else []
     if held:
-        where = ", ".join(f"{f.stage} {f.share:.0%}" for f in held)
-        words = {
-            "bound": "held to one core by the GIL",
-            "also": f" (the stages it holds back: {where} of the time)",
-        }
-        return top, words
+        also = f" (the stages it holds back: {_shares_words(held)} of the time)"
+        return top, {"bound": "held to one core by the GIL", "also": also}
     if top.kind == "cpu" and top.share >= THRESHOLDS.bottleneck_share:
         return top, {"bound": "CPU-bound", "also": ""}
+    held = interpreter_bound_findings(ctx.findings) if served else []
+    if held:
+        also = f" (every stage on a CPU or waiting for the GIL: {_shares_words(held)} of the time)"
+        return top, {"bound": "held to one core by its interpreter", "also": also}
     return None
+
+
+def _shares_words(findings: list[Finding]) -> str:
+    """``embed 49%, word_ids 18%``: each finding's stage and its share of the path."""
+    return ", ".join(f"{f.stage} {f.share:.0%}" for f in findings)
 
 
 def _multi_instance(ctx: RuleContext) -> Proposal | None:

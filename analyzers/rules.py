@@ -39,6 +39,7 @@ __all__ = [
     "classify",
     "gil_bound_findings",
     "gil_waits_on_one_core",
+    "interpreter_bound_findings",
     "interpreter_waits_by_demand",
     "runnable_beside_idle_cores",
     "stage_rows",
@@ -526,6 +527,32 @@ def gil_bound_findings(findings: list[Finding], t: Thresholds = THRESHOLDS) -> l
         return []
     held = [f for f in findings if f.subkind == "gil" and f.stage != IMPORTS]
     return held if sum(f.share for f in held) >= t.bottleneck_share else []
+
+
+def interpreter_bound_findings(
+    findings: list[Finding], t: Thresholds = THRESHOLDS
+) -> list[Finding]:
+    """The findings, start-up's imports apart, where every one of them is the
+    interpreter's own work -- on a CPU (``cpu/*``) or waiting for the GIL
+    (``contention/gil``) -- and together they hold ``bottleneck_share`` of the path: no
+    stage then holds a finding's share of it waiting on anything another process would
+    not also wait on (a sleep, the network, a disk, a lock, a subprocess, a GPU), so the
+    process is held to its one interpreter whichever stage leads. Read for a served
+    process (another instance takes its requests), beside ``gil_bound_findings``: where
+    the first runs more than it waits for the GIL (``cpu/gil``) no queue at it says so.
+    predict_api (tests/threads_corpus): ``score_tokens`` (cpu/gil) 0.49-0.58 of the
+    path, uvicorn's loop (cpu/native) 0.35-0.37, ``normalise`` 0.06, nothing else; two
+    instances answered 1.47-1.64x; the stage alone fell under half in 1 run of 12 and
+    the instances went unsaid. shop_api and shop_django do not read so: their 10-ms sleep
+    on half the requests is a finding (``io/sleep``, 0.09-0.40), a delay no instance
+    shortens, and two instances answered 1.10-1.40x with 4 clients, not the 1.8x the
+    free cores give (capacity.truth.md). [] otherwise."""
+    own = [f for f in findings if f.stage != IMPORTS]
+    if not own or findings[0].stage == IMPORTS:
+        return []
+    if not all(f.kind == "cpu" or f.subkind == "gil" for f in own):
+        return []
+    return own if sum(f.share for f in own) >= t.bottleneck_share else []
 
 
 def _confidence(share: float, component: float, samples_s: float, t: Thresholds) -> float:

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from probe.analyzers.diagnosis import diagnose
-from probe.analyzers.rules import Finding, gil_bound_findings
+from probe.analyzers.rules import Finding, gil_bound_findings, interpreter_bound_findings
 from probe.rundir import load
 from tests.synthetic import RunBuilder
 from tests.unit.test_diagnosis import add_cpu
@@ -74,14 +74,21 @@ def test_a_served_app_the_gil_holds_back_in_every_stage_is_gil_bound_and_told_to
         "together (`embed (app.py)` 40%, "
     ), d.primary["summary"]
     assert "No dominant bottleneck" not in d.primary["summary"]
+    told_to_run_two_instances(
+        d,
+        "The service is held to one core by the GIL in embed (app.py) (the stages it holds "
+        "back: embed (app.py) 40%, ",
+    )
+
+
+def told_to_run_two_instances(d, how: str) -> None:
+    """The first recommendation is ``multi_instance``, its ``how`` begins with ``how``,
+    and the verdict names it as the best fix."""
     top = d.recommendations[0]
     assert top.id == "multi_instance", [r.id for r in d.recommendations]
     # one core used of two free: two instances, each at 0.9 of one alone
     assert top.estimated_speedup == pytest.approx(1.8, rel=0.02)
-    assert top.how.startswith(
-        "The service is held to one core by the GIL in embed (app.py) (the stages it holds "
-        "back: embed (app.py) 40%, "
-    ), top.how
+    assert top.how.startswith(how), top.how
     assert "uvicorn --workers 2" in top.how
     assert "Best fix: run one instance per core, about 1.8×" in d.primary["summary"]
 
@@ -100,4 +107,70 @@ def test_stages_under_half_the_path_waiting_on_the_network_are_no_dominant_bottl
     d = gil_bound_app(tmp_path, waiting_on="network")
     assert (d.primary["kind"], d.primary["subkind"]) == ("io", "network"), d.primary
     assert d.primary["summary"].startswith("No dominant bottleneck: the largest stage, `embed")
+    assert "multi_instance" not in {r.id for r in d.recommendations}
+
+
+def interpreter_app(tmp_path, *, served: bool = True, last_stage: str = "cpu"):
+    """One thread handling 100-ms requests one after another, undecorated, on a CPU all
+    the time: 40 ms in ``embed``, 30 in ``word_ids``, 30 in ``tokenize`` -- or, where
+    ``last_stage`` is ``sleep``, asleep in ``tokenize``. The process at one core of two."""
+    b = RunBuilder(duration_s=2.0)
+    stacks = {name: b.stack("main", "handle", name) for name in ("embed", "word_ids", "tokenize")}
+    for n in range(20):
+        start = n * 100.0
+        if served:
+            b.span("POST /predict", start, start + 100, thread=1, category="request",
+                   request=f"r{n}", attrs=SERVED)  # fmt: skip
+        t = start
+        for name, ms in (("embed", 40), ("word_ids", 30), ("tokenize", 30)):
+            asleep = name == "tokenize" and last_stage == "sleep"
+            for k in range(ms // 10):
+                cpu, reason = (0.0, "sleep") if asleep else (10.0, "")
+                b.sample(1, t + 10 * k + 5, stacks[name], cpu_ms=cpu, reason=reason)
+            t += ms
+    add_cpu(b, 2000, 0.7 if last_stage == "sleep" else 1.0)
+    return diagnose(load(b.write(tmp_path / ("served" if served else "job"))))
+
+
+def test_findings_all_of_the_interpreter_s_own_work_are_read_together():
+    found = [
+        finding("score_tokens", 0.45, kind="cpu"),
+        finding("<library>", 0.35, subkind="native", kind="cpu"),
+        finding("<imports>", 0.1, subkind="native", kind="cpu"),
+        finding("normalise", 0.06),
+    ]
+    held = interpreter_bound_findings(found)
+    assert [f.stage for f in held] == ["score_tokens", "<library>", "normalise"]
+    # a stage asleep (or on the network, a lock, a GPU) is a delay no instance shortens
+    asleep = finding("item", 0.2, subkind="sleep", kind="io")
+    assert interpreter_bound_findings([*found, asleep]) == []
+    assert interpreter_bound_findings([found[2], *found[:2]]) == []  # the first: imports
+    assert interpreter_bound_findings([finding("a", 0.3, kind="cpu"), finding("b", 0.1)]) == []
+    assert interpreter_bound_findings([]) == []
+
+
+def test_a_served_app_on_a_cpu_in_every_stage_none_leading_is_told_to_run_instances(tmp_path):
+    d = interpreter_app(tmp_path)
+    assert d.primary["kind"] == "cpu" and d.primary["share"] < 0.5, d.primary
+    assert d.primary["summary"].startswith(
+        "CPU-bound in one interpreter: the stages on a CPU or waiting for the GIL take 100% "
+        "of sampled time together (`embed (app.py)` 40%, "
+    ), d.primary["summary"]
+    told_to_run_two_instances(
+        d,
+        "The service is held to one core by its interpreter in embed (app.py) (every stage "
+        "on a CPU or waiting for the GIL: embed (app.py) 40%, ",
+    )
+
+
+def test_a_served_app_with_a_stage_asleep_gets_no_instances_from_its_stages_together(tmp_path):
+    d = interpreter_app(tmp_path, last_stage="sleep")
+    assert ("io", "sleep") in {(f.kind, f.subkind) for f in d.findings}, d.findings
+    assert d.primary["summary"].startswith("No dominant bottleneck"), d.primary["summary"]
+    assert "multi_instance" not in {r.id for r in d.recommendations}
+
+
+def test_a_job_on_a_cpu_in_every_stage_none_leading_has_no_dominant_bottleneck(tmp_path):
+    d = interpreter_app(tmp_path, served=False)
+    assert d.primary["summary"].startswith("No dominant bottleneck"), d.primary["summary"]
     assert "multi_instance" not in {r.id for r in d.recommendations}
