@@ -548,11 +548,38 @@ def interpreter_bound_findings(
     shortens, and two instances answered 1.10-1.40x with 4 clients, not the 1.8x the
     free cores give (capacity.truth.md). [] otherwise."""
     own = [f for f in findings if f.stage != IMPORTS]
-    if not own or findings[0].stage == IMPORTS:
+    # the collector leading is read by its own rules (its pauses, ``gc_freeze``)
+    if not own or findings[0].stage == IMPORTS or findings[0].rule == "collector_pauses":
         return []
     if not all(f.kind == "cpu" or f.subkind == "gil" for f in own):
         return []
     return own if sum(f.share for f in own) >= t.bottleneck_share else []
+
+
+def _read_together(
+    findings: list[Finding], rest: list[Finding], served: bool, t: Thresholds
+) -> tuple[Finding, list[Finding]]:
+    """The primary finding as its doubts are to judge it, and the findings that may rival
+    it. Where the verdict reads stages together (``gil_bound_findings``; a served
+    process's ``interpreter_bound_findings``) because no one of them holds half the path,
+    it is judged at the share they hold together (its confidence's weight, a rival's
+    lead over it), and the stages read with it are no rivals: the verdict does not say
+    which of them leads. triage_api (tests/threads_corpus), three stages of 20-29% and the
+    server's code on the loop's one thread, /proc's R 98%: its right verdict read
+    "Confidence 6%: `bag_of_hashes` takes nearly as much"."""
+    primary = findings[0]
+    held = gil_bound_findings(findings, t)
+    if not held and served:
+        held = interpreter_bound_findings(findings, t)
+    if not held or primary.share >= t.bottleneck_share:
+        return primary, rest
+    together = sum(f.share for f in held)
+    weight = min(1.0, primary.share / t.bottleneck_share)
+    if weight > 0:  # _confidence is 0.2 + 0.8 x weight x the rest
+        scale = min(1.0, together / t.bottleneck_share) / weight
+        primary = replace(primary, confidence=round(0.2 + (primary.confidence - 0.2) * scale, 3))
+    rivals = [f for f in rest if all(f is not h for h in held)]
+    return replace(primary, share=together), rivals
 
 
 def _confidence(share: float, component: float, samples_s: float, t: Thresholds) -> float:
@@ -616,7 +643,8 @@ def classify(bd: Breakdown, facts: RunFacts, t: Thresholds = THRESHOLDS) -> list
         findings[0] = _collector_doubts(paused, findings[1:], facts, t)
     elif findings:
         rest = [f for f in findings[1:] if f is not paused]
-        findings[0] = with_doubts(findings[0], rest, facts, t)
+        judged, rest = _read_together(findings, rest, bool(bd.requests.count), t)
+        findings[0] = replace(with_doubts(judged, rest, facts, t), share=findings[0].share)
         findings[0] = _decided_by_other_load(findings[0], rows, facts, t)
         if paused is not None:
             findings[0] = _rivalled_by_the_collector(findings[0], paused, facts, t)

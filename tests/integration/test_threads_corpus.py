@@ -457,8 +457,11 @@ def test_a_fastapi_app_under_uvicorn_is_gil_bound_in_its_handler_and_its_pool_is
     primary = d["primary"]
     assert primary["subkind"] == "gil" and primary["kind"] in ("cpu", "contention"), primary
     assert primary["stage"].startswith(("score_tokens", "normalise", "predict")), primary
-    # the handlers lead the loop narrowly (58% to 42% of the CPU): not a certainty
-    assert primary["confidence"] < 0.9, primary
+    if primary["share"] >= 0.5:
+        # the handlers lead the loop narrowly (58% to 42% of the CPU): not a certainty
+        assert primary["confidence"] < 0.9, primary
+    else:  # no stage at half (1 run in 12): all of them on a CPU, read together
+        assert primary["summary"].startswith("CPU-bound in one interpreter: "), primary
     assert not any(f["subkind"] in ("lock", "network") for f in d["findings"]), d["findings"]
     assert "thread-pool worker" in {r["role"] for r in d["run"]["idle"]}
     assert not d["leak"]["detected"], d["leak"]
@@ -493,6 +496,31 @@ def test_a_served_app_the_gil_holds_back_in_every_stage_is_gil_bound_and_told_to
     assert first["id"] == "multi_instance", d["recommendations"]
     assert "uvicorn --workers 2" in first["how"], first
     assert abs(first["estimated_speedup"] / instances_gain("embed_api") - 1) <= 0.25, first
+
+
+def test_a_served_app_on_a_cpu_in_every_stage_none_at_half_is_told_to_run_instances(
+    run_probe, tmp_path
+):
+    # triage_api: an async route's three pure-Python steps, sized alike, on the event
+    # loop's one thread (/proc: R 98%, 0.96 cores); uvicorn --workers 2 answered 1.64-1.83x
+    # the requests (the truth's variants). No one stage holds half the path; written and
+    # measured before probe ran on it
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    truth = truth_of("triage_api")
+    assert truth["cores_used"] > 0.9 and busiest_thread(truth)["states"]["R"] > 0.9
+    d = served_diagnosis(run_probe, tmp_path, "triage_api")
+    primary = d["primary"]
+    own = [f for f in d["findings"] if f["stage"] != "<imports>"]
+    assert all(f["kind"] == "cpu" for f in own), d["findings"]
+    if primary["share"] < 0.5:  # else the stage's own verdict
+        assert primary["summary"].startswith("CPU-bound in one interpreter: "), primary
+        # the stages are read together: which of them leads is no doubt of the verdict's
+        assert primary["confidence"] >= 0.8, primary
+    first = d["recommendations"][0]
+    assert first["id"] == "multi_instance", d["recommendations"]
+    assert "uvicorn --workers 2" in first["how"], first
+    assert abs(first["estimated_speedup"] / instances_gain("triage_api") - 1) <= 0.25, first
 
 
 def test_an_async_route_that_blocks_the_loop_on_a_sync_client_is_told_to_move_the_call_off_it(
