@@ -540,13 +540,14 @@ def interpreter_bound_findings(
     process is held to its one interpreter whichever stage leads. Read for a served
     process (another instance takes its requests), beside ``gil_bound_findings``: where
     the first runs more than it waits for the GIL (``cpu/gil``) no queue at it says so.
-    predict_api (tests/threads_corpus): ``score_tokens`` (cpu/gil) 0.49-0.58 of the
-    path, uvicorn's loop (cpu/native) 0.35-0.37, ``normalise`` 0.06, nothing else; two
-    instances answered 1.47-1.64x; the stage alone fell under half in 1 run of 12 and
-    the instances went unsaid. shop_api and shop_django do not read so: their 10-ms sleep
-    on half the requests is a finding (``io/sleep``, 0.09-0.40), a delay no instance
-    shortens, and two instances answered 1.10-1.40x with 4 clients, not the 1.8x the
-    free cores give (capacity.truth.md). [] otherwise."""
+    predict_api (tests/threads_corpus): ``score_tokens`` (cpu/gil) 0.50-0.59 of the
+    path in 32 runs, uvicorn's loop (cpu/native) 0.35-0.37, ``normalise`` 0.06, nothing
+    else; two instances answered 1.47-1.64x. Under a switch-interval variant (not kept,
+    2026-12-06) it fell under half in 2 runs of 16, and the instances went unsaid.
+    shop_api and shop_django do not read so: their 10-ms sleep on half the requests is
+    a finding (``io/sleep``, 0.09-0.40), a delay no instance shortens, and two instances
+    answered 1.10-1.40x with 4 clients, not the 1.8x the free cores give
+    (capacity.truth.md). [] otherwise."""
     own = [f for f in findings if f.stage != IMPORTS]
     # the collector leading is read by its own rules (its pauses, ``gc_freeze``)
     if not own or findings[0].stage == IMPORTS or findings[0].rule == "collector_pauses":
