@@ -381,6 +381,20 @@ def _line(name: str, x: Sequence[float], y: Sequence[float | None], **extra: Any
     return {"type": "scatter", "mode": "lines", "name": name, "x": x, "y": y, **extra}
 
 
+# The charts of the process's readings over time: a series read once is a point, not a
+# trend, and no chart of it is drawn -- so a run with nothing to judge reads the same
+# page whichever way it was told: without the analysis stack where it took no sample
+# (``reports.empty_run``), or with it where one tick caught only its exit (a 0.03-s
+# script's, 1 run of many in a clean-clone CI, 2026-12-06: its page drew two charts of one
+# reading each).
+_READINGS_OVER_TIME = ("resources", "memory")
+
+
+def _draws_a_line(figure: dict[str, Any]) -> bool:
+    """Whether any of the figure's series has two points or more."""
+    return any(len(trace.get("x", ())) >= 2 for trace in figure["data"])
+
+
 def _resource_figure(series: ResourceSeries, notes: list[str]) -> dict[str, Any]:
     data: list[dict[str, Any]] = []
     if series.process_cores is not None and series.disk_bytes_per_s is not None:
@@ -631,6 +645,10 @@ class HtmlReport:
         }
         torch = d.torch.to_dict() if d.torch is not None else {}
         optional.update(_torch_figures(torch))
+        for name in _READINGS_OVER_TIME:
+            figure = optional[name]
+            if figure is not None and not _draws_a_line(figure):
+                optional[name] = None
         figures.update({k: f for k, f in optional.items() if f is not None and f["data"]})
         name = _target_name(analysis.meta)
         served = d.to_dict().get("endpoints", {})

@@ -172,3 +172,19 @@ def test_the_windows_table_marks_a_window_short_of_the_target_s_work_and_the_one
     first, second = re.findall(r"<tr><td>(.*?)</td>", table)
     assert "short of the target" in first and "(shown)" not in first
     assert "(shown)" in second and "short of" not in second
+
+
+def test_a_run_whose_process_was_read_once_draws_no_chart_of_its_readings(tmp_path):
+    # a 0.03-s script whose one tick caught only its exit: "nothing to judge" by the full
+    # analysis, and the same page as without it (reports.empty_run): no chart of a point
+    b = RunBuilder(duration_s=0.03)
+    b.sample(1, 10, b.stack("<module>"), wall_ms=10)
+    b.resources(0, 0.01, 100 << 20)
+    b.system(0, 10.0)
+    data = HtmlReport.from_analysis(analyze(load(b.write(tmp_path / "run"))))
+    assert not {"resources", "memory"} & set(data.figures), data.figures
+    # two readings are a line: charted
+    b.resources(20, 0.02, 101 << 20)
+    b.system(20, 12.0)
+    data = HtmlReport.from_analysis(analyze(load(b.write(tmp_path / "two"))))
+    assert {"resources", "memory"} <= set(data.figures), data.figures
