@@ -46,10 +46,9 @@ from probe.analyzers.rules import (
     allowed_cores,
     classify,
     cold_start,
-    gil_bound_findings,
     gil_waits_on_one_core,
-    interpreter_bound_findings,
     interpreter_waits_by_demand,
+    read_together,
     runnable_beside_idle_cores,
 )
 from probe.analyzers.run_queue import (
@@ -576,19 +575,21 @@ def _no_dominant_words(primary: Finding, path: str) -> str:
     )
 
 
+_TOGETHER_WORDS = {
+    "gil": "GIL-bound: the stages whose threads the GIL holds back take",
+    "interpreter": "CPU-bound in one interpreter: the stages on a CPU or waiting for the GIL take",
+}
+
+
 def _held_together(findings: list[Finding], served: bool, path: str) -> str:
     """The verdict where stages lead the path together, no one of them alone: those the
     GIL holds back (``rules.gil_bound_findings``), or a served process's stages all on a
     CPU or waiting for the GIL (``rules.interpreter_bound_findings``, the reading that
-    tells it to run instances); "" for neither."""
-    held = gil_bound_findings(findings)
-    if held:
-        lead = "GIL-bound: the stages whose threads the GIL holds back take"
-    else:
-        held = interpreter_bound_findings(findings) if served else []
-        lead = "CPU-bound in one interpreter: the stages on a CPU or waiting for the GIL take"
+    tells it to run instances; ``rules.read_together``); "" for neither."""
+    held, reading = read_together(findings, served)
     if not held:
         return ""
+    lead = _TOGETHER_WORDS[reading]
     where = ", ".join(f"`{f.stage}` {f.share:.0%}" for f in held)
     together = sum(f.share for f in held)
     return f"{lead} {together:.0%} of {path} together ({where}), no one of them most"

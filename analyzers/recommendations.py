@@ -45,8 +45,7 @@ from probe.analyzers.rules import (
     Finding,
     RunFacts,
     allowed_cores,
-    gil_bound_findings,
-    interpreter_bound_findings,
+    read_together,
     stage_rows,
 )
 from probe.analyzers.stacks import IMPORTS, NOT_THE_SERVICE
@@ -848,14 +847,13 @@ def _held_by_its_cpu(ctx: RuleContext) -> tuple[Finding, dict[str, str]] | None:
     if top.stage == IMPORTS:
         return None
     served = bool(ctx.bd.requests.count)
-    held = gil_bound_findings(ctx.findings) if served else []
-    if held:
+    held, reading = read_together(ctx.findings, served) if served else ([], "")
+    if reading == "gil":
         also = f" (the stages it holds back: {_shares_words(held)} of the time)"
         return top, {"bound": "held to one core by the GIL", "also": also}
     if top.kind == "cpu" and top.share >= THRESHOLDS.bottleneck_share:
         return top, {"bound": "CPU-bound", "also": ""}
-    held = interpreter_bound_findings(ctx.findings) if served else []
-    if held:
+    if reading == "interpreter":
         also = f" (every stage on a CPU or waiting for the GIL: {_shares_words(held)} of the time)"
         return top, {"bound": "held to one core by its interpreter", "also": also}
     return None

@@ -41,6 +41,7 @@ __all__ = [
     "gil_waits_on_one_core",
     "interpreter_bound_findings",
     "interpreter_waits_by_demand",
+    "read_together",
     "runnable_beside_idle_cores",
     "stage_rows",
     "with_doubts",
@@ -557,6 +558,20 @@ def interpreter_bound_findings(
     return own if sum(f.share for f in own) >= t.bottleneck_share else []
 
 
+def read_together(
+    findings: list[Finding], served: bool, t: Thresholds = THRESHOLDS
+) -> tuple[list[Finding], str]:
+    """The findings the verdict reads together, no one of them at half the path, and
+    which reading: ``"gil"`` (``gil_bound_findings``, any process), ``"interpreter"``
+    (``interpreter_bound_findings``, a served one's); ``([], "")`` for neither. The
+    verdict, its doubts and ``multi_instance`` all ask this one function."""
+    held = gil_bound_findings(findings, t)
+    if held:
+        return held, "gil"
+    held = interpreter_bound_findings(findings, t) if served else []
+    return held, "interpreter" if held else ""
+
+
 def _read_together(
     findings: list[Finding], rest: list[Finding], served: bool, t: Thresholds
 ) -> tuple[Finding, list[Finding]]:
@@ -569,24 +584,28 @@ def _read_together(
     server's code on the loop's one thread, /proc's R 98%: its right verdict read
     "Confidence 6%: `bag_of_hashes` takes nearly as much"."""
     primary = findings[0]
-    held = gil_bound_findings(findings, t)
-    if not held and served:
-        held = interpreter_bound_findings(findings, t)
+    held, _ = read_together(findings, served, t)
     if not held or primary.share >= t.bottleneck_share:
         return primary, rest
     together = sum(f.share for f in held)
-    weight = min(1.0, primary.share / t.bottleneck_share)
+    weight = _share_weight(primary.share, t)
     if weight > 0:  # _confidence is 0.2 + 0.8 x weight x the rest
-        scale = min(1.0, together / t.bottleneck_share) / weight
+        scale = _share_weight(together, t) / weight
         primary = replace(primary, confidence=round(0.2 + (primary.confidence - 0.2) * scale, 3))
     rivals = [f for f in rest if all(f is not h for h in held)]
     return replace(primary, share=together), rivals
 
 
+def _share_weight(share: float, t: Thresholds) -> float:
+    """How much a share of the path weighs in a verdict's confidence: in full from
+    ``bottleneck_share``."""
+    return min(1.0, share / t.bottleneck_share)
+
+
 def _confidence(share: float, component: float, samples_s: float, t: Thresholds) -> float:
     """How sure: the stage's share of the path, how clearly one component leads it, and
     whether enough samples back the split (1 s of samples = 100 at the default rate)."""
-    weight = min(1.0, share / t.bottleneck_share)
+    weight = _share_weight(share, t)
     clarity = min(1.0, component / 0.6)
     support = min(1.0, samples_s / 1.0)
     return round(0.2 + 0.8 * weight * clarity * (0.5 + 0.5 * support), 3)
