@@ -390,8 +390,11 @@ def _line(name: str, x: Sequence[float], y: Sequence[float | None], **extra: Any
 _READINGS_OVER_TIME = ("resources", "memory")
 
 
-def _draws_a_line(figure: dict[str, Any]) -> bool:
-    """Whether any of the figure's series has two points or more."""
+def _drawn(name: str, figure: dict[str, Any]) -> bool:
+    """Whether the figure named ``name`` is worth a chart: it has a series, and one with
+    two points or more where it charts readings over time."""
+    if name not in _READINGS_OVER_TIME:
+        return bool(figure["data"])
     return any(len(trace.get("x", ())) >= 2 for trace in figure["data"])
 
 
@@ -645,11 +648,7 @@ class HtmlReport:
         }
         torch = d.torch.to_dict() if d.torch is not None else {}
         optional.update(_torch_figures(torch))
-        for name in _READINGS_OVER_TIME:
-            figure = optional[name]
-            if figure is not None and not _draws_a_line(figure):
-                optional[name] = None
-        figures.update({k: f for k, f in optional.items() if f is not None and f["data"]})
+        figures.update({k: f for k, f in optional.items() if f is not None and _drawn(k, f)})
         name = _target_name(analysis.meta)
         served = d.to_dict().get("endpoints", {})
         return cls(
