@@ -643,10 +643,12 @@ def test_a_thread_per_request_flask_server_survives_sampling_and_is_native_cpu_b
     assert (primary["kind"], primary["subkind"]) == ("cpu", "native"), primary
     assert primary["stage"].startswith("count_matches"), primary
     assert not any(r["id"] == "multiprocess" for r in d["recommendations"])
-    # Not asserted: the leak verdict. RSS climbs for tens of seconds (connections in
-    # reference cycles, freed at full collections; glibc's arenas), and in about one 6-s
-    # run in eight the bytes malloc holds climb with it: "leak" at 100%, an open defect
-    # (search_flask.py's docstring has the measurements).
+    # No leak: RSS climbs for tens of seconds (connections in reference cycles, freed at
+    # full collections; glibc's arenas; search_flask.py's docstring has the truth), and
+    # one 6-s run in eight once read "leak" at 100% on it; since the full collection at
+    # the run's end witnesses it (analyzers.leaks.recorded), 82 runs of this test read
+    # no leak or undetermined, never leak (58 then, 24 on 2026-12-06)
+    assert d["leak"]["state"] in ("no_leak", "undetermined"), d["leak"]
 
 
 def test_a_job_whose_log_pipe_is_full_waits_on_the_process_reading_it_not_on_the_disk(run_probe):

@@ -35,7 +35,7 @@ import tempfile
 from flask import Flask, jsonify, request
 
 app = Flask(__name__)
-DATABASE = os.path.join(tempfile.mkdtemp(prefix="search_flask-"), "items.db")
+DATABASE = ""  # set by main(): a file in a temporary folder removed when the server stops
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda".split()
 
 
@@ -65,8 +65,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args()
-    build(DATABASE)
-    app.run(host="127.0.0.1", port=args.port, threaded=True)
+    global DATABASE
+    # removed on the way out (SIGINT's KeyboardInterrupt included): one folder a run was
+    # left in /tmp before
+    with tempfile.TemporaryDirectory(prefix="search_flask-") as folder:
+        DATABASE = os.path.join(folder, "items.db")
+        build(DATABASE)
+        app.run(host="127.0.0.1", port=args.port, threaded=True)
 
 
 if __name__ == "__main__":
