@@ -72,8 +72,9 @@ def _steady_share(
 ) -> float:
     """Of the run as it would take unprofiled, the part from the first forward pass on.
     The windows' openings and closings stopped the target (``open_s``, ``stall_s``: the
-    decoder's 0.1-s window stalled it 0.59 s of an 8.7-s run); they come after the first
-    forward pass, so left in they read as steady work that a plain run does not have."""
+    decoder's 0.1-s window stalled it 0.59 s of an 8.7-s run, where its closing held the
+    GIL; none where it did not); they come after the first forward pass, so left in they
+    read as steady work that a plain run does not have."""
     if forward_at_s is None or wall_s <= 0:
         return 1.0
     paused = sum(float(e.get("open_s") or 0.0) + float(e.get("stall_s") or 0.0) for e in entries)

@@ -13,9 +13,13 @@ each default run took and how long closing them stopped the target (meta.json's
 ``collector.torch``).
 
     python benchmarks/torch_service_cost.py [--rounds 5] [--requests 1000] [--window S ...]
+                                            [--binding]
 
 ``--window S`` adds an arm with the defaults but ``--torch-window S`` (repeatable), in the
-same shuffled rounds, to weigh a window's length against its cost.
+same shuffled rounds, to weigh a window's length against its cost. ``--binding`` adds the
+defaults with each window closed through torch's Python binding, which holds the GIL
+(``PROBE_TORCH_CLOSE_WITH_GIL=1``; probe's default closes it without, where
+``probe._torchclose`` is built).
 
 Needs torch (``pip install '.[torch]'``).
 """
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -35,10 +40,11 @@ REPO = Path(__file__).resolve().parents[1]
 DECODER = REPO / "tests" / "torch_corpus" / "decoder.py"
 WAYS = ("plain", "no windows", "default")
 WINDOW_ARM = "window "
+BINDING_ARM = "binding"
 
 
-def generation_s(cmd: list[str]) -> float:
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+def generation_s(cmd: list[str], env: dict[str, str] | None = None) -> float:
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     line = next(x for x in out.splitlines() if x.startswith("{"))
     return float(json.loads(line)["seconds"])
 
@@ -66,21 +72,30 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--requests", type=int, default=1000)
     p.add_argument("--window", type=float, action="append", default=[], metavar="S")
+    p.add_argument("--binding", action="store_true")
     args = p.parse_args()
     ways = [*WAYS, *(f"{WINDOW_ARM}{s:g}" for s in args.window)]
+    ways += [BINDING_ARM] if args.binding else []
+    binding_env = {**os.environ, "PROBE_TORCH_CLOSE_WITH_GIL": "1"}
     kept: dict[str, list[float]] = {way: [] for way in ways if way != "plain"}
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(args.rounds):
             seconds: dict[str, float] = {}
             for way in random.sample(ways, len(ways)):
                 run_dir = Path(tmp) / f"{k}-{way.replace(' ', '-')}"
-                seconds[way] = generation_s(command(way, run_dir, args.requests))
+                env = binding_env if way == BINDING_ARM else None
+                seconds[way] = generation_s(command(way, run_dir, args.requests), env)
             line = [f"plain {seconds['plain']:6.2f} s"]
             for way in kept:
                 kept[way].append(seconds["plain"] / seconds[way])
                 taken = windows_taken(Path(tmp) / f"{k}-{way.replace(' ', '-')}")
                 stalls = "/".join(f"{w.get('stall_s', float('nan')):.2f}" for w in taken)
-                closing = f" ({len(taken)} windows, closing stopped it {stalls} s)" if taken else ""
+                closes = "/".join(f"{w.get('close_s', float('nan')):.2f}" for w in taken)
+                closing = (
+                    f" ({len(taken)} windows, closing took {closes} s, stopped it {stalls} s)"
+                    if taken
+                    else ""
+                )
                 line.append(f"{way} {seconds[way]:6.2f} s{closing}")
             print("  " + "; ".join(line), flush=True)
     print(f"throughput kept, median of {args.rounds} rounds of {args.requests} requests:")

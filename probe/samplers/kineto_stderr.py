@@ -13,10 +13,12 @@ starts) silences neither.
 
 They come from C++ writing to file descriptor 2, not through ``sys.stderr``, so for the
 length of the profiler's calls (prepare and enable as a window opens, disable and save as
-it closes: ~1 ms and ~0.4 s, the second with the GIL held, so the target's Python threads
-write nothing then) descriptor 2 points at a temporary file; then it is put back and
-everything written meanwhile is written to it, but Kineto's lines -- nothing of anyone
-else's is lost, only delayed by the call's length.
+it closes: ~1 ms and ~0.4 s) descriptor 2 points at a temporary file; then it is put
+back and everything written meanwhile is written to it, but Kineto's lines -- nothing of
+anyone else's is lost, only delayed by the call's length. Since the closing runs without
+the GIL (``probe._torchclose``), the target's Python threads may write in it too: their
+lines come out up to ~0.4 s late, in their order, and a process killed by a signal in
+those 0.4 s loses them (a temporary file, unlinked).
 """
 
 from __future__ import annotations

@@ -29,19 +29,25 @@ takes windows:
   explain a rarer failure of the full suite: windows holding 70-111 of the target's ops
   while it ran its 0.1 s of CPU -- an unexplained slow or unrecorded stretch, open.)
 * **At what cost.** Every op pays the profiler's callbacks while a window is open, and
-  closing it stops the target: torch builds the window's events and writes them while
-  its callbacks drain. Measured on ``tests/torch_corpus/decoder.py`` (torch 2.13, CPU,
-  ~85,000 ops a second): a request took 1.5x as long inside a window, and closing a
-  0.1-s window stalled the target 0.38 s (0.3-s window: 1.1 s; 31 MB of trace; ~20%
-  less since torch is asked for the trace alone: ``_experimental_config``). So the
-  windows' cost -- each one's opening, holding and closing -- is held to ``budget`` of
-  the time since the first one opened, the next one counted at the last one's cost
+  closing it takes a core while torch builds the window's events and writes them.
+  Measured on ``tests/torch_corpus/decoder.py`` (torch 2.13, CPU, ~85,000 ops a
+  second): a request took 1.5x as long inside a window, and closing a 0.1-s window took
+  0.38 s (0.3-s window: 1.1 s; 31 MB of trace; ~20% less since torch is asked for the
+  trace alone: ``_experimental_config``). Through torch's Python binding the closing
+  holds the GIL, and the target stopped for all of it; ``probe._torchclose`` calls the
+  same C++ functions with the GIL released, and the target runs on (on a host with a
+  core to spare: the decoder's slowest request beside a closing 29-41 ms against 342-428
+  ms, 4 windows each way; ``benchmarks/torch_windows.py --close-ab`` repeats it).
+  ``stall_s`` in meta.json is the part of ``close_s`` the target was stopped for. The
+  windows' cost -- each one's opening, holding and closing (counted whole either way:
+  it is a core's time, the target's own on a host with none to spare) -- is held to
+  ``budget`` of the time since the first one opened, the next one counted at the last one's cost
   before it opens (and at least ``every_s`` after the last): the first window is taken
   whatever the run's length, and no later one unless the run has already paid for it.
   Counted from each window's own opening instead, the budget held only once the
   interval after it had run its course, and a run ending after its second window had
   paid 6-8% (the decoder's 1,000 requests, ~20 s: two windows, 0.55-0.8 s of stall
-  each; ``benchmarks/torch_service_cost.py``). Each window's ``open_s`` and ``stall_s``
+  each; ``benchmarks/torch_service_cost.py``). Each window's ``open_s`` and ``close_s``
   in meta.json say what opening and closing took.
 * **Quietly.** The lines torch's profiler library prints on the target's stderr as probe
   opens and closes a window are kept back (``probe.samplers.kineto_stderr``).
@@ -106,6 +112,12 @@ class Window(Protocol):
         """Stop recording and write the window's Kineto trace to ``path``."""
 
 
+def closes_off_the_gil(window: Window) -> bool:
+    """Whether ``window.save`` let the target's Python threads run (``_KinetoWindow``
+    through ``probe._torchclose``); a window without the attribute held the GIL."""
+    return bool(getattr(window, "closed_off_the_gil", False))
+
+
 class _KinetoWindow:
     """A window on torch's profiler calls underneath ``torch.profiler.profile``: that
     class's ``start()`` took ~1.3 s and its ``stop()`` parses every event into Python
@@ -141,6 +153,8 @@ class _KinetoWindow:
         unprofiled = _call_ns(chunks)
         with kinetos_lines_held_back():
             _enable_profiler(config, activities)
+        self._recording = True
+        self.closed_off_the_gil = False
         self._disable = _disable_profiler
         self.calibration_calls = _CALIBRATION_CALLS
         self.added_ns_per_call = _call_ns(chunks) - unprofiled
@@ -151,9 +165,78 @@ class _KinetoWindow:
             pass
 
     def save(self, path: Path) -> None:
+        # torch 2.13 answers a stop with no session running by a result whose save
+        # dereferences a null trace (the target killed by SIGSEGV, through its binding as
+        # through probe._torchclose), and none of its Python calls sees a session that
+        # records every thread (``_profiler_enabled()`` reads False in one): so each
+        # window stops the session it started, once
+        if not self._recording:
+            raise RuntimeError("this window is closed already")
+        self._recording = False
         spans.set_range_domain(self._spans_before)
+        close = _gil_free_close()
         with kinetos_lines_held_back():
-            self._disable().save(str(path))
+            if close is None:
+                self._disable().save(str(path))
+            else:
+                with _closing:
+                    close(str(path))
+        self.closed_off_the_gil = close is not None
+
+
+# Held while a window closes without the GIL, and taken before the process forks: a
+# fork meanwhile would leave the child torch's profiler state mid-stop, its locks held by
+# a thread the child does not have (a child that opens a window would hang on them). A
+# closing through torch's binding holds the GIL, which keeps the fork out already.
+_closing = threading.Lock()
+os.register_at_fork(
+    before=_closing.acquire, after_in_parent=_closing.release, after_in_child=_closing.release
+)
+
+
+# probe._torchclose.close_window once it has found torch's functions; "" not tried yet;
+# None where it cannot be used (not built, a torch without the symbols, switched off)
+_gil_free: Callable[[str], None] | None | str = ""
+
+
+def _gil_free_close() -> Callable[[str], None] | None:
+    """What closes a window without the GIL: ``probe._torchclose`` (see its source),
+    where it is built and finds torch's three functions in the libtorch_cpu this process
+    loaded; None otherwise (torch's Python binding then closes it, holding the GIL), or
+    where ``PROBE_TORCH_CLOSE_WITH_GIL=1`` asks for the binding. Measured on the decoder
+    (``python benchmarks/torch_windows.py --close-ab``): see the module doc, **At what
+    cost**."""
+    global _gil_free
+    if _gil_free == "":
+        _gil_free = _resolve_gil_free_close()
+    return _gil_free if callable(_gil_free) else None
+
+
+def _resolve_gil_free_close() -> Callable[[str], None] | None:
+    if os.environ.get("PROBE_TORCH_CLOSE_WITH_GIL", "") not in ("", "0"):
+        return None
+    try:
+        from probe import _torchclose
+    except ImportError:  # built without a C++ compiler
+        return None
+    library = _loaded_libtorch_cpu()
+    if library is None or _torchclose.resolve(library):
+        return None
+    return _torchclose.close_window
+
+
+def _loaded_libtorch_cpu(maps: str = "/proc/self/maps") -> str | None:
+    """The path of the libtorch_cpu this process has loaded (torch's wheel keeps it in
+    ``torch/lib``; a distribution's package may not): read from the process's maps."""
+    try:
+        with open(maps, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                path = line.rstrip("\n").partition("/")[2]
+                if path.endswith("/libtorch_cpu.so") or "/libtorch_cpu.so." in path:
+                    return "/" + path
+    except OSError:
+        pass
+    return None
 
 
 def _experimental_config(config: Any, trace_only: bool) -> Any:
@@ -486,7 +569,10 @@ class TorchWindows:
                         "added_ns_per_call": round(window.added_ns_per_call, 1),
                     },
                     "probe_tid": threading.get_native_id(),
-                    "stall_s": round(ended - closing, 3),
+                    "close_s": round(ended - closing, 3),
+                    # the target's Python threads stopped while it closed: all of it with
+                    # the GIL held, none without (it still took close_s of a core)
+                    "stall_s": 0.0 if closes_off_the_gil(window) else round(ended - closing, 3),
                     "target_cpu_s": None if target_cpu_s is None else round(target_cpu_s, 3),
                     "closed_unix_ns": closed_unix_ns,
                     "cut": cut,

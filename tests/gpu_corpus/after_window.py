@@ -22,7 +22,8 @@ def medians(run: Path) -> dict[str, object]:
     at = (spans["start_ns"] - int(meta["clock"]["perf_ns"])) / 1e9
     dur = (spans["end_ns"] - spans["start_ns"]) / 1e6
     before = at < window["start_s"]
-    after = at > window["end_s"] + window["stall_s"] + 1.5
+    # closing's length: close_s (stall_s alone before closing could leave the GIL free)
+    after = at > window["end_s"] + window.get("close_s", window["stall_s"]) + 1.5
     out: dict[str, object] = {"run": run.name}
     for name in ("infer", "preprocess"):
         named = spans["name"] == name

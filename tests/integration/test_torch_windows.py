@@ -4,6 +4,7 @@ Skipped where torch is not installed (the README's test command installs it)."""
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import statistics
@@ -70,7 +71,10 @@ def test_a_decoder_s_window_holds_its_main_thread_s_ops_with_the_growing_prefix(
     first = figures["windows"][len(retried)]
     assert first["start_s"] >= figures["forward_at_s"] + figures["settings"]["warmup_s"] - 0.01
     assert not first["short_of_work"] and len(retried) < figures["settings"]["windows"]
-    assert first["calibration"]["added_ns_per_call"] > 0 and first["stall_s"] >= 0
+    assert first["calibration"]["added_ns_per_call"] > 0 and first["close_s"] > 0
+    # closed without the GIL where probe._torchclose is built: the decoder ran on
+    gil_free = importlib.util.find_spec("probe._torchclose") is not None
+    assert first["stall_s"] == (0.0 if gil_free else first["close_s"]), first
     # a Kineto trace a reader outside probe opens: the file as torch wrote it
     trace = read_kineto(r.run_dir / first["file"])
     ops = trace.tables["ops"]

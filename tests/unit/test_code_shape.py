@@ -57,11 +57,13 @@ def test_every_function_in_the_analyzers_and_reports_fits_on_a_screen():
     assert not long, "functions over 60 lines:\n" + "\n".join(long)
 
 
-# A private module with its one owner: the compiled halves (C, no Python source) of
-# probe.spans and of probe.samplers.peek are imported by those and nothing else.
+# A private module with its one owner: the compiled halves (C or C++, no Python source)
+# of probe.spans, probe.samplers.peek and probe.samplers.torch_windows are imported by
+# those and nothing else.
 PRIVATE_MODULE_OWNERS = {
     ("probe", "_fastspans"): "probe.spans",
     ("probe", "_tickpeek"): "probe.samplers.peek",
+    ("probe", "_torchclose"): "probe.samplers.torch_windows",
 }
 
 

@@ -174,6 +174,17 @@ def test_the_windows_table_marks_a_window_short_of_the_target_s_work_and_the_one
     assert "(shown)" in second and "short of" not in second
 
 
+def test_the_windows_table_tells_a_closing_that_stopped_the_target_from_one_that_did_not():
+    from probe.reports.torch_html import windows_html
+
+    held = {"file": "torch/window-1.json", "stall_s": 0.41, "close_s": 0.41}
+    free = {"file": "torch/window-2.json", "stall_s": 0.0, "close_s": 0.38}
+    before = {"file": "torch/window-3.json", "stall_s": 0.44}  # a run recorded before close_s
+    table = str(windows_html([held, free, before], ""))
+    cells = re.findall(r"<td>([^<]*)</td><td>[^<]*</td></tr>", table)
+    assert cells == ["0.41 s", "none (0.38 s, GIL free)", "0.44 s"]
+
+
 def test_a_run_whose_process_was_read_once_draws_no_chart_of_its_readings(tmp_path):
     # a 0.03-s script whose one tick caught only its exit: "nothing to judge" by the full
     # analysis, and the same page as without it (reports.empty_run): no chart of a point

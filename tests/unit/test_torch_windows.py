@@ -7,10 +7,13 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from probe.samplers.torch_windows import (
     TorchWindows,
     TorchWindowSettings,
     _experimental_config,
+    _loaded_libtorch_cpu,
     a_forward_pass_is_running,
     python_threads_cpu_ns,
     tear_cupti_down_after_windows,
@@ -150,10 +153,10 @@ def test_the_windows_never_cost_more_than_the_budget_of_the_time_since_the_first
     w.start()
     w._thread.join(5)
     taken = w.figures()["windows"]
-    assert len(taken) == 3 and all(t["stall_s"] >= 0.1 for t in taken)
+    assert len(taken) == 3 and all(t["stall_s"] == t["close_s"] >= 0.1 for t in taken)
     # holding a window is counted at the target's CPU in it (at most its wall length)
     held = [min(t["end_s"] - t["start_s"], t["target_cpu_s"]) for t in taken]
-    costs = [t["open_s"] + h + t["stall_s"] for t, h in zip(taken, held, strict=True)]
+    costs = [t["open_s"] + h + t["close_s"] for t, h in zip(taken, held, strict=True)]
     opened = [t["start_s"] - t["open_s"] for t in taken]
     # every figure is rounded to the millisecond: a cost's four to 2 ms at most, 4 ms
     # once divided by the budget, the two instants 1.5 ms more (a sum of two: twice)
@@ -163,6 +166,56 @@ def test_the_windows_never_cost_more_than_the_budget_of_the_time_since_the_first
     for k in (1, 2):
         ended = opened[k] + costs[k]
         assert sum(costs[: k + 1]) <= 0.5 * (ended - opened[0]) + 0.011
+
+
+def test_a_closing_that_left_the_gil_free_stopped_the_target_for_none_of_it_yet_counts_whole(
+    tmp_path,
+):
+    # probe._torchclose's closing: the target's threads ran on (stall_s 0), while it took
+    # a core for close_s, which the budget counts as before (the target's own core on a
+    # host with none to spare)
+    log: list = []
+
+    class OffTheGil(FakeWindow):
+        closed_off_the_gil = False
+
+        def save(self, path):
+            time.sleep(0.1)
+            super().save(path)
+            self.closed_off_the_gil = True
+
+    s = TorchWindowSettings(windows=2, window_s=0.05, warmup_s=0.0, every_s=0.01, budget=0.5)
+    w, _ = windows(tmp_path, s, start_window=lambda: OffTheGil(log, time.monotonic))
+    w.start()
+    w._thread.join(5)
+    first, second = w.figures()["windows"]
+    assert first["stall_s"] == 0.0 and first["close_s"] >= 0.1
+    held = min(first["end_s"] - first["start_s"], first["target_cpu_s"])
+    cost = first["open_s"] + held + first["close_s"]
+    opened = [t["start_s"] - t["open_s"] for t in (first, second)]
+    assert opened[1] - opened[0] >= 2 * cost / 0.5 - 0.0055
+
+
+def test_the_libtorch_cpu_a_process_loaded_is_found_in_its_maps_wherever_it_lies(tmp_path):
+    maps = tmp_path / "maps"
+    maps.write_text(
+        "7f00-7f10 r--p 00000000 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6\n"
+        "7f20-7f30 r-xp 00001000 08:01 2 /opt/conda/lib/libtorch_cpu.so\n"
+        "7f40-7f50 rw-p 00000000 00:00 0 \n"
+    )
+    assert _loaded_libtorch_cpu(str(maps)) == "/opt/conda/lib/libtorch_cpu.so"
+    maps.write_text("7f00-7f10 r--p 00000000 08:01 1 /usr/lib/libc.so.6\n")
+    assert _loaded_libtorch_cpu(str(maps)) is None  # torch not loaded: nothing to call
+    assert _loaded_libtorch_cpu(str(tmp_path / "gone")) is None
+
+
+def test_a_library_without_torch_s_profiler_functions_is_refused_with_the_one_missing():
+    _torchclose = pytest.importorskip("probe._torchclose")
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    libc = next("/" + ln.partition("/")[2] for ln in maps if "/libc.so" in ln)
+    missing = _torchclose.resolve(libc)
+    assert "disableProfiler" in missing
+    assert "is not loaded" in _torchclose.resolve(str(Path("/nowhere/libtorch_cpu.so")))
 
 
 def test_the_import_of_torch_s_module_file_is_not_a_forward_pass():
