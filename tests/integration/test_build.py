@@ -1,6 +1,7 @@
 """probe's compiled parts (the span hot path, ``probe/_fastspans.c``; the stack sampler's
-reads at the tick, ``probe/_tickpeek.c``) are optional: the sdist builds them where a C
-compiler is and installs without them where none is, and spans work either way."""
+reads at the tick, ``probe/_tickpeek.c``; a torch window's closing without the GIL,
+``probe/_torchclose.cpp``) are optional: the sdist builds them where a compiler is and
+installs without them where none is, and spans work either way."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.build_env import c_compiler_and_headers
+from tests.build_env import c_compiler_and_headers, cxx_compiler
 
 from .conftest import REPO
 
@@ -87,7 +88,9 @@ def _spans_from(wheel: Path, tmp_path: Path) -> list[str]:
 
 def test_without_a_c_compiler_the_sdist_installs_and_spans_run_in_pure_python(tmp_path):
     sdist = _sdist(tmp_path)
-    wheel = _wheel_from(sdist, tmp_path, {**os.environ, "CC": "/bin/false"})
+    # no compiler at all: C++ sources are compiled by CXX's (g++), not CC's
+    no_compiler = {**os.environ, "CC": "/bin/false", "CXX": "/bin/false"}
+    wheel = _wheel_from(sdist, tmp_path, no_compiler)
     assert not [n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".so")]
     assert _spans_from(wheel, tmp_path) == ["False", "[('work', 'r1'), ('request', 'r1')]"]
 
@@ -97,5 +100,7 @@ def test_with_a_c_compiler_the_sdist_builds_the_compiled_parts(tmp_path):
     sdist = _sdist(tmp_path)
     wheel = _wheel_from(sdist, tmp_path, dict(os.environ))
     built = [n.split(".")[0] for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".so")]
-    assert sorted(built) == ["probe/_fastspans", "probe/_tickpeek"], built
+    # the C++ one where a C++ compiler is too
+    expected = ["probe/_fastspans", "probe/_tickpeek", *(["probe/_torchclose"] * cxx_compiler())]
+    assert sorted(built) == expected, built
     assert _spans_from(wheel, tmp_path) == ["True", "[('work', 'r1'), ('request', 'r1')]"]
