@@ -553,6 +553,8 @@ class TorchWindows:
             try:
                 self.dir.mkdir(exist_ok=True)
                 window.save(path)
+                # Kineto reports a file it could not open on stderr, not by raising
+                written = path.stat().st_size
             except Exception as e:
                 self.unavailable = f"window {n} could not be written: {e}"
                 return
@@ -577,7 +579,7 @@ class TorchWindows:
                     "closed_unix_ns": closed_unix_ns,
                     "cut": cut,
                     "short_of_work": short,
-                    "bytes": path.stat().st_size,
+                    "bytes": written,
                 }
             )
             if cut:

@@ -114,6 +114,22 @@ def test_a_profiler_that_cannot_start_is_reported_not_raised(tmp_path):
     assert f["windows"] == [] and "cannot profile all threads" in f["unavailable"]
 
 
+def test_a_window_whose_file_was_not_written_is_reported_and_the_thread_ends(tmp_path):
+    # torch's Kineto logs "Failed to open" and returns (a run directory removed mid-run):
+    # no file, no exception from save; said in meta.json, nothing raised in probe's thread
+    class Unwritten(FakeWindow):
+        def save(self, path):
+            self.log.append(("save", self.clock(), path.name))
+
+    s = TorchWindowSettings(windows=2, window_s=0.01, warmup_s=0.0, every_s=0.01)
+    w, _ = windows(tmp_path, s, start_window=lambda: Unwritten([], time.monotonic))
+    w.start()
+    w._thread.join(5)
+    f = w.figures()
+    assert not w._thread.is_alive() and f["windows"] == []
+    assert f["unavailable"].startswith("window 1 could not be written")
+
+
 def test_a_forward_pass_is_seen_in_another_thread_s_frames_inside_an_nn_module_call():
     # a function whose code claims torch's module file: a stand-in for nn.Module.__call__
     inside = threading.Event()
