@@ -36,8 +36,8 @@ takes windows:
   trace alone: ``_experimental_config``). Through torch's Python binding the closing
   holds the GIL, and the target stopped for all of it; ``probe._torchclose`` calls the
   same C++ functions with the GIL released, and the target runs on (on a host with a
-  core to spare: the decoder's slowest request beside a closing 29-41 ms against 342-428
-  ms, 4 windows each way; ``benchmarks/torch_windows.py --close-ab`` repeats it).
+  core to spare: the decoder's slowest requests beside 4 closings 29-41 ms against
+  342-457 ms; ``benchmarks/torch_windows.py --close-ab`` repeats it).
   ``stall_s`` in meta.json is the part of ``close_s`` the target was stopped for. The
   windows' cost -- each one's opening, holding and closing (counted whole either way:
   it is a core's time, the target's own on a host with none to spare) -- is held to
