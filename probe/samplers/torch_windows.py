@@ -559,6 +559,7 @@ class TorchWindows:
                 self.unavailable = f"window {n} could not be written: {e}"
                 return
             ended = self._clock()
+            close_s = round(ended - closing, 3)
             short = not cut and _short_of_work(target_cpu_s, s.window_s)
             self.taken.append(
                 {
@@ -571,10 +572,10 @@ class TorchWindows:
                         "added_ns_per_call": round(window.added_ns_per_call, 1),
                     },
                     "probe_tid": threading.get_native_id(),
-                    "close_s": round(ended - closing, 3),
+                    "close_s": close_s,
                     # the target's Python threads stopped while it closed: all of it with
                     # the GIL held, none without (it still took close_s of a core)
-                    "stall_s": 0.0 if closes_off_the_gil(window) else round(ended - closing, 3),
+                    "stall_s": 0.0 if closes_off_the_gil(window) else close_s,
                     "target_cpu_s": None if target_cpu_s is None else round(target_cpu_s, 3),
                     "closed_unix_ns": closed_unix_ns,
                     "cut": cut,
