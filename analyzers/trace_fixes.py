@@ -499,9 +499,11 @@ def _kv_cache(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
     return Proposed(
         p, found.speedup,
         {"op": found.op, "shape": found.shape, "steps": found.steps,
-         "per_token_us": round(found.per_token_ns / 1e3, 2)},
+         "per_token_us": round(found.per_token_ns / 1e3, 2),
+         "slowed_steps": found.slowed_steps},
         "Amdahl on the decoding steps' time, s = their time over a + b*T0 for the prompt "
-        "and a + b a step after (a, b fitted on the steps: analyzers.ops)",
+        "and a + b a step after (a, b fitted on the steps the host did not slow: "
+        "analyzers.ops)",
     )  # fmt: skip
 
 

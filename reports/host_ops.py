@@ -36,6 +36,13 @@ def host_op_lines(cpu: dict[str, Any], *, rows: int = 6, indent: str = "  ") -> 
             f"{indent}growing prefix: {prefix['op']} on {prefix['shape']}, "
             f"{prefix['steps']} steps in {prefix['runs']} generation(s), each step "
             f"{prefix['per_step_us']:,.0f} us + {prefix['per_token_us']:,.1f} us a token of "
-            f"prefix: re-run on the whole sequence (no KV cache)"
+            f"prefix: re-run on the whole sequence (no KV cache)" + _slowed_note(prefix)
         )
     return lines
+
+
+def _slowed_note(prefix: dict[str, Any]) -> str:
+    slowed = int(prefix.get("slowed_steps") or 0)
+    if not slowed:
+        return ""
+    return f"; {slowed} step(s) the host slowed left out of the fit"

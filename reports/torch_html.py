@@ -142,10 +142,13 @@ def _prefix_html(prefix: dict[str, Any] | None) -> Markup:
         "<p><b>Growing prefix:</b> <code>{}</code> on <code>{}</code>, {} steps in {} "
         "generation(s) from a prompt of {}: each step costs {} µs plus {} µs a token of "
         "prefix, so every step re-runs the whole sequence (no KV cache); a cache would "
-        "make the steps {}× faster by that fit.</p>",
+        "make the steps {}× faster by that fit{}.</p>",
         prefix["op"], prefix["shape"], prefix["steps"], prefix["runs"],
         prefix["first_length"], num(prefix["per_step_us"], ",.0f"),
         num(prefix["per_token_us"], ",.1f"), num(prefix["speedup"], ".2f"),
+        f" ({n} step(s) the host slowed left out of it: in them, the ops whose shapes "
+        "do not change from step to step ran slower than in the window's fastest steps)"
+        if (n := int(prefix.get("slowed_steps") or 0)) else "",
     )  # fmt: skip
 
 
