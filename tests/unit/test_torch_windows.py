@@ -21,12 +21,16 @@ from probe.samplers.torch_windows import (
 
 
 class FakeWindow:
-    added_ns_per_call = 0.0
+    added_ns_per_call = added_at_open = 0.0
+    added_at_close: float | None = None
     calibration_calls = 12
 
     def __init__(self, log: list, clock) -> None:
         self.log, self.clock = log, clock
         log.append(("start", clock()))
+
+    def calibrate_again(self) -> None:
+        self.log.append(("calibrate", self.clock()))
 
     def save(self, path: Path) -> None:
         self.log.append(("save", self.clock(), path.name))
@@ -74,7 +78,8 @@ def test_windows_open_after_the_first_forward_pass_and_its_warm_up_and_stop_at_t
     assert [e["file"] for e in f["windows"]] == ["torch/window-1.json", "torch/window-2.json"]
     assert not first["cut"] and first["end_s"] - first["start_s"] >= 0.05 - ms
     assert (tmp_path / "torch" / "window-2.json").exists() and f["unavailable"] == ""
-    assert [e[0] for e in log] == ["start", "save", "start", "save"]
+    # each window's profiler cost measured again before it closes (calibrate_again)
+    assert [e[0] for e in log] == ["start", "calibrate", "save"] * 2
 
 
 def test_the_run_s_end_closes_an_open_window_and_writes_it_marked_cut(tmp_path):
@@ -405,7 +410,7 @@ def test_a_window_the_target_was_stalled_through_is_retried_soon_and_not_counted
         "window-1.json",
         "window-2.json",
     ]
-    assert [e[0] for e in log] == ["start", "save", "start", "save"]
+    assert [e[0] for e in log] == ["start", "calibrate", "save"] * 2
 
 
 def test_a_window_whose_target_cpu_cannot_be_read_lasts_its_length(tmp_path):
