@@ -23,7 +23,7 @@ A window is 0.1 s of the target's work, and the host can slow the process for mu
 (a shared machine: the decoder's steps ran 2.2x longer for 80 ms of one window while its
 thread stayed on a CPU, the other core idle, so nothing in /proc shows it). A stretch of
 slowed steps at the longer prefixes reads as growth per token: that window's fit gave
-a = 0 and 14.9x where 55 others of the same run gave 1.7-2.8x. The ops of a step whose
+a = 0 and 14.9x where the 59 other windows of 60 runs gave 1.7-2.8x. The ops of a step whose
 input shapes do not change from step to step (the weights' transposes, the head on the
 last token) time the host's speed: a step whose such ops ran ``_SLOWED`` times their
 speed in the window's fastest steps is left out of the fit (``slowed_steps``).

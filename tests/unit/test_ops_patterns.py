@@ -100,7 +100,7 @@ def test_steps_the_host_slowed_are_left_out_of_the_fit_and_counted():
     # three generations of 24 steps; steps 14-47 (the longer prefixes of the first, all
     # of the second) ran 2.2x longer, every op in them. One window of the decoder under
     # probe run on a shared host was so: its fit read a = 0 and the cache's gain 14.9x
-    # against 1.7-2.8x in 55 other windows of the same run (analyzers.ops' module doc);
+    # against 1.7-2.8x in the 59 other windows of 60 runs (analyzers.ops' module doc);
     # fitted on every step, this one reads 16.9x
     lengths = range(16, 40)
     truth = sum(A + B * n for n in lengths) / ((A + B * 16) + 23 * (A + B))
