@@ -123,3 +123,12 @@ def test_a_window_s_ordinary_spread_leaves_no_step_out():
     for seed in range(10):
         found = growing_prefix(decoder([16] * 4, 24, cached=False, jitter=0.2, seed=seed))
         assert found is not None and found.slowed_steps == 0
+
+
+def test_a_window_without_ops_of_unchanging_shape_leaves_no_step_out_and_fits_them_all():
+    # every op's shape carries the prefix: nothing times the host's speed, so nothing is
+    # left out (the slowed stretch then reads as growth: the fit before the rule)
+    ops = decoder([16] * 3, 24, cached=False, slowed=range(14, 48), slowdown=2.2)
+    found = growing_prefix(ops[ops["name"] != "aten::t"])
+    assert found is not None and found.slowed_steps == 0 and found.steps == 72
+    assert found.speedup > 10
