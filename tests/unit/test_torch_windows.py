@@ -135,6 +135,23 @@ def test_a_window_whose_file_was_not_written_is_reported_and_the_thread_ends(tmp
     assert f["unavailable"].startswith("window 1 could not be written")
 
 
+def test_a_second_calibration_that_fails_leaves_the_opening_s_and_the_window_closes(tmp_path):
+    class Failing(FakeWindow):
+        added_ns_per_call = added_at_open = 900.0
+
+        def calibrate_again(self):
+            raise RuntimeError("a torch call failed")
+
+    s = TorchWindowSettings(windows=1, window_s=0.01, warmup_s=0.0, every_s=0.01)
+    log: list = []
+    w, _ = windows(tmp_path, s, start_window=lambda: Failing(log, time.monotonic))
+    w.start()
+    w._thread.join(5)
+    [window] = w.figures()["windows"]
+    assert not w._thread.is_alive() and [e[0] for e in log] == ["start", "save"]
+    assert window["calibration"] == {"calls": 12, "added_ns_per_call": 900.0, "at_open": 900.0}
+
+
 def test_a_forward_pass_is_seen_in_another_thread_s_frames_inside_an_nn_module_call():
     # a function whose code claims torch's module file: a stand-in for nn.Module.__call__
     inside = threading.Event()
