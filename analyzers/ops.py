@@ -73,14 +73,14 @@ def growing_prefix(ops: pd.DataFrame, op_cost_ns: float = 0.0) -> PrefixFinding 
     steps (the module doc), with the KV cache's estimate; None when none grows so.
     ``op_cost_ns``: the profiler's own cost per op, taken off each step (module doc)."""
     shaped = ops[ops["name"].astype(str).isin(_SEQUENCE_OPS) & ops["input_dims"].notna()]
-    best: tuple[int, str, int, str, list[_Run]] | None = None  # steps, name, tid, shape, runs
+    best: tuple[str, int, str, list[_Run]] | None = None  # name, tid, shape, runs
     for (name, tid), calls in shaped.groupby(["name", "tid"], observed=True):
         found = _on_one_thread(calls)
-        if found is not None and (best is None or _steps(found[1]) > best[0]):
-            best = (_steps(found[1]), str(name), int(tid), *found)
+        if found is not None and (best is None or _steps(found[1]) > _steps(best[3])):
+            best = (str(name), int(tid), *found)
     if best is None:
         return None
-    _, name, tid, masked, runs = best
+    name, tid, masked, runs = best
     thread = _ThreadOps.of(ops[ops["tid"] == tid])
     return replace(_estimate(name, masked, runs, thread, op_cost_ns), tid=tid)
 

@@ -106,8 +106,11 @@ class Window(Protocol):
     # what it added to one call of ``calibration_calls`` (see _call_ns), the lesser of
     # the two. Per op, it is this over the ops each call recorded, which the run's reader
     # counts in the trace (probe.rundir.reader).
-    added_ns_per_call: float
-    calibration_calls: int
+    @property
+    def added_ns_per_call(self) -> float: ...
+    @property
+    def calibration_calls(self) -> int: ...
+
     added_at_open: float  # the two measures, each what the profiler added a call
     added_at_close: float | None  # None until calibrate_again
 
@@ -163,8 +166,7 @@ class _KinetoWindow:
         self._recording = True
         self.closed_off_the_gil = False
         self._disable = _disable_profiler
-        self.calibration_calls = _CALIBRATION_CALLS
-        self.added_at_open = self.added_ns_per_call = _call_ns(self._chunks) - self._unprofiled_ns
+        self.added_at_open = _call_ns(self._chunks) - self._unprofiled_ns
         self.added_at_close: float | None = None
         self._spans_before = spans.range_domain()
         try:  # the profiler is on: whatever fails here must not leave it so
@@ -181,8 +183,16 @@ class _KinetoWindow:
         if not self._recording or self.added_at_close is not None:
             return
         self.added_at_close = _call_ns(self._chunks) - self._unprofiled_ns
-        self.added_ns_per_call = min(self.added_at_open, self.added_at_close)
-        self.calibration_calls = 2 * _CALIBRATION_CALLS
+
+    @property
+    def added_ns_per_call(self) -> float:
+        if self.added_at_close is None:
+            return self.added_at_open
+        return min(self.added_at_open, self.added_at_close)
+
+    @property
+    def calibration_calls(self) -> int:  # every call's ops are in the trace, both times
+        return _CALIBRATION_CALLS * (1 if self.added_at_close is None else 2)
 
     def save(self, path: Path) -> None:
         # torch 2.13 answers a stop with no session running by a result whose save
