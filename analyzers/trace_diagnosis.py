@@ -305,7 +305,7 @@ def _prefix_dict(found: PrefixFinding | None) -> dict[str, Any] | None:
         "per_token_us": round(found.per_token_ns / 1e3, 3),
         "steps_ms": round(sum(found.step_ns) / 1e6, 3),
         "speedup": round(found.speedup, 3),
-        "slowed_steps": found.slowed_steps,
+        "rescaled_steps": found.rescaled_steps,
     }
 
 

@@ -500,10 +500,10 @@ def _kv_cache(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
         p, found.speedup,
         {"op": found.op, "shape": found.shape, "steps": found.steps,
          "per_token_us": round(found.per_token_ns / 1e3, 2),
-         "slowed_steps": found.slowed_steps},
+         "rescaled_steps": found.rescaled_steps},
         "Amdahl on the decoding steps' time, s = their time over a + b*T0 for the prompt "
-        "and a + b a step after (a, b fitted on the steps the host did not slow: "
-        "analyzers.ops)",
+        "and a + b a step after (a, b fitted on the steps, those the host ran off its usual "
+        "speed scaled to it: analyzers.ops)",
     )  # fmt: skip
 
 

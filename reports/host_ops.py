@@ -36,13 +36,13 @@ def host_op_lines(cpu: dict[str, Any], *, rows: int = 6, indent: str = "  ") -> 
             f"{indent}growing prefix: {prefix['op']} on {prefix['shape']}, "
             f"{prefix['steps']} steps in {prefix['runs']} generation(s), each step "
             f"{prefix['per_step_us']:,.0f} us + {prefix['per_token_us']:,.1f} us a token of "
-            f"prefix: re-run on the whole sequence (no KV cache)" + _slowed_note(prefix)
+            f"prefix: re-run on the whole sequence (no KV cache)" + _rescaled_note(prefix)
         )
     return lines
 
 
-def _slowed_note(prefix: dict[str, Any]) -> str:
-    slowed = int(prefix.get("slowed_steps") or 0)
-    if not slowed:
+def _rescaled_note(prefix: dict[str, Any]) -> str:
+    rescaled = int(prefix.get("rescaled_steps") or 0)
+    if not rescaled:
         return ""
-    return f"; {slowed} step(s) the host slowed left out of the fit"
+    return f"; {rescaled} step(s) the host ran off its usual speed scaled to it in the fit"

@@ -146,9 +146,10 @@ def _prefix_html(prefix: dict[str, Any] | None) -> Markup:
         prefix["op"], prefix["shape"], prefix["steps"], prefix["runs"],
         prefix["first_length"], num(prefix["per_step_us"], ",.0f"),
         num(prefix["per_token_us"], ",.1f"), num(prefix["speedup"], ".2f"),
-        f" ({n} step(s) the host slowed left out of it: in them, the ops whose shapes "
-        "do not change from step to step ran slower than in the window's fastest steps)"
-        if (n := int(prefix.get("slowed_steps") or 0)) else "",
+        f" ({n} step(s) the host ran off its usual speed scaled to it: in them, the ops "
+        "whose shapes do not change from step to step ran well off their time in the "
+        "window's median step, slower or faster)"
+        if (n := int(prefix.get("rescaled_steps") or 0)) else "",
     )  # fmt: skip
 
 

@@ -201,16 +201,16 @@ def test_a_run_whose_process_was_read_once_draws_no_chart_of_its_readings(tmp_pa
     assert {"resources", "memory"} <= set(data.figures), data.figures
 
 
-def test_a_growing_prefix_says_how_many_steps_the_host_slowed_were_left_out_of_its_fit():
+def test_a_growing_prefix_says_how_many_steps_off_the_host_s_speed_were_scaled_in_its_fit():
     from probe.reports.host_ops import host_op_lines
     from probe.reports.torch_html import _prefix_html
 
     prefix = {"op": "aten::bmm", "shape": "[4,T,32]", "first_length": 16, "steps": 59,
               "runs": 3, "per_step_us": 450.0, "per_token_us": 18.0, "speedup": 1.94,
-              "slowed_steps": 32}  # fmt: skip
+              "rescaled_steps": 32}  # fmt: skip
     [line] = [x for x in host_op_lines({"growing_prefix": prefix}) if "growing prefix" in x]
-    assert line.endswith("; 32 step(s) the host slowed left out of the fit")
-    assert "32 step(s) the host slowed left out of it" in str(_prefix_html(prefix))
-    steady = {**prefix, "slowed_steps": 0}
+    assert line.endswith("; 32 step(s) the host ran off its usual speed scaled to it in the fit")
+    assert "32 step(s) the host ran off its usual speed scaled to it" in str(_prefix_html(prefix))
+    steady = {**prefix, "rescaled_steps": 0}
     [line] = [x for x in host_op_lines({"growing_prefix": steady}) if "growing prefix" in x]
-    assert "slowed" not in line and "slowed" not in str(_prefix_html(steady))
+    assert "usual speed" not in line and "usual speed" not in str(_prefix_html(steady))
