@@ -2,8 +2,9 @@
 says it adds (issue 15: why the KV-cache estimate runs low).
 
 A window of ``probe run`` measures the profiler's cost per op as it opens
-(``probe.samplers.torch_windows._call_ns``: ``tensor.split(1)``, the least of 12 calls, with
-and without the profiler), and the trace's reader takes that cost off every op
+(``probe.samplers.torch_windows._paired_added_ns``: ``tensor.split(1)``, the least of 12
+calls with the thread's recording on less the least of 12 with it off, alternated, the
+profiler on), and the trace's reader takes that cost off every op
 (``op_cost_ns``). Here, on ``tests/torch_corpus/decoder.py``'s generation without a KV
 cache (one thread): the generation's CPU time plain, then under a window, over the ops the
 window recorded a generation -- the cost its ops really paid -- printed beside the

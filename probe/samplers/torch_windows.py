@@ -160,13 +160,18 @@ class _KinetoWindow:
         with kinetos_lines_held_back():  # its ERROR line about the thread it runs on
             _prepare_profiler(config, activities)
         self._chunks = torch.zeros(_CALIBRATION_CHUNKS)
-        self._unprofiled_ns = _call_ns(self._chunks)
+        # this thread's ops unrecorded while the profiler is on (a thread-local switch)
+        self._record: Callable[[bool], None] | None = getattr(
+            torch.autograd, "_enable_record_function", None
+        )
+        # where the switch is missing: the calls' time before the profiler is on
+        self._unprofiled_ns = _call_ns(self._chunks) if self._record is None else 0.0
         with kinetos_lines_held_back():
             _enable_profiler(config, activities)
         self._recording = True
         self.closed_off_the_gil = False
         self._disable = _disable_profiler
-        self.added_at_open = _call_ns(self._chunks) - self._unprofiled_ns
+        self.added_at_open = self._added_ns()
         self.added_at_close: float | None = None
         self._spans_before = spans.range_domain()
         try:  # the profiler is on: whatever fails here must not leave it so
@@ -178,11 +183,19 @@ class _KinetoWindow:
         """The calibration's calls once more, profiled, the lesser cost kept: the one
         made as the window opened read 1.6-2.4x the others' in 9 of 60 runs of the
         decoder (151-220 us added a call against 84-112, 2026-12-06), which put the
-        KV-cache estimate at 2.2-2.8x where the rest read 1.7-2.3x. The unprofiled side
-        stays the opening's: torch.profiler is on from here to the close."""
+        KV-cache estimate at 2.2-2.8x where the rest read 1.7-2.3x. Each measure is
+        taken against unrecorded calls of its own (``_added_ns``)."""
         if not self._recording or self.added_at_close is not None:
             return
-        self.added_at_close = _call_ns(self._chunks) - self._unprofiled_ns
+        self.added_at_close = self._added_ns()
+
+    def _added_ns(self) -> float:
+        """What the profiler adds to one calibration call, the profiler on: calls with
+        this thread's recording switched off and on, alternated (``_paired_added_ns``);
+        a torch without the switch, against the calls timed before the profiler was on."""
+        if self._record is None:
+            return _call_ns(self._chunks) - self._unprofiled_ns
+        return _paired_added_ns(self._chunks, self._record)
 
     @property
     def added_ns_per_call(self) -> float:
@@ -414,6 +427,34 @@ def _call_ns(chunks: Any, calls: int = _CALIBRATION_CALLS) -> float:
         chunks.split(1)
         best = min(best, time.thread_time_ns() - t0)
     return float(best)
+
+
+def _paired_added_ns(
+    chunks: Any,
+    record: Callable[[bool], None],
+    calls: int = _CALIBRATION_CALLS,
+    call_ns: Callable[[Any], float] = lambda chunks: _call_ns(chunks, calls=1),
+) -> float:
+    """The least CPU time of ``calls`` calls (``_call_ns``) recorded less the least of as
+    many unrecorded, each unrecorded call just before a recorded one: ``record(False)``
+    switches torch's op recording off for this thread alone, the profiler still on. The
+    host runs a thread's CPU at speeds that move by 2x for tens of milliseconds (a
+    shared machine); measured apart, the unrecorded calls before the profiler opened
+    and the recorded ones after, the difference took the host's change between them for
+    the profiler's cost: over the windows of 30 runs of the decoder the calibration read
+    0.31-1.01 of the gap each ``split`` leaves between its children in the same calls
+    (mostly the profiler's bookkeeping, a measure of the thread's speed at it; standard
+    deviation 0.16), and paired, in 24 runs of the next sitting, 0.56-0.95 (0.08;
+    2026-12-06)."""
+    recorded = unrecorded = float("inf")
+    for _ in range(calls):
+        record(False)
+        try:
+            unrecorded = min(unrecorded, call_ns(chunks))
+        finally:
+            record(True)
+        recorded = min(recorded, call_ns(chunks))
+    return recorded - unrecorded
 
 
 def tear_cupti_down_after_windows(

@@ -14,6 +14,7 @@ from probe.samplers.torch_windows import (
     TorchWindowSettings,
     _experimental_config,
     _loaded_libtorch_cpu,
+    _paired_added_ns,
     a_forward_pass_is_running,
     python_threads_cpu_ns,
     tear_cupti_down_after_windows,
@@ -150,6 +151,42 @@ def test_a_second_calibration_that_fails_leaves_the_opening_s_and_the_window_clo
     [window] = w.figures()["windows"]
     assert not w._thread.is_alive() and [e[0] for e in log] == ["start", "save"]
     assert window["calibration"] == {"calls": 12, "added_ns_per_call": 900.0, "at_open": 900.0}
+
+
+def test_the_profiler_s_cost_is_measured_in_pairs_so_the_host_s_speed_cancels():
+    # a call takes 30 us unrecorded and 100 us recorded at the host's usual speed; the
+    # host runs the thread at half speed for the first 8 calls, then as usual. Measured
+    # apart -- the unrecorded calls in the slow stretch, the recorded ones after it -- the
+    # cost would read 100 - 60 = 40 us
+    recording = [True]
+    calls: list[bool] = []
+
+    def call_ns(_chunks) -> float:
+        calls.append(recording[0])
+        speed = 2.0 if len(calls) <= 8 else 1.0
+        return speed * (100_000.0 if recording[0] else 30_000.0)
+
+    def record(on: bool) -> None:
+        recording[0] = on
+
+    assert _paired_added_ns(None, record, calls=12, call_ns=call_ns) == 70_000.0
+    assert calls == [False, True] * 12 and recording == [True]  # left recording
+
+
+def test_a_paired_calibration_that_raises_leaves_the_thread_recording():
+    recording = [True]
+
+    def call_ns(_chunks) -> float:
+        if not recording[0]:
+            raise RuntimeError("an op failed")
+        return 1.0
+
+    def record(on: bool) -> None:
+        recording[0] = on
+
+    with pytest.raises(RuntimeError):
+        _paired_added_ns(None, record, call_ns=call_ns)
+    assert recording == [True]
 
 
 def test_a_forward_pass_is_seen_in_another_thread_s_frames_inside_an_nn_module_call():
