@@ -866,7 +866,7 @@ def diagnose(run: Run, *, sla_s: float | None = None) -> Diagnosis:
     every = proposed(findings, bd, facts, cold=cold, leak=leak.to_dict())
     torch = _torch(run)
     if torch is not None:
-        every += torch.recommendations
+        every = _with_the_windows(every, torch)
     recs = ranked(every)
     served = endpoints(
         bd.spans,
@@ -1033,6 +1033,23 @@ def _torch(run: Run) -> TorchWindowsDiagnosis | None:
         forward_at_s=figures.get("forward_at_s"),
         wall_s=float(run.meta.get("duration_s") or 0.0),
     )
+
+
+def _with_the_windows(
+    every: list[Recommendation], torch: TorchWindowsDiagnosis
+) -> list[Recommendation]:
+    """The run's fixes and its windows'. Where the window that speaks for the run saw GPU
+    work, a fix both catalogs hold (FP16, kernel fusion) is the window's alone: measured
+    on its kernels (their precision, the element-wise share), where the run's is assumed
+    from the GPU's utilisation (FP16 at a constant 2x on any GPU-bound stage, whatever
+    the GEMMs already run in: issue 15's "never recommend FP16 where the GEMMs are
+    already BF16/FP16"). A window that proposes no such fix has found none to make."""
+    from probe.analyzers.trace_fixes import TRACE_FIXES
+
+    if not torch.diagnosis.run.get("gpu"):
+        return every + torch.recommendations
+    measured = {fix.id for fix in TRACE_FIXES}
+    return [r for r in every if r.id not in measured] + torch.recommendations
 
 
 def _server_span_names(spans: pd.DataFrame | None) -> frozenset[str]:

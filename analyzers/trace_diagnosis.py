@@ -41,7 +41,7 @@ from probe.analyzers.trace_fixes import (
     TRACE_MODEL,
     TraceEvidence,
     TraceModel,
-    trace_recommendations,
+    trace_proposed,
 )
 from probe.analyzers.trace_limits import trace_findings
 from probe.analyzers.vocabulary import subkind_words
@@ -71,6 +71,9 @@ class TraceDiagnosis:
     # the host's side: op by op and thread by thread, and a decoder's growing prefix
     ops: OpBreakdown | None = None
     prefix: PrefixFinding | None = None
+    # fixes proposed but worth under ``min_speedup`` alone (as a run's: they compound,
+    # and a run's windows re-estimate them over the run: analyzers.torch_windows)
+    minor_recommendations: list[Recommendation] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +83,7 @@ class TraceDiagnosis:
             "primary": self.primary,
             "findings": [f.to_dict() for f in self.findings],
             "recommendations": [r.to_dict() for r in self.recommendations],
+            "minor_recommendations": [r.to_dict() for r in self.minor_recommendations],
             "leak": self.leak.to_dict(),
             "stages": _records(self.stages),
             "gpu": {
@@ -138,32 +142,43 @@ def diagnose_trace(
         capability=compute_capability(trace.meta),
         attention=unfused_attention(t["ops"], t["kernels"]),
     )
+    every = trace_proposed(evidence, model)
+    return TraceDiagnosis(
+        run=_run_facts(trace, window, timeline.devices, kernels),
+        primary=_primary(findings),
+        findings=findings,
+        recommendations=[r for r in every if r.estimated_speedup >= model.min_speedup],
+        minor_recommendations=[r for r in every if r.estimated_speedup < model.min_speedup],
+        kernels=kernel_breakdown(kernels),
+        idle=timeline.by_cause[timeline.by_cause["idle_ns"] > 0].reset_index(drop=True),
+        copies=copy_breakdown(t["copies"], t["runtime"]),
+        stages=_stages(t),
+        notes=_trace_notes(trace, ops, span_ops, steady=timeline.steady),
+        ops=ops,
+        prefix=prefix,
+    )
+
+
+def _trace_notes(
+    trace: KinetoTrace, ops: OpBreakdown, span_ops: pd.DataFrame, *, steady: bool
+) -> list[str]:
+    """The reader's notes, and what the trace cannot tell or is not: kernels without
+    correlation ids, a CPU model's glue without spans, a window mostly warming up."""
+    kernels = trace.tables["kernels"]
     notes = list(trace.notes)
-    if len(t["kernels"]) and t["kernels"]["correlation"].isna().all():
+    if len(kernels) and kernels["correlation"].isna().all():
         notes.append(
             "the trace's kernels carry no correlation ids: GPU time cannot be tied to the "
             "calls that launched it (idle gaps' causes and spans' GPU time are unknown)"
         )
-    notes += _unranged_glue_note(ops, span_ops, has_gpu=bool(len(t["kernels"])))
-    if not timeline.steady:
+    notes += _unranged_glue_note(ops, span_ops, has_gpu=bool(len(kernels)))
+    if not steady:
         notes.append(
             "the traced window is mostly warm-up (allocation, module loading, context "
             "creation): profile steps after the first few (torch.profiler's schedule: "
             "wait, warmup, active) for a steady state"
         )
-    return TraceDiagnosis(
-        run=_run_facts(trace, window, timeline.devices, kernels),
-        primary=_primary(findings),
-        findings=findings,
-        recommendations=trace_recommendations(evidence, model),
-        kernels=kernel_breakdown(kernels),
-        idle=timeline.by_cause[timeline.by_cause["idle_ns"] > 0].reset_index(drop=True),
-        copies=copy_breakdown(t["copies"], t["runtime"]),
-        stages=_stages(t),
-        notes=notes,
-        ops=ops,
-        prefix=prefix,
-    )
+    return notes
 
 
 def _stage_ops(

@@ -42,6 +42,7 @@ __all__ = [
     "TRACE_MODEL",
     "TraceEvidence",
     "TraceModel",
+    "trace_proposed",
     "trace_recommendations",
 ]
 
@@ -581,17 +582,19 @@ TRACE_FIXES: tuple[TraceFix, ...] = (
 )  # fmt: skip
 
 
+def trace_proposed(ev: TraceEvidence, model: TraceModel = TRACE_MODEL) -> list[Recommendation]:
+    """Every fix of the catalog the evidence proposes, whatever it is worth, best first."""
+    out = []
+    for fix in TRACE_FIXES:
+        proposed = fix.rule(ev, model)
+        if proposed is not None:
+            out.append(fix.recommendation(proposed))
+    return sorted(out, key=lambda r: r.estimated_speedup, reverse=True)
+
+
 def trace_recommendations(
     ev: TraceEvidence, model: TraceModel = TRACE_MODEL
 ) -> list[Recommendation]:
     """Every fix of the catalog the evidence proposes, worth ``min_speedup`` or more,
     best first."""
-    out = []
-    for fix in TRACE_FIXES:
-        proposed = fix.rule(ev, model)
-        if proposed is None:
-            continue
-        rec = fix.recommendation(proposed)
-        if rec.estimated_speedup >= model.min_speedup:
-            out.append(rec)
-    return sorted(out, key=lambda r: r.estimated_speedup, reverse=True)
+    return [r for r in trace_proposed(ev, model) if r.estimated_speedup >= model.min_speedup]

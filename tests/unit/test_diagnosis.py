@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -298,7 +299,8 @@ def test_gpu_waits_without_a_gpu_never_make_a_gpu_kind(tmp_path):
     assert all(f.kind != "gpu" for f in d.findings)
 
 
-def test_busy_gpu_is_gpu_compute_and_gets_fp16(tmp_path):
+def busy_gpu_run(tmp_path) -> Path:
+    """20 requests that wait on a GPU at 95% the whole time (no window of its kernels)."""
     b = RunBuilder(duration_s=1.0, gpu=True)
     sync = b.stack("main", "infer", leaf_call="torch.cuda.synchronize")
     end = sequential_requests(
@@ -306,9 +308,57 @@ def test_busy_gpu_is_gpu_compute_and_gets_fp16(tmp_path):
     )
     for k in range(0, int(end), 50):
         b.gpu_reading(k, 95.0)
-    d = diagnose(load(b.write(tmp_path / "gpu")))
+    return b.write(tmp_path / "gpu")
+
+
+def test_busy_gpu_is_gpu_compute_and_gets_fp16(tmp_path):
+    d = diagnose(load(busy_gpu_run(tmp_path)))
     assert (d.primary["kind"], d.primary["subkind"]) == ("gpu", "gpu_compute")
     assert d.recommendations[0].id == "fp16"
+
+
+def gemm_window(kernel_name: str) -> dict:
+    """A torch.profiler window on a GPU kept busy by 20 GEMMs, 4.9 ms each in 5 ms."""
+    events = []
+    for i in range(20):
+        ts, corr = 1000.0 + i * 5000, {"correlation": 100 + i, "External id": i + 1}
+        events += [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 11, "tid": 11, "ts": ts,
+             "dur": 30.0, "args": {"External id": i + 1}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 11,
+             "tid": 11, "ts": ts + 10, "dur": 5.0, "args": corr},
+            {"ph": "X", "cat": "kernel", "name": kernel_name, "pid": 0, "tid": 7,
+             "ts": ts + 20, "dur": 4900.0, "args": {"device": 0, "stream": 7, **corr}},
+        ]  # fmt: skip
+    props = [{"id": 0, "name": "NVIDIA H100", "computeMajor": 9, "computeMinor": 0}]
+    return {"schemaVersion": 1, "deviceProperties": props, "traceEvents": events}
+
+
+@pytest.mark.parametrize(
+    ("kernel_name", "fp16"),
+    [("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", False),
+     ("ampere_sgemm_128x64_nn", True)],
+)  # fmt: skip
+def test_a_busy_gpu_s_fp16_is_the_window_s_measured_one_when_a_window_saw_its_kernels(
+    tmp_path, kernel_name, fp16
+):
+    # the run alone proposes FP16 on utilisation (the test above); a window whose GEMMs
+    # already run in BF16 says there is none to make, and one in FP32 says how much, once
+    path = busy_gpu_run(tmp_path)
+    (path / "torch").mkdir()
+    (path / "torch" / "window-1.json").write_text(json.dumps(gemm_window(kernel_name)))
+    meta = json.loads((path / "meta.json").read_text())
+    window = {"file": "torch/window-1.json", "start_s": 0.5, "end_s": 0.6, "probe_tid": 9}
+    meta["collector"] = {**meta.get("collector", {}), "torch": {"windows": [window]}}
+    (path / "meta.json").write_text(json.dumps(meta))
+    d = diagnose(load(path))
+    every = d.recommendations + d.minor_recommendations
+    said = [r for r in every if r.id == "fp16"]
+    if fp16:
+        [r] = said
+        assert r.evidence["torch_window"] == "torch/window-1.json"
+    else:
+        assert said == []
 
 
 def test_slow_first_request_recommends_initialising_at_start_up(tmp_path):

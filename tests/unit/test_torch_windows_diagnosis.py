@@ -11,11 +11,14 @@ from probe.analyzers.torch_windows import torch_windows_diagnosis
 from probe.analyzers.trace_diagnosis import TraceDiagnosis
 
 
-def window(summary: str, recs: list[Recommendation], *, gpu: bool = True) -> TraceDiagnosis:
+def window(
+    summary: str, recs: list[Recommendation], *, gpu: bool = True, minor=()
+) -> TraceDiagnosis:
     empty = pd.DataFrame()
     return TraceDiagnosis(
         run={"gpu": gpu}, primary={"summary": summary}, findings=[], recommendations=recs,
         kernels=empty, idle=empty, copies=empty, stages=empty,
+        minor_recommendations=list(minor),
     )  # fmt: skip
 
 
@@ -54,6 +57,20 @@ def test_the_pauses_the_windows_made_are_not_counted_as_the_run_s_steady_work():
     )
     assert t is not None and t.steady_share == pytest.approx(0.75)
     assert t.recommendations[0].p == pytest.approx(0.6)
+
+
+def test_a_window_s_fix_under_the_bar_is_re_estimated_for_the_run_beside_the_others():
+    # the window's KV cache at 1.2x (a noisy window of the decoder) is not dropped: the
+    # run ranks it with its own fixes, under 1.25x among those proposed beside them
+    entry = {"file": "torch/window-1.json"}
+    small = kv(0.3, 2.0)  # 1 / (0.7 + 0.15) = 1.18x
+    assert small.estimated_speedup < 1.25
+    t = torch_windows_diagnosis(
+        [(entry, window("a", [], minor=[small]), 9)], forward_at_s=0.0, wall_s=10.0
+    )
+    assert t is not None
+    [r] = t.recommendations
+    assert r.id == "kv_cache" and r.evidence["window_estimate"] == pytest.approx(1 / 0.85, abs=1e-3)
 
 
 def test_no_window_read_is_no_torch_block():
