@@ -30,10 +30,9 @@ times slower or faster than at the window's median step has its time scaled to t
 speed (``rescaled_steps``); the rest are fitted as measured. Scaling every step instead
 would take out a real growth of those ops with the prefix (~5% over 20 tokens in the
 decoder's windows: longer activations evict the weights from the caches, work a cache
-saves too),
-and leaving the off-speed steps out instead (the rule before) took the window's fastest
-steps for its speed: where the host ran fast for the first 11 of 60 steps, it left 37
-out and found no growth at all (2026-12-06).
+saves too), and leaving the off-speed steps out instead (the rule before) took the
+window's fastest steps for its speed: where the host ran fast for the first 11 of 60
+steps, it left 37 out and found no growth at all (2026-12-06).
 """
 
 from __future__ import annotations
