@@ -20,7 +20,7 @@ import pandas as pd
 
 from probe.rundir.schema import FULL_GENERATION
 
-__all__ = ["CollectorTime", "collector_time", "over_words"]
+__all__ = ["CollectorTime", "collector_time", "full_collections", "over_words"]
 
 
 @dataclass(frozen=True)
@@ -223,3 +223,21 @@ def _inside_samples(full: pd.DataFrame, samples: pd.DataFrame) -> dict[str, floa
         for stage, ns in per.items():
             inside[str(stage)] = inside.get(str(stage), 0.0) + float(ns) / 1e9
     return {k: v for k, v in sorted(inside.items(), key=lambda kv: -kv[1]) if v > 0}
+
+
+def full_collections(gc_pauses: pd.DataFrame, *, shift_ns: int) -> pd.DataFrame:
+    """The full collections as intervals: ``pid``, ``tid`` (the thread that made it, its
+    native id, as Kineto's), ``ts_ns`` (its start, the run's clock moved by ``shift_ns``:
+    meta.json's ``unix_ns - perf_ns`` puts it on Kineto's Unix time) and ``dur_ns``.
+    Runs before 2026-12-05 have no such table: none."""
+    columns = ["pid", "tid", "ts_ns", "dur_ns"]
+    if gc_pauses.empty or "thread_id" not in gc_pauses:
+        return pd.DataFrame(columns=columns)
+    full = gc_pauses[(gc_pauses["generation"] == FULL_GENERATION) & gc_pauses["thread_id"].notna()]
+    out = pd.DataFrame(
+        {"pid": full["pid"] if "pid" in full else pd.Series(pd.NA, index=full.index),
+         "tid": full["thread_id"].astype("int64"),
+         "ts_ns": full["ts_ns"].astype("int64") - full["pause_ns"].astype("int64") + shift_ns,
+         "dur_ns": full["pause_ns"].astype("int64")}
+    )  # fmt: skip
+    return out.reset_index(drop=True)[columns]

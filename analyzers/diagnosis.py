@@ -24,7 +24,7 @@ from probe.analyzers.breakdown import (
     shares_words,
 )
 from probe.analyzers.capacity import Capacity, Demands, capacity
-from probe.analyzers.collector import collector_time, over_words
+from probe.analyzers.collector import collector_time, full_collections, over_words
 from probe.analyzers.empty_run import NOTHING_TO_JUDGE, SCHEMA
 from probe.analyzers.endpoints import EndpointFigures, endpoints
 from probe.analyzers.intra_op import intra_op_note, intra_op_oversubscription
@@ -1018,21 +1018,42 @@ def _torch(run: Run) -> TorchWindowsDiagnosis | None:
 
     figures = (run.meta.get("collector") or {}).get("torch") or {}
     served = _server_span_names(run.tables.get("spans"))
+    clock = run.meta.get("clock") or {}
+    collections = _traced_collections(run, clock)
+    base = [int(t.meta.get("baseTimeNanoseconds") or 0) for _, t in run.torch_windows]
     windows = [
         (
             entry,
             diagnose_trace(
-                trace, op_cost_ns=float(entry.get("op_cost_ns") or 0.0), server_spans=served
+                trace,
+                op_cost_ns=float(entry.get("op_cost_ns") or 0.0),
+                server_spans=served,
+                # on the window's clock: Kineto's ts count from its baseTimeNanoseconds
+                pauses=collections.assign(ts_ns=collections["ts_ns"] - b),
             ),
             len(trace.tables["ops"]),
         )
-        for entry, trace in run.torch_windows
+        for (entry, trace), b in zip(run.torch_windows, base, strict=True)
     ]
+    forward_at_s = figures.get("forward_at_s")
+    after = int(clock.get("unix_ns") or 0) + int((forward_at_s or 0.0) * 1e9)
     return torch_windows_diagnosis(
         windows,
-        forward_at_s=figures.get("forward_at_s"),
+        forward_at_s=forward_at_s,
         wall_s=float(run.meta.get("duration_s") or 0.0),
+        collected_s=float(collections.loc[collections["ts_ns"] >= after, "dur_ns"].sum()) / 1e9,
     )
+
+
+def _traced_collections(run: Run, clock: dict[str, Any]) -> pd.DataFrame:
+    """The run's full collections in the processes its windows traced (a collection
+    stops its own process only), on Kineto's Unix clock."""
+    collections = full_collections(
+        run.tables.get("gc_pauses", pd.DataFrame()),
+        shift_ns=int(clock.get("unix_ns") or 0) - int(clock.get("perf_ns") or 0),
+    )
+    pids = {int(p) for _, t in run.torch_windows for p in t.tables["ops"]["pid"].dropna()}
+    return collections[collections["pid"].isna() | collections["pid"].isin(pids)]
 
 
 def _with_the_windows(

@@ -41,7 +41,7 @@ import pandas as pd
 
 __all__ = [
     "OpBreakdown", "input_shapes", "op_breakdown", "op_parents", "ops_in_ranges",
-    "recorded_ranges",
+    "paused_outside_ops", "recorded_ranges",
 ]  # fmt: skip
 
 # Kineto's names of tensors' element types (c10's C++ names) -> torch's
@@ -107,20 +107,23 @@ def op_breakdown(ops: pd.DataFrame, *, op_cost_ns: float = 0.0) -> OpBreakdown:
     return OpBreakdown(_by_name(frame), _by_thread(top, ops_per_thread), op_cost_ns, top)
 
 
-def ops_in_ranges(ranges: pd.DataFrame, top_level: pd.DataFrame) -> pd.DataFrame:
+def ops_in_ranges(
+    ranges: pd.DataFrame, top_level: pd.DataFrame, pauses: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """By range name (``record_function`` ranges, probe's spans): ``tid``, the thread that
     held most of its time, and on that thread ``spans``, their summed time ``range_ns``,
-    and ``in_ops_ns``, the part of it inside top-level ops -- the rest is the Python
-    between the ops it ran, and its waits. One thread's: a window's shares are of one
-    thread's time, and a request span summed over eight pool threads had 1.4 times a
-    0.12-s window outside ops (score_api, 2026-12-05)."""
-    columns = ["name", "tid", "spans", "range_ns", "in_ops_ns"]
+    ``in_ops_ns``, the part of it inside top-level ops -- the rest is the Python between
+    the ops it ran, and its waits -- and ``paused_ns``, the part of that rest held by the
+    process's collections (``pauses``: see ``paused_outside_ops``). One thread's: a
+    window's shares are of one thread's time, and a request span summed over eight pool
+    threads had 1.4 times a 0.12-s window outside ops (score_api, 2026-12-05)."""
+    columns = ["name", "tid", "spans", "range_ns", "in_ops_ns", "paused_ns"]
     if ranges.empty:
         return pd.DataFrame(columns=columns)
-    inside = np.zeros(len(ranges))
     starts = ranges["ts_ns"].to_numpy("int64")
     ends = starts + ranges["dur_ns"].to_numpy("int64")
     tids = ranges["tid"].to_numpy()
+    inside = np.zeros(len(ranges))
     for tid, ops in top_level.groupby("tid"):
         mine = np.flatnonzero(tids == tid)
         if len(mine):
@@ -130,24 +133,59 @@ def ops_in_ranges(ranges: pd.DataFrame, top_level: pd.DataFrame) -> pd.DataFrame
             )  # fmt: skip
     each = pd.DataFrame(
         {"name": ranges["name"].astype(str).to_numpy(), "tid": tids, "range_ns": ends - starts,
-         "in_ops_ns": inside}
+         "in_ops_ns": inside,
+         "paused_ns": paused_outside_ops(pauses, top_level, tids, starts, ends)}
     )  # fmt: skip
     table = each.groupby(["name", "tid"]).agg(
-        spans=("range_ns", "size"), range_ns=("range_ns", "sum"), in_ops_ns=("in_ops_ns", "sum")
+        spans=("range_ns", "size"), range_ns=("range_ns", "sum"),
+        in_ops_ns=("in_ops_ns", "sum"), paused_ns=("paused_ns", "sum"),
     )  # fmt: skip
     # the thread that held most of the name's time (a stage may run on several)
     table = table.reset_index().sort_values(["range_ns", "tid"], kind="stable")
     table = table.drop_duplicates("name", keep="last").sort_values("name")
-    table["in_ops_ns"] = table["in_ops_ns"].round().astype("int64")
+    for held in ("in_ops_ns", "paused_ns"):
+        table[held] = table[held].round().astype("int64")
     return table.reset_index(drop=True)[columns]
+
+
+def paused_outside_ops(
+    pauses: pd.DataFrame | None,
+    top_level: pd.DataFrame,
+    tids: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+) -> np.ndarray:
+    """For each interval [a, b) on thread ``tids``: its part inside the process's
+    collections (``pauses``: ``ts_ns``, ``dur_ns`` on the trace's clock, a run's full
+    collections on any thread) while that thread ran no top-level op. A collection
+    holds the GIL: a thread's Python waits it out, where an op already under way in
+    native code runs on, and that part was the op's."""
+    paused = np.zeros(len(a))
+    if pauses is None or pauses.empty:
+        return paused
+    ops = {tid: own for tid, own in top_level.groupby("tid")}
+    starts, took = pauses["ts_ns"].to_numpy("int64"), pauses["dur_ns"].to_numpy("int64")
+    for start, end in zip(starts, starts + took, strict=True):
+        lo, hi = np.maximum(a, start), np.minimum(b, end)
+        hit = np.flatnonzero(hi > lo)
+        for tid in np.unique(tids[hit]):
+            mine = hit[tids[hit] == tid]
+            paused[mine] += hi[mine] - lo[mine]
+            if tid in ops:
+                own = ops[tid]
+                paused[mine] -= _covered(
+                    own["ts_ns"].to_numpy("int64"), own["dur_ns"].to_numpy("int64"),
+                    lo[mine], hi[mine],
+                )  # fmt: skip
+    return paused
 
 
 def _covered(
     op_starts: np.ndarray, op_durations: np.ndarray, a: np.ndarray, b: np.ndarray
 ) -> np.ndarray:
-    """For each interval [a, b), its overlap with a thread's top-level ops (sorted by
-    start, never overlapping each other): the ops wholly inside by prefix sums, less the
-    parts of the edge ops outside it."""
+    """For each interval [a, b), its overlap with a thread's top-level ops (never
+    overlapping each other): the ops wholly inside by prefix sums, less the parts of the
+    edge ops outside it."""
     order = np.argsort(op_starts, kind="stable")
     s, e = op_starts[order], op_starts[order] + op_durations[order]
     before = np.concatenate([[0], np.cumsum(e - s)])

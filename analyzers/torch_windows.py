@@ -49,13 +49,15 @@ def torch_windows_diagnosis(
     *,
     forward_at_s: float | None,
     wall_s: float,
+    collected_s: float = 0.0,
 ) -> TorchWindowsDiagnosis | None:
     """``windows``: (meta.json's entry, its diagnosis, its op count) per window read;
-    ``forward_at_s``: when the first forward pass was seen; ``wall_s``: the run's."""
+    ``forward_at_s``: when the first forward pass was seen; ``wall_s``: the run's;
+    ``collected_s``: the full collections' seconds after the first forward pass."""
     if not windows:
         return None
     entry, chosen, _ = max(windows, key=lambda w: w[2])
-    steady = _steady_share(forward_at_s, wall_s, [e for e, _, _ in windows])
+    steady = _steady_share(forward_at_s, wall_s, [e for e, _, _ in windows], collected_s)
     listed = [{**e, "limit": _limit(d), "ops": n} for e, d, n in windows]
     return TorchWindowsDiagnosis(
         windows=listed,
@@ -71,19 +73,26 @@ def torch_windows_diagnosis(
 
 
 def _steady_share(
-    forward_at_s: float | None, wall_s: float, entries: list[dict[str, Any]]
+    forward_at_s: float | None,
+    wall_s: float,
+    entries: list[dict[str, Any]],
+    collected_s: float = 0.0,
 ) -> float:
-    """Of the run as it would take unprofiled, the part from the first forward pass on.
-    The windows' openings and closings stopped the target (``open_s``, ``stall_s``: the
-    decoder's 0.1-s window stalled it 0.59 s of an 8.7-s run, where its closing held the
-    GIL; none where it did not); they come after the first forward pass, so left in they
-    read as steady work that a plain run does not have."""
+    """Of the run as it would take unprofiled, the part from the first forward pass on,
+    less the full collections made in it (``collected_s``): a window's shares are of its
+    time outside them (``TraceEvidence.paused_ns``), so the run's collections are the
+    run's to count, whether one fell in a window or none did. The windows' openings and
+    closings stopped the target (``open_s``, ``stall_s``: the decoder's 0.1-s window
+    stalled it 0.59 s of an 8.7-s run, where its closing held the GIL; none where it did
+    not); they come after the first forward pass, so left in they read as steady work
+    that a plain run does not have."""
     if forward_at_s is None or wall_s <= 0:
         return 1.0
     paused = sum(float(e.get("open_s") or 0.0) + float(e.get("stall_s") or 0.0) for e in entries)
     paused = min(paused, max(wall_s - forward_at_s, 0.0))
     plain = wall_s - paused
-    return min(max((plain - forward_at_s) / plain, 0.0), 1.0) if plain > 0 else 1.0
+    steady = plain - forward_at_s - collected_s
+    return min(max(steady / plain, 0.0), 1.0) if plain > 0 else 1.0
 
 
 def _limit(d: TraceDiagnosis) -> str:

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from probe.analyzers.attention import unfused_attention
@@ -32,6 +33,7 @@ from probe.analyzers.op_breakdown import (
     OpBreakdown,
     op_breakdown,
     ops_in_ranges,
+    paused_outside_ops,
     recorded_ranges,
 )
 from probe.analyzers.ops import PrefixFinding, growing_prefix
@@ -114,10 +116,13 @@ def diagnose_trace(
     op_cost_ns: float = 0.0,
     model: TraceModel = TRACE_MODEL,
     server_spans: frozenset[str] = frozenset(),
+    pauses: pd.DataFrame | None = None,
 ) -> TraceDiagnosis:
     """``op_cost_ns``: the profiler's own cost per op when known (probe run's windows
     measure it; a trace recorded elsewhere leaves it 0): see ``analyzers.ops``. ``model``:
-    the fixes' constants. ``server_spans``: see ``_stage_ops``."""
+    the fixes' constants. ``server_spans``: see ``_stage_ops``. ``pauses``: the full
+    collections the run timed in the window (``tid``, ``ts_ns``, ``dur_ns`` on the
+    trace's clock; a trace from elsewhere has none): see ``op_breakdown.ops_in_ranges``."""
     t = trace.tables
     kernels = classify_kernels(t["kernels"], t["ops"])
     copies = read_copies(t["copies"], t["runtime"])
@@ -128,8 +133,9 @@ def diagnose_trace(
     ops = op_breakdown(t["ops"], op_cost_ns=op_cost_ns)
     if window == 0.0:  # no GPU work: the host's traced span is the window
         window = ops.host_span_ns
-    span_ops = _stage_ops(t["annotations"], ops, server_spans)
+    span_ops = _stage_ops(t["annotations"], ops, server_spans, pauses)
     profiler_ns = {int(r["tid"]): float(r["ops"]) * op_cost_ns for _, r in ops.threads.iterrows()}
+    paused_ns = _paused_in_window(ops, pauses)
     evidence = TraceEvidence(
         findings,
         kernels,
@@ -139,6 +145,7 @@ def diagnose_trace(
         prefix,
         span_ops,
         profiler_ns,
+        paused_ns,
         capability=compute_capability(trace.meta),
         attention=unfused_attention(t["ops"], t["kernels"]),
     )
@@ -182,7 +189,10 @@ def _trace_notes(
 
 
 def _stage_ops(
-    annotations: pd.DataFrame, ops: OpBreakdown, server_spans: frozenset[str]
+    annotations: pd.DataFrame,
+    ops: OpBreakdown,
+    server_spans: frozenset[str],
+    pauses: pd.DataFrame | None,
 ) -> pd.DataFrame:
     """The host ranges' time in ops (``ops_in_ranges``), the spans probe made around a
     served request and its handler (``server_spans``, by name) left out: they hold the
@@ -191,8 +201,21 @@ def _stage_ops(
     hashing under the GIL as the model's glue, a compiled graph at 1.6x; embed_api,
     2026-12-05)."""
     host_ranges = annotations[annotations["side"].astype(str) != "gpu"]
-    span_ops = ops_in_ranges(host_ranges, ops.top_level)
+    span_ops = ops_in_ranges(host_ranges, ops.top_level, pauses)
     return span_ops[~span_ops["name"].isin(server_spans)].reset_index(drop=True)
+
+
+def _paused_in_window(ops: OpBreakdown, pauses: pd.DataFrame | None) -> dict[int, float]:
+    """By thread: the host's traced span's time it spent in the run's collections outside
+    its ops (``paused_outside_ops``)."""
+    top = ops.top_level
+    if pauses is None or pauses.empty or top.empty:
+        return {}
+    tids = ops.threads["tid"].to_numpy()
+    start = np.full(len(tids), int(top["ts_ns"].min()))
+    end = np.full(len(tids), int((top["ts_ns"] + top["dur_ns"]).max()))
+    paused = paused_outside_ops(pauses, top, tids, start, end)
+    return {int(t): float(p) for t, p in zip(tids, paused, strict=True)}
 
 
 def compute_capability(meta: dict[str, Any]) -> tuple[int, int] | None:

@@ -346,6 +346,27 @@ def test_a_compiled_graph_s_estimate_meets_its_realisation_where_python_between_
     assert any(x["id"] == "inference_runtime" for x in d["recommendations"])  # the run's
 
 
+def test_full_collections_inside_the_model_s_stage_are_not_read_as_python_a_graph_removes(
+    run_probe,
+):
+    # the small-ops model with a full collection inside every 10th infer call: ~70 ms
+    # each over torch's heap, ~90% of the loop. A frozen graph realised 0.87-0.92x here
+    # (its jit objects lengthen every walk; staged_mlp.truth.md): the collections held
+    # inside the window's infer spans read as Python between ops put it at 2.22x
+    small = ("--blocks", "16", "--width", "64", "--batch", "1")
+    r = run_probe(STAGED, "--requests", "400", "--collect-every", "10", *small, timeout=240)
+    assert r.returncode == 0, r.stderr
+    d = json.loads((r.run_dir / "diagnosis.json").read_text())
+    [window] = [x for x in d["torch"]["recommendations"] if x["id"] == "inference_runtime"]
+    # the run's timing of its collections found the ones inside the window's spans (its
+    # clock and Kineto's lined up), and they are the run's share, not the window's
+    assert window["evidence"]["stage"] == "infer" and window["evidence"]["collections_ms"] > 0
+    assert d["torch"]["steady_share"] < 0.5, d["torch"]["steady_share"]
+    assert not any(x["id"] == "inference_runtime" for x in d["recommendations"]), d[
+        "recommendations"
+    ]
+
+
 def test_no_compiled_graph_is_advised_where_the_ops_hold_the_time(run_probe):
     # the default: six blocks of width 256 at batch 16; a graph buys 1.09-1.19x here
     # (staged_mlp.truth.md), under the bar of a recommendation

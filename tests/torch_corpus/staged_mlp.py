@@ -18,12 +18,16 @@ the before/after in one run, where two processes timed one after the other diffe
 the host's drift between them as much as by the change (see staged_mlp.truth.md).
 ``--requests N`` serves N requests instead of ``--seconds``: a loop whose length scales
 with the host's speed as torch's import and the model's build do, so that its share of
-the run is the same on a slow host as on a fast one.
+the run is the same on a slow host as on a fast one. ``--collect-every N`` makes a full
+collection (``gc.collect()``) inside every Nth ``infer`` call, over a heap of
+``--heap K`` more objects held for the run: a collection the run times (``gc_pauses``)
+where a window reads the stage's Python between ops.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 
@@ -42,7 +46,11 @@ ARGS.add_argument("--paired", action="store_true", help="eager and graph, altern
 ARGS.add_argument("--blocks", type=int, default=6)
 ARGS.add_argument("--width", type=int, default=256)
 ARGS.add_argument("--batch", type=int, default=16)
+ARGS.add_argument("--collect-every", type=int, default=0, help="gc.collect() in every Nth infer")
+ARGS.add_argument("--heap", type=int, default=0, help="K more objects for a collection to walk")
 OPTIONS = ARGS.parse_args()
+HEAP = [[n] for n in range(OPTIONS.heap)]  # each a container the collector walks
+INFER_CALLS = [0]
 
 
 class Block(torch.nn.Module):
@@ -80,6 +88,9 @@ def preprocess(batch: int) -> torch.Tensor:
 
 @probe.stage
 def infer(x: torch.Tensor) -> torch.Tensor:
+    INFER_CALLS[0] += 1
+    if OPTIONS.collect_every and INFER_CALLS[0] % OPTIONS.collect_every == 0:
+        gc.collect()
     with torch.no_grad():
         return MODEL(x)
 

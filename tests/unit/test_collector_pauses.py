@@ -360,3 +360,20 @@ def test_the_collector_s_finding_gets_its_own_fix_not_its_stage_s_once_more():
     recs = proposed(classify(bd, facts), bd, facts)
     assert [r.id for r in recs].count("dynamic_batching") == 1
     assert [r.id for r in recs].count("gc_freeze") == 1
+
+
+def test_the_full_collections_are_intervals_on_kineto_s_clock_and_the_young_ones_are_not():
+    from probe.analyzers.collector import full_collections
+
+    rows = pd.DataFrame(
+        {"ts_ns": [5_000, 9_000, 12_000], "generation": [0, 2, 2], "collections": [40, 1, 1],
+         "pause_ns": [800, 2_000, 500], "longest_ns": [60, 2_000, 500],
+         "thread_id": [None, 7, 8], "heap_blocks": [None, 10, 10], "pid": [3, 3, 4]}
+    ).astype({"thread_id": "Int64", "heap_blocks": "Int64", "pid": "Int64"})  # fmt: skip
+    out = full_collections(rows, shift_ns=1_000_000)
+    # ts_ns is a row's end: the start is before it by its pause
+    assert out.to_dict("records") == [
+        {"pid": 3, "tid": 7, "ts_ns": 1_007_000, "dur_ns": 2_000},
+        {"pid": 4, "tid": 8, "ts_ns": 1_011_500, "dur_ns": 500},
+    ]
+    assert full_collections(pd.DataFrame(), shift_ns=0).empty  # a run from before the table

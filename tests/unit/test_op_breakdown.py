@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from probe.analyzers.op_breakdown import op_breakdown
+from probe.analyzers.op_breakdown import op_breakdown, ops_in_ranges
 
 
 def ops(rows: list[tuple[str, int, int, int, str]]) -> pd.DataFrame:
@@ -108,8 +108,6 @@ def test_ranges_the_older_schema_records_as_ops_are_not_ops_and_hold_no_op():
 
 
 def test_a_range_s_time_inside_ops_counts_top_level_ops_on_its_thread_cut_at_its_edges():
-    from probe.analyzers.op_breakdown import ops_in_ranges
-
     top = op_breakdown(TRACE).top_level  # thread 1: 0-100, 150-170, 200-260, 300 (cut)
     ranges = pd.DataFrame(
         {"name": ["infer", "infer", "request", "idle"], "tid": [1, 1, 1, 2],
@@ -124,8 +122,6 @@ def test_a_range_s_time_inside_ops_counts_top_level_ops_on_its_thread_cut_at_its
 
 
 def test_a_range_on_several_threads_is_read_on_the_thread_that_held_most_of_it():
-    from probe.analyzers.op_breakdown import ops_in_ranges
-
     top = op_breakdown(TRACE).top_level  # thread 1: 0-100, 150-170, 200-260, 300 (cut)
     # a request span on two pool threads at once: summed, 300 ns of a 300-ns window
     ranges = pd.DataFrame(
@@ -136,3 +132,23 @@ def test_a_range_on_several_threads_is_read_on_the_thread_that_held_most_of_it()
     assert row["tid"] == 2 and row["spans"] == 2 and row["range_ns"] == 200
     # thread 2's ops alone: its relu, 0-50
     assert row["in_ops_ns"] == 50
+
+
+def test_a_collection_holds_a_range_s_python_but_not_an_op_its_thread_ran_meanwhile():
+    top = op_breakdown(TRACE).top_level  # thread 1: 0-100, 150-170, 200-260, 300 (cut)
+    ranges = pd.DataFrame(
+        {"name": ["infer", "infer", "idle"], "tid": [1, 1, 2],
+         "ts_ns": [0, 150, 100], "dur_ns": [140, 120, 20]}
+    )  # fmt: skip
+    # a collection 90-160 (made on thread 2: a collection stops every thread's Python)
+    # and one 230-280 on thread 1
+    pauses = pd.DataFrame({"tid": [2, 1], "ts_ns": [90, 230], "dur_ns": [70, 50]})
+    table = ops_in_ranges(ranges, top, pauses).set_index("name")
+    # infer 0-140: 100-140 of the first, outside the linear (0-100); infer 150-270:
+    # 150-160 of the first (the add, 150-170, ran on), 260-270 of the second (the cat ran
+    # to 260)
+    assert table.loc["infer", "paused_ns"] == 40 + 10
+    assert table.loc["infer", "in_ops_ns"] == 100 + 20 + 60
+    assert table.loc["idle", "paused_ns"] == 20  # 100-120, thread 2 in no op
+    # no collections: none paused
+    assert (ops_in_ranges(ranges, top)["paused_ns"] == 0).all()

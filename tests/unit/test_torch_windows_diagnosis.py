@@ -83,3 +83,15 @@ def test_a_window_without_gpu_work_is_listed_as_host_ops_not_as_a_gpu_limit():
     assert t is not None and t.windows[0]["limit"] == "no GPU work: the host's ops only"
     block = t.to_dict()
     assert block["cpu"]["ops"] == [] and block["gpu"]["kernels"] == []
+
+
+def test_the_run_s_full_collections_after_the_first_forward_pass_are_not_steady_work():
+    # a 10-s run, its first forward pass at 2 s, 3 s of full collections after it: the
+    # window's shares are of its time outside collections, which is 5 s of the run's 10
+    entry = {"file": "torch/window-1.json"}
+    t = torch_windows_diagnosis(
+        [(entry, window("a", [kv(0.8, 2.0)]), 9)], forward_at_s=2.0, wall_s=10.0,
+        collected_s=3.0,
+    )  # fmt: skip
+    assert t is not None and t.steady_share == pytest.approx(0.5)
+    assert t.recommendations[0].p == pytest.approx(0.4)

@@ -263,3 +263,19 @@ def test_a_stage_s_python_that_fills_its_thread_s_window_gets_no_infinite_compil
     nested = span_ops(("infer", 200, 1_900_000_000, 400_000_000))
     ev = evidence("none", kernels(), span_ops=nested)
     assert "inference_runtime" not in ids(trace_recommendations(ev))
+
+
+def test_a_collection_inside_the_model_s_stage_is_neither_its_python_nor_its_window_s_time():
+    # CPU_MODEL's infer stage, a 200-ms full collection inside one of its spans: outside
+    # ops, it would read as 500 ms of Python between them without the run's timing
+    collected = span_ops(("infer", 100, 900_000_000, 400_000_000))
+    collected["paused_ns"] = 200_000_000
+    # the window held the collection too: 1.2 s, of which the thread ran 1 s
+    ev = TraceEvidence(
+        [finding("none")], kernels(), NO_COPIES, idle(), WINDOW + 200_000_000,
+        span_ops=collected, paused_ns={1: 200_000_000},
+    )  # fmt: skip
+    [rec] = [r for r in trace_recommendations(ev) if r.id == "inference_runtime"]
+    # 300 ms of Python in the 1-s window the thread runs outside collections
+    assert rec.p == pytest.approx(0.3) and rec.evidence["collections_ms"] == 200
+    assert rec.evidence["stage_glue_share"] == pytest.approx(300 / 700, abs=1e-4)  # rounded
