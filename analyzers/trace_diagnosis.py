@@ -122,7 +122,8 @@ def diagnose_trace(
     measure it; a trace recorded elsewhere leaves it 0): see ``analyzers.ops``. ``model``:
     the fixes' constants. ``server_spans``: see ``_stage_ops``. ``pauses``: the full
     collections the run timed in the window (``tid``, ``ts_ns``, ``dur_ns`` on the
-    trace's clock; a trace from elsewhere has none): see ``op_breakdown.ops_in_ranges``."""
+    trace's clock), see ``op_breakdown.ops_in_ranges``; None: those the trace recorded
+    itself, if any (``_recorded_collections``)."""
     t = trace.tables
     kernels = classify_kernels(t["kernels"], t["ops"])
     copies = read_copies(t["copies"], t["runtime"])
@@ -133,6 +134,8 @@ def diagnose_trace(
     ops = op_breakdown(t["ops"], op_cost_ns=op_cost_ns)
     if window == 0.0:  # no GPU work: the host's traced span is the window
         window = ops.host_span_ns
+    if pauses is None:
+        pauses = _recorded_collections(t["python"])
     span_ops = _stage_ops(t["annotations"], ops, server_spans, pauses)
     profiler_ns = {int(r["tid"]): float(r["ops"]) * op_cost_ns for _, r in ops.threads.iterrows()}
     paused_ns = _paused_in_window(ops, pauses)
@@ -203,6 +206,22 @@ def _stage_ops(
     host_ranges = annotations[annotations["side"].astype(str) != "gpu"]
     span_ops = ops_in_ranges(host_ranges, ops.top_level, pauses)
     return span_ops[~span_ops["name"].isin(server_spans)].reset_index(drop=True)
+
+
+# torch.profiler's name for a collection, where the trace was recorded with
+# ``experimental_config=_ExperimentalConfig(record_python_gc_info=True)`` and
+# ``with_stack=True`` (a ``python_function`` event on the collecting thread; torch 2.13:
+# neither alone records them)
+_PYTHON_GC = "Python GC"
+
+
+def _recorded_collections(python: pd.DataFrame) -> pd.DataFrame:
+    """The collections a trace recorded itself (``_PYTHON_GC``): young and full alike,
+    the event does not say which; a young one is tens of microseconds."""
+    if python.empty:
+        return pd.DataFrame(columns=["tid", "ts_ns", "dur_ns"])
+    gc = python[python["name"].astype(str) == _PYTHON_GC]
+    return gc[["tid", "ts_ns", "dur_ns"]].reset_index(drop=True)
 
 
 def _paused_in_window(ops: OpBreakdown, pauses: pd.DataFrame | None) -> dict[int, float]:

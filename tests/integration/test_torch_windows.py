@@ -19,6 +19,7 @@ from probe.analyzers.analysis import analyze
 from probe.analyzers.diff import held_error
 from probe.analyzers.ops import growing_prefix
 from probe.analyzers.timeline import TimelineLimits
+from probe.analyzers.trace_diagnosis import diagnose_trace
 from probe.rundir.kineto import read_kineto
 from probe.rundir.reader import load
 
@@ -365,6 +366,33 @@ def test_full_collections_inside_the_model_s_stage_are_not_read_as_python_a_grap
     assert not any(x["id"] == "inference_runtime" for x in d["recommendations"]), d[
         "recommendations"
     ]
+
+
+def test_a_trace_recorded_with_its_collections_reads_them_apart_from_the_stage_s_python(
+    tmp_path,
+):
+    # the same loop recorded three times by torch.profiler alone (no probe run): plain;
+    # a gc.collect() inside every 20th infer range, recorded (record_python_gc_info);
+    # the same collections not recorded
+    small = ("--blocks", "16", "--width", "64", "--batch", "1", "--requests", "60")
+    collect = ("--collect-every", "20")
+    glue = {}
+    for name, extra in (("plain", ()), ("told", (*collect, "--gc-info")), ("untold", collect)):
+        out = tmp_path / f"{name}.json"
+        subprocess.run(
+            [sys.executable, str(STAGED), *small, "--trace", str(out), *extra],
+            capture_output=True, timeout=120, check=True,
+        )  # fmt: skip
+        d = diagnose_trace(read_kineto(out))
+        every = d.recommendations + d.minor_recommendations
+        [r] = [r for r in every if r.id == "inference_runtime"]
+        glue[name] = (r.evidence["glue_share"], r.evidence["collections_ms"])
+    # three collections of ~130 ms over torch's heap in a ~0.45-s trace: read as the
+    # stage's Python, its share doubled (0.42 -> 0.83, 2026-12-07); recorded, they come
+    # off it and the share is the plain loop's (0.43)
+    assert glue["told"][1] > 0 and glue["untold"][1] == 0, glue
+    assert glue["untold"][0] > glue["plain"][0] + 0.2, glue  # the collections weigh here
+    assert abs(glue["told"][0] - glue["plain"][0]) < 0.1, glue
 
 
 def test_no_compiled_graph_is_advised_where_the_ops_hold_the_time(run_probe):

@@ -21,7 +21,10 @@ with the host's speed as torch's import and the model's build do, so that its sh
 the run is the same on a slow host as on a fast one. ``--collect-every N`` makes a full
 collection (``gc.collect()``) inside every Nth ``infer`` call, over a heap of
 ``--heap K`` more objects held for the run: a collection the run times (``gc_pauses``)
-where a window reads the stage's Python between ops.
+where a window reads the stage's Python between ops. ``--trace OUT.json`` records the
+requests with ``torch.profiler`` (CPU ops with their shapes, Python frames, each stage a
+``record_function`` range: a trace recorded without probe), ``--gc-info`` with its
+collections too (``record_python_gc_info``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import argparse
 import gc
 import statistics
 import time
+from contextlib import nullcontext
 
 import torch
 
@@ -48,6 +52,8 @@ ARGS.add_argument("--width", type=int, default=256)
 ARGS.add_argument("--batch", type=int, default=16)
 ARGS.add_argument("--collect-every", type=int, default=0, help="gc.collect() in every Nth infer")
 ARGS.add_argument("--heap", type=int, default=0, help="K more objects for a collection to walk")
+ARGS.add_argument("--trace", help="record the requests with torch.profiler into this file")
+ARGS.add_argument("--gc-info", action="store_true", help="--trace records collections too")
 OPTIONS = ARGS.parse_args()
 HEAP = [[n] for n in range(OPTIONS.heap)]  # each a container the collector walks
 INFER_CALLS = [0]
@@ -88,11 +94,12 @@ def preprocess(batch: int) -> torch.Tensor:
 
 @probe.stage
 def infer(x: torch.Tensor) -> torch.Tensor:
-    INFER_CALLS[0] += 1
-    if OPTIONS.collect_every and INFER_CALLS[0] % OPTIONS.collect_every == 0:
-        gc.collect()
-    with torch.no_grad():
-        return MODEL(x)
+    with torch.profiler.record_function("infer") if OPTIONS.trace else nullcontext():
+        INFER_CALLS[0] += 1
+        if OPTIONS.collect_every and INFER_CALLS[0] % OPTIONS.collect_every == 0:
+            gc.collect()
+        with torch.no_grad():
+            return MODEL(x)
 
 
 @probe.stage
@@ -131,6 +138,18 @@ def paired(seconds: float) -> None:
     print("ratios", " ".join(f"{r:.2f}" for r in ratios))
 
 
+def _profiler(args: argparse.Namespace) -> torch.profiler.profile:
+    """An open torch.profiler over the requests to come."""
+    from torch._C._profiler import _ExperimentalConfig
+
+    profiler = torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_stack=True,
+        experimental_config=_ExperimentalConfig(record_python_gc_info=args.gc_info),
+    )  # fmt: skip
+    profiler.__enter__()
+    return profiler
+
+
 def main() -> None:
     args = OPTIONS
     if args.paired:
@@ -144,6 +163,7 @@ def main() -> None:
         took[name].append(time.perf_counter_ns() - t0)
         return out
 
+    profiler = _profiler(args) if args.trace else None
     start = time.monotonic()
     deadline = start + args.seconds
     requests = 0
@@ -154,6 +174,9 @@ def main() -> None:
             timed("postprocess", postprocess, y)
         requests += 1
     took_s = time.monotonic() - start
+    if profiler is not None:
+        profiler.__exit__(None, None, None)
+        profiler.export_chrome_trace(args.trace)
     print(f"requests {requests}, {took_s / requests * 1e6:.1f} us a request")
     if args.timings:
         for name, values in took.items():

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from probe.analyzers.trace_diagnosis import diagnose_trace
 from probe.reports.json import DiagnosisJson, json_safe
 from probe.reports.terminal import span_time_lines
@@ -161,3 +163,29 @@ def test_a_served_request_s_span_is_no_model_stage_for_a_compiled_graph(tmp_path
     served = diagnose_trace(trace, server_spans=frozenset({"predict"}))
     assert not [r for r in served.recommendations if r.id == "inference_runtime"]
     assert [n for n in served.notes if "@probe.stage on the model call" in n], served.notes
+
+
+def test_a_collection_the_trace_recorded_is_not_the_model_stage_s_python(tmp_path):
+    # 20 ops of 10 us, 50 us apart, in an "infer" range, and a 480-us gap after the
+    # tenth that torch recorded as a collection (record_python_gc_info, with_stack)
+    ops = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1,
+         "ts": 50.0 * i + (500.0 if i >= 10 else 0.0), "dur": 10.0,
+         "args": {"External id": i + 1}}
+        for i in range(20)
+    ]  # fmt: skip
+    infer = {"ph": "X", "cat": "user_annotation", "name": "infer", "pid": 1, "tid": 1,
+             "ts": 0.0, "dur": 1500.0, "args": {"External id": 99}}  # fmt: skip
+    gc = {"ph": "X", "cat": "python_function", "name": "Python GC", "pid": 1, "tid": 1,
+          "ts": 470.0, "dur": 480.0, "args": {}}  # fmt: skip
+    told = diagnose_trace(read_kineto(write_trace(tmp_path / "told.json", [infer, gc, *ops])))
+    untold = diagnose_trace(read_kineto(write_trace(tmp_path / "untold.json", [infer, *ops])))
+    [a] = [r for r in told.recommendations if r.id == "inference_runtime"]
+    [b] = [r for r in untold.recommendations if r.id == "inference_runtime"]
+    assert a.evidence["collections_ms"] == 0.48 and b.evidence["collections_ms"] == 0
+    # 1,500 us, 190 in ops (the last, ending last, read as cut by the profiler's stop):
+    # 1,310 outside them, of which 480 the collection's
+    assert a.evidence["stage_glue_share"] == round(830 / 1020, 4)
+    assert b.evidence["stage_glue_share"] == round(1310 / 1500, 4)
+    # over the host's span (0-1,450 us) less the collection: 830 of 970
+    assert a.p == pytest.approx(830 / 970)
