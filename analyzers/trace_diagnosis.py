@@ -43,6 +43,7 @@ from probe.analyzers.trace_fixes import (
     TRACE_MODEL,
     TraceEvidence,
     TraceModel,
+    at_the_bar,
     trace_proposed,
 )
 from probe.analyzers.trace_limits import trace_findings
@@ -152,13 +153,13 @@ def diagnose_trace(
         capability=compute_capability(trace.meta),
         attention=unfused_attention(t["ops"], t["kernels"]),
     )
-    every = trace_proposed(evidence, model)
+    worth, minor = at_the_bar(trace_proposed(evidence, model), model)
     return TraceDiagnosis(
         run=_run_facts(trace, window, timeline.devices, kernels),
         primary=_primary(findings),
         findings=findings,
-        recommendations=[r for r in every if r.estimated_speedup >= model.min_speedup],
-        minor_recommendations=[r for r in every if r.estimated_speedup < model.min_speedup],
+        recommendations=worth,
+        minor_recommendations=minor,
         kernels=kernel_breakdown(kernels),
         idle=timeline.by_cause[timeline.by_cause["idle_ns"] > 0].reset_index(drop=True),
         copies=copy_breakdown(t["copies"], t["runtime"]),

@@ -42,6 +42,7 @@ __all__ = [
     "TRACE_MODEL",
     "TraceEvidence",
     "TraceModel",
+    "at_the_bar",
     "trace_proposed",
     "trace_recommendations",
 ]
@@ -604,9 +605,18 @@ def trace_proposed(ev: TraceEvidence, model: TraceModel = TRACE_MODEL) -> list[R
     return sorted(out, key=lambda r: r.estimated_speedup, reverse=True)
 
 
+def at_the_bar(
+    every: list[Recommendation], model: TraceModel = TRACE_MODEL
+) -> tuple[list[Recommendation], list[Recommendation]]:
+    """``every`` split, each in its order: those worth ``min_speedup`` or more, and the
+    rest (a run's minor fixes: they compound)."""
+    worth = [r for r in every if r.estimated_speedup >= model.min_speedup]
+    return worth, [r for r in every if r.estimated_speedup < model.min_speedup]
+
+
 def trace_recommendations(
     ev: TraceEvidence, model: TraceModel = TRACE_MODEL
 ) -> list[Recommendation]:
     """Every fix of the catalog the evidence proposes, worth ``min_speedup`` or more,
     best first."""
-    return [r for r in trace_proposed(ev, model) if r.estimated_speedup >= model.min_speedup]
+    return at_the_bar(trace_proposed(ev, model), model)[0]
