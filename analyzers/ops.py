@@ -7,9 +7,11 @@ step after the first runs on the one new token. The finding names the op and sha
 steps, and what a cache buys: each step's time is fitted as ``a + b*T`` (a: the per-step
 cost that does not grow, b: the cost per token of prefix), and with a cache the first
 step (the prompt) stays ``a + b*T0`` while every later one becomes ``a + b``. Attention
-over the cached keys still grows with T; the model leaves it out, so the estimate is an
-upper bound where attention over long contexts dominates (it does not at the lengths of a
-short generation, where the linear layers hold most of the work).
+over the cached keys still grows with T, which the model leaves out; but at a short
+generation's lengths a cached step costs less than ``a + b``, not more: measured
+unprofiled on the decoder (``benchmarks/kv_step_costs.py``, 2026-12-07), 0.69-0.88 of the
+fit's ``a + b`` and flat in T (a one-row product is not a GEMM's intercept), so there the
+estimate runs low.
 
 A trace recorded by probe run's windows carries the profiler's own cost per op
 (``op_cost_ns``, measured as the window opened: probe.samplers.torch_windows). Every op

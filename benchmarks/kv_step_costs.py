@@ -1,0 +1,75 @@
+"""What one decoding step of ``tests/torch_corpus/decoder.py`` costs unprofiled, with and
+without a KV cache, by the length of the sequence: the truth the KV-cache estimate's step
+model (``analyzers.ops``: a step costs ``a + b*T`` without a cache, ``a + b`` with one) is
+to be held to.
+
+Each generation runs the prompt, then its tokens twice from the same prompt: once
+re-running the whole sequence (``T`` = prompt + tokens so far), once on the new token
+against the cache; ``time.perf_counter_ns()`` around each model call, no profiler, no
+probe. Prints the fit ``a + b*T`` over the steps without a cache (each T's median over the
+generations) and the cached steps' medians beside the model's ``a + b``.
+
+    python benchmarks/kv_step_costs.py [--generations 120]
+
+Needs torch (``pip install '.[torch]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "torch_corpus"))
+
+
+def step_times(generations: int) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """By T: each step's ns without a cache, and with one (T: the sequence's length)."""
+    import decoder
+    import torch
+
+    model = decoder.built()
+    prompt_len = decoder.PROMPT
+    whole: dict[int, list[int]] = {}
+    cached: dict[int, list[int]] = {}
+    with torch.inference_mode():
+        for _ in range(generations):
+            prompt = torch.randint(0, decoder.VOCAB, (1, prompt_len))
+            ids, (logits, _) = prompt, model(prompt, 0, None)
+            for _ in range(decoder.TOKENS - 1):
+                ids = torch.cat([ids, logits.argmax(dim=-1, keepdim=True)], dim=1)
+                t0 = time.perf_counter_ns()
+                logits, _ = model(ids, 0, None)
+                whole.setdefault(ids.shape[1], []).append(time.perf_counter_ns() - t0)
+            logits, caches = model(prompt, 0, None)
+            for step in range(decoder.TOKENS - 1):
+                token = logits.argmax(dim=-1, keepdim=True)
+                t0 = time.perf_counter_ns()
+                logits, caches = model(token, prompt_len + step, caches)
+                cached.setdefault(prompt_len + step + 1, []).append(time.perf_counter_ns() - t0)
+    return whole, cached
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--generations", type=int, default=120)
+    args = p.parse_args()
+    whole, cached = step_times(args.generations)
+    lengths = np.array(sorted(whole))
+    us = np.array([statistics.median(whole[t]) for t in lengths]) / 1e3
+    b, a = np.polyfit(lengths, us, 1)
+    print(f"without a cache: a = {a:.0f} us, b = {b:.2f} us a token of prefix "
+          f"(T {lengths[0]}-{lengths[-1]}: {us[0]:.0f}-{us[-1]:.0f} us a step)")  # fmt: skip
+    at = sorted(cached)
+    steps = [statistics.median(cached[t]) / 1e3 for t in at]
+    middle = statistics.median(steps)
+    print(f"with a cache: {steps[0]:.0f} us a step at T {at[0]}, {steps[-1]:.0f} at T {at[-1]} "
+          f"(median {middle:.0f}); the model's a + b: {a + b:.0f} us")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
