@@ -226,8 +226,8 @@ def _recorded_collections(python: pd.DataFrame) -> pd.DataFrame:
 
 
 def _paused_in_window(ops: OpBreakdown, pauses: pd.DataFrame | None) -> dict[int, float]:
-    """By thread: the host's traced span's time it spent in the run's collections outside
-    its ops (``paused_outside_ops``)."""
+    """By thread: the host's traced span's time it spent in collections (``pauses``)
+    outside its ops (``paused_outside_ops``)."""
     top = ops.top_level
     if pauses is None or pauses.empty or top.empty:
         return {}

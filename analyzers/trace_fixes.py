@@ -169,8 +169,8 @@ class TraceEvidence:
     # by thread: the profiler's own cost in the window, its ops times the cost per op
     # (probe run's windows measure it; 0 for a trace from elsewhere)
     profiler_ns: dict[int, float] = field(default_factory=dict)
-    # by thread: the window's time it spent in the run's full collections outside its ops
-    # (op_breakdown.paused_outside_ops; none for a trace from elsewhere): the run's own
+    # by thread: the window's time it spent in collections outside its ops (a run's full
+    # ones, or those a trace recorded itself: op_breakdown.paused_outside_ops): a run's
     # collections are a share of the run (torch_windows), not of the window
     paused_ns: dict[int, float] = field(default_factory=dict)
     # the GPU's (computeMajor, computeMinor), from the trace's deviceProperties
@@ -469,10 +469,10 @@ def _compiled_graph(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
     stage = _model_stage(ev.span_ops)
     if stage is None:
         return None
-    # the full collections the run timed inside the stage held the GIL between its ops,
-    # and a graph's run collects too: a 99-ms one inside one ``infer`` span (1.2 ms of it
-    # in ops) read as Python between ops, 3.23x where a graph realised 1.90x (staged_mlp,
-    # a clean-clone CI run, 2026-12-06)
+    # the collections timed inside the stage (the run's, or the trace's own) held the GIL
+    # between its ops, and a graph's run collects too: a 99-ms one inside one ``infer``
+    # span (1.2 ms of it in ops) read as Python between ops, 3.23x where a graph realised
+    # 1.90x (staged_mlp, a clean-clone CI run, 2026-12-06)
     paused = float(stage.get("paused_ns", 0) or 0)
     glue = float(stage["range_ns"] - stage["in_ops_ns"]) - paused
     # taken as the profiler's cost lying inside the ops' intervals, so that the glue needs
@@ -500,7 +500,7 @@ def _compiled_graph(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
         "interpreter of its own between them: six models realised "
         f"{m.graph_realised_least:g}-{m.graph_realised_most:g}x of this figure "
         f"(benchmarks/compiled_graph_gain.py), {least:.2f}-{most:.2f}x here"
-        + (f"; the {paused / 1e6:.1f} ms of full collections inside it kept" if paused else ""),
+        + (f"; its {paused / 1e6:.1f} ms in garbage collections not counted" if paused else ""),
     )  # fmt: skip
 
 
