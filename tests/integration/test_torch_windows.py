@@ -351,7 +351,7 @@ def test_full_collections_inside_the_model_s_stage_are_not_read_as_python_a_grap
     run_probe,
 ):
     # the small-ops model with a full collection inside every 10th infer call: ~70 ms
-    # each over torch's heap, ~90% of the loop. A frozen graph realised 0.87-0.92x here
+    # each over torch's heap, ~90% of the loop. A frozen graph realised 0.82-0.91x here
     # (its jit objects lengthen every walk; staged_mlp.truth.md): the collections held
     # inside the window's infer spans read as Python between ops put it at 2.22x
     small = ("--blocks", "16", "--width", "64", "--batch", "1")
