@@ -1020,7 +1020,6 @@ def _torch(run: Run) -> TorchWindowsDiagnosis | None:
     served = _server_span_names(run.tables.get("spans"))
     clock = run.meta.get("clock") or {}
     collections = _traced_collections(run, clock)
-    base = [int(t.meta.get("baseTimeNanoseconds") or 0) for _, t in run.torch_windows]
     windows = [
         (
             entry,
@@ -1029,11 +1028,13 @@ def _torch(run: Run) -> TorchWindowsDiagnosis | None:
                 op_cost_ns=float(entry.get("op_cost_ns") or 0.0),
                 server_spans=served,
                 # on the window's clock: Kineto's ts count from its baseTimeNanoseconds
-                pauses=collections.assign(ts_ns=collections["ts_ns"] - b),
+                pauses=collections.assign(
+                    ts_ns=collections["ts_ns"] - int(trace.meta.get("baseTimeNanoseconds") or 0)
+                ),
             ),
             len(trace.tables["ops"]),
         )
-        for (entry, trace), b in zip(run.torch_windows, base, strict=True)
+        for entry, trace in run.torch_windows
     ]
     forward_at_s = figures.get("forward_at_s")
     after = int(clock.get("unix_ns") or 0) + int((forward_at_s or 0.0) * 1e9)

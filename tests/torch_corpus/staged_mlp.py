@@ -19,9 +19,9 @@ the host's drift between them as much as by the change (see staged_mlp.truth.md)
 ``--requests N`` serves N requests instead of ``--seconds``: a loop whose length scales
 with the host's speed as torch's import and the model's build do, so that its share of
 the run is the same on a slow host as on a fast one. ``--collect-every N`` makes a full
-collection (``gc.collect()``) inside every Nth ``infer`` call, over a heap of
-``--heap K`` more objects held for the run: a collection the run times (``gc_pauses``)
-where a window reads the stage's Python between ops. ``--trace OUT.json`` records the
+collection (``gc.collect()``, a walk of torch's heap) inside every Nth ``infer`` call: a
+collection the run times (``gc_pauses``) where a window reads the stage's Python between
+ops. ``--trace OUT.json`` records the
 requests with ``torch.profiler`` (CPU ops with their shapes, Python frames, each stage a
 ``record_function`` range: a trace recorded without probe), ``--gc-info`` with its
 collections too (``record_python_gc_info``).
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import statistics
 import time
 from contextlib import nullcontext
@@ -51,12 +52,10 @@ ARGS.add_argument("--blocks", type=int, default=6)
 ARGS.add_argument("--width", type=int, default=256)
 ARGS.add_argument("--batch", type=int, default=16)
 ARGS.add_argument("--collect-every", type=int, default=0, help="gc.collect() in every Nth infer")
-ARGS.add_argument("--heap", type=int, default=0, help="K more objects for a collection to walk")
 ARGS.add_argument("--trace", help="record the requests with torch.profiler into this file")
 ARGS.add_argument("--gc-info", action="store_true", help="--trace records collections too")
 OPTIONS = ARGS.parse_args()
-HEAP = [[n] for n in range(OPTIONS.heap)]  # each a container the collector walks
-INFER_CALLS = [0]
+INFER_CALLS = itertools.count(1)
 
 
 class Block(torch.nn.Module):
@@ -95,8 +94,7 @@ def preprocess(batch: int) -> torch.Tensor:
 @probe.stage
 def infer(x: torch.Tensor) -> torch.Tensor:
     with torch.profiler.record_function("infer") if OPTIONS.trace else nullcontext():
-        INFER_CALLS[0] += 1
-        if OPTIONS.collect_every and INFER_CALLS[0] % OPTIONS.collect_every == 0:
+        if OPTIONS.collect_every and next(INFER_CALLS) % OPTIONS.collect_every == 0:
             gc.collect()
         with torch.no_grad():
             return MODEL(x)
