@@ -1025,7 +1025,6 @@ def _torch(run: Run) -> TorchWindowsDiagnosis | None:
             entry,
             diagnose_trace(
                 trace,
-                op_cost_ns=float(entry.get("op_cost_ns") or 0.0),
                 server_spans=served,
                 # on the window's clock: Kineto's ts count from its baseTimeNanoseconds
                 pauses=collections.assign(

@@ -25,10 +25,14 @@ is not waiting is paying per-op and per-call overhead rather than computing: wha
 mode costs at batch 1. The gap share says where to look; it is not an estimate of what a
 runtime buys (the waits in it are not separated here).
 
-The profiler's own cost per op (``op_cost_ns``: probe run's windows measure it as each
-one opens, ``probe.samplers.torch_windows``) is in every op's interval; it is taken off
-each op's self time (never below 0), so that a window's thousands of tiny ops do not read
-as their own cost. A trace recorded elsewhere leaves it 0.
+The profiler's own cost per op (``op_cost_ns``) is read off the trace itself
+(``profiler_op_cost_ns``: the gaps between an op's children are its bookkeeping, at the
+speed the host ran the traced thread) and taken off each op's self time (never below 0),
+so that a window's thousands of tiny ops do not read as their own cost. Until 2026-12-07
+probe run's windows calibrated it on probe's own thread as each opened (small view ops,
+the least of 12 calls): on five models that read 0.2-0.4 of what the target's ops paid,
+the ops' shapes recorded for more inputs and the target's caches colder
+(``benchmarks/profiler_op_cost.py``).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ import pandas as pd
 
 __all__ = [
     "OpBreakdown", "input_shapes", "op_breakdown", "op_parents", "ops_in_ranges",
-    "paused_outside_ops", "recorded_ranges",
+    "PAID_OVER_GAP", "paused_outside_ops", "profiler_op_cost_ns", "recorded_ranges",
 ]  # fmt: skip
 
 # Kineto's names of tensors' element types (c10's C++ names) -> torch's
@@ -113,32 +117,38 @@ def ops_in_ranges(
     """By range name (``record_function`` ranges, probe's spans): ``tid``, the thread that
     held most of its time, and on that thread ``spans``, their summed time ``range_ns``,
     ``in_ops_ns``, the part of it inside top-level ops -- the rest is the Python between
-    the ops it ran, and its waits -- and ``paused_ns``, the part of that rest held by the
+    the ops it ran, and its waits -- ``top_ops``, how many top-level ops started in it
+    (each leaves a part of the profiler's cost in that rest: ``profiler_op_cost_ns``),
+    and ``paused_ns``, the part of that rest held by the
     process's collections (``pauses``: see ``paused_outside_ops``). One thread's: a
     window's shares are of one thread's time, and a request span summed over eight pool
     threads had 1.4 times a 0.12-s window outside ops (score_api, 2026-12-05)."""
-    columns = ["name", "tid", "spans", "range_ns", "in_ops_ns", "paused_ns"]
+    columns = ["name", "tid", "spans", "range_ns", "in_ops_ns", "top_ops", "paused_ns"]
     if ranges.empty:
         return pd.DataFrame(columns=columns)
     starts = ranges["ts_ns"].to_numpy("int64")
     ends = starts + ranges["dur_ns"].to_numpy("int64")
     tids = ranges["tid"].to_numpy()
-    inside = np.zeros(len(ranges))
+    inside, counted = np.zeros(len(ranges)), np.zeros(len(ranges), dtype="int64")
     for tid, ops in top_level.groupby("tid"):
         mine = np.flatnonzero(tids == tid)
         if len(mine):
+            op_starts = np.sort(ops["ts_ns"].to_numpy("int64"))
             inside[mine] = _covered(
                 ops["ts_ns"].to_numpy("int64"), ops["dur_ns"].to_numpy("int64"),
                 starts[mine], ends[mine],
             )  # fmt: skip
+            counted[mine] = np.searchsorted(op_starts, ends[mine]) - np.searchsorted(
+                op_starts, starts[mine]
+            )
     each = pd.DataFrame(
         {"name": ranges["name"].astype(str).to_numpy(), "tid": tids, "range_ns": ends - starts,
-         "in_ops_ns": inside,
+         "in_ops_ns": inside, "top_ops": counted,
          "paused_ns": paused_outside_ops(pauses, top_level, tids, starts, ends)}
     )  # fmt: skip
     table = each.groupby(["name", "tid"]).agg(
-        spans=("range_ns", "size"), range_ns=("range_ns", "sum"),
-        in_ops_ns=("in_ops_ns", "sum"), paused_ns=("paused_ns", "sum"),
+        spans=("range_ns", "size"), range_ns=("range_ns", "sum"), in_ops_ns=("in_ops_ns", "sum"),
+        top_ops=("top_ops", "sum"), paused_ns=("paused_ns", "sum"),
     )  # fmt: skip
     # the thread that held most of the name's time (a stage may run on several)
     table = table.reset_index().sort_values(["range_ns", "tid"], kind="stable")
@@ -235,6 +245,46 @@ def input_shapes(dims: object) -> list[tuple[int, ...]]:
             break
         shapes.append(tuple(d))
     return shapes
+
+
+# What torch.profiler adds to an op, over the median gap between two ops one after the
+# other inside the same op (aten::linear's aten::t and aten::addmm): the extra CPU time of
+# turns with the thread's recording switched on over turns with it off (alternated, the
+# profiler on), over the ops a turn recorded, against that gap in the same window. Five
+# models (a decoder with and without a KV cache, an MLP, a small convnet, a loop of three
+# tiny ops), 52 windows in four sittings (2026-12-07; `python
+# benchmarks/profiler_op_cost.py`): 1.26-2.36, median 1.86, the sittings' medians
+# 1.56-2.02. The gap holds one op's bookkeeping between two intervals, the rest of it
+# falls inside them; the cost it reads is within 0.68-1.27 of what was paid.
+PAID_OVER_GAP = 1.85
+# fewer gaps than this and the median is not the thread's speed at its bookkeeping
+_MIN_GAPS = 20
+
+
+def profiler_op_cost_ns(ops: pd.DataFrame) -> float | None:
+    """What torch.profiler's recording cost each op of this trace, read off the trace
+    itself: ``PAID_OVER_GAP`` times the median gap between consecutive ops inside one
+    op (nothing of the model's own runs there: the gap is the profiler's bookkeeping, at
+    the speed the host ran the traced threads). None where the trace has too few such
+    gaps (``_MIN_GAPS``): a trace without nested ops. Measured on traces recorded with
+    shapes and without stacks (probe run's windows, ``record_shapes=True``)."""
+    if ops.empty:
+        return None
+    frame = ops[["name", "tid", "ts_ns", "dur_ns"]].copy()
+    frame = frame[~recorded_ranges(frame["name"].astype(str))]
+    frame = frame.sort_values(["tid", "ts_ns", "dur_ns"], ascending=[True, True, False])
+    frame = frame.reset_index(drop=True)
+    parent = op_parents(frame)
+    starts = frame["ts_ns"].to_numpy("int64")
+    ends = starts + frame["dur_ns"].to_numpy("int64")
+    # rows in (tid, start) order: a child's next sibling is the next row with its parent
+    nested = np.flatnonzero(parent >= 0)
+    order = nested[np.argsort(parent[nested], kind="stable")]
+    same = parent[order][1:] == parent[order][:-1]
+    gaps = starts[order][1:][same] - ends[order][:-1][same]
+    if len(gaps) < _MIN_GAPS:
+        return None
+    return PAID_OVER_GAP * float(np.median(np.maximum(gaps, 0)))
 
 
 def op_parents(frame: pd.DataFrame) -> np.ndarray:

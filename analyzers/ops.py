@@ -10,16 +10,20 @@ step (the prompt) stays ``a + b*T0`` while every later one becomes ``a + b``. At
 over the cached keys still grows with T, which the model leaves out; but at a short
 generation's lengths a cached step costs less than ``a + b``, not more: measured
 unprofiled on the decoder (``benchmarks/kv_step_costs.py``, 2026-12-07), 0.69-0.88 of the
-fit's ``a + b`` and flat in T (a one-row product is not a GEMM's intercept), so there the
-estimate runs low.
+fit's ``a + b`` and flat in T, so there the estimate runs low. The step's cost is not a
+line below the prompt's length: the whole sequence re-run at T = 1 costs 513-653 us
+where the line through T 17-39 says 823-886, and a cached step costs about that T = 1
+step; a trace holds no step shorter than its prompt, so nothing in it shows the bend.
 
-A trace recorded by probe run's windows carries the profiler's own cost per op
-(``op_cost_ns``, measured as the window opened: probe.samplers.torch_windows). Every op
-of a step pays it, with a cache or without, so left in it reads as a per-step cost that
-does not grow and understates what a cache buys (the decoder's steps under a window:
-1.56-1.67x estimated without it, 1.71-1.95x with it, against 1.84-1.86x realised
-unprofiled: tests/torch_corpus/decoder.truth.md); it is taken off each step as its op
-count times ``op_cost_ns`` before the fit.
+A trace carries the profiler's own cost per op (``op_cost_ns``, read off the trace's
+ops: ``op_breakdown.profiler_op_cost_ns``). Every op of a step pays it, with a cache or
+without, so left in it reads as a per-step cost that does not grow and understates what
+a cache buys; it is taken off each step as its op count times ``op_cost_ns`` before the
+fit. With the cost the windows calibrated on probe's thread until 2026-12-07 (0.2-0.4
+of what the decoder's ops paid) two windows of the decoder read 1.50x and 1.42x, and
+1.73x and 1.58x with the trace's own, against 1.95x and 2.00x realised (generation time,
+unprofiled, the same hour; read at a gap ratio of 2.0, before it was measured at 1.85:
+tests/torch_corpus/decoder.truth.md).
 
 A window is 0.1 s of the target's work, and the host can change the process's speed for
 much of it (a shared machine: the decoder's steps ran 2.2x longer for 80 ms of one window

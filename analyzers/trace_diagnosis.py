@@ -34,6 +34,7 @@ from probe.analyzers.op_breakdown import (
     op_breakdown,
     ops_in_ranges,
     paused_outside_ops,
+    profiler_op_cost_ns,
     recorded_ranges,
 )
 from probe.analyzers.ops import PrefixFinding, growing_prefix
@@ -114,23 +115,25 @@ class TraceDiagnosis:
 def diagnose_trace(
     trace: KinetoTrace,
     *,
-    op_cost_ns: float = 0.0,
+    op_cost_ns: float | None = None,
     model: TraceModel = TRACE_MODEL,
     server_spans: frozenset[str] = frozenset(),
     pauses: pd.DataFrame | None = None,
 ) -> TraceDiagnosis:
-    """``op_cost_ns``: the profiler's own cost per op when known (probe run's windows
-    measure it; a trace recorded elsewhere leaves it 0): see ``analyzers.ops``. ``model``:
-    the fixes' constants. ``server_spans``: see ``_stage_ops``. ``pauses``: the full
-    collections the run timed in the window (``tid``, ``ts_ns``, ``dur_ns`` on the
-    trace's clock), see ``op_breakdown.ops_in_ranges``; None: those the trace recorded
-    itself, if any (``_recorded_collections``)."""
+    """``op_cost_ns``: the profiler's own cost per op, see ``analyzers.ops``; None: read
+    off the trace's own ops (``op_breakdown.profiler_op_cost_ns``; 0 where it cannot
+    be). ``model``: the fixes' constants. ``server_spans``: see ``_stage_ops``.
+    ``pauses``: the full collections the run timed in the window (``tid``, ``ts_ns``,
+    ``dur_ns`` on the trace's clock), see ``op_breakdown.ops_in_ranges``; None: those
+    the trace recorded itself, if any (``_recorded_collections``)."""
     t = trace.tables
     kernels = classify_kernels(t["kernels"], t["ops"])
     copies = read_copies(t["copies"], t["runtime"])
     timeline = gpu_timeline(t["kernels"], t["copies"], t["runtime"], t["ops"], t["annotations"])
     findings = trace_findings(timeline, copies)
     window = float(timeline.devices["window_ns"].sum()) if len(timeline.devices) else 0.0
+    if op_cost_ns is None:
+        op_cost_ns = profiler_op_cost_ns(t["ops"]) or 0.0
     prefix = growing_prefix(t["ops"], op_cost_ns)
     ops = op_breakdown(t["ops"], op_cost_ns=op_cost_ns)
     if window == 0.0:  # no GPU work: the host's traced span is the window
@@ -150,6 +153,7 @@ def diagnose_trace(
         span_ops,
         profiler_ns,
         paused_ns,
+        op_cost_ns=op_cost_ns,
         capability=compute_capability(trace.meta),
         attention=unfused_attention(t["ops"], t["kernels"]),
     )

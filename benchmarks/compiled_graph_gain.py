@@ -162,8 +162,8 @@ def estimate(run_dir: Path) -> float | None:
 
     model = dataclasses.replace(TRACE_MODEL, min_speedup=1.0)
     best = None
-    for entry, trace in load(run_dir).torch_windows:
-        d = diagnose_trace(trace, op_cost_ns=float(entry.get("op_cost_ns") or 0.0), model=model)
+    for _, trace in load(run_dir).torch_windows:
+        d = diagnose_trace(trace, model=model)
         n = len(trace.tables["ops"])
         if best is None or n > best[0]:
             best = (n, d)

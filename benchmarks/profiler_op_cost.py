@@ -1,18 +1,18 @@
-"""What torch.profiler adds to each op of a real model, beside what probe's calibration
-says it adds (issue 15: why the KV-cache estimate runs low).
+"""What torch.profiler adds to each op of a model, beside what probe reads off the trace
+(``analyzers.op_breakdown.profiler_op_cost_ns``: ``PAID_OVER_GAP`` times the median gap
+between consecutive ops inside one op) -- the source of that ratio.
 
-A window of ``probe run`` measures the profiler's cost per op as it opens
-(``probe.samplers.torch_windows._paired_added_ns``: ``tensor.split(1)``, the least of 12
-calls with the thread's recording on less the least of 12 with it off, alternated, the
-profiler on), and the trace's reader takes that cost off every op
-(``op_cost_ns``). Here, on ``tests/torch_corpus/decoder.py``'s generation without a KV
-cache (one thread): the generation's CPU time plain, then under a window, over the ops the
-window recorded a generation -- the cost its ops really paid -- printed beside the
-calibration's figure (the window opened from a second thread, as probe's is: its
-calibration ops are that thread's, counted apart), in ``--rounds`` rounds of
-``--generations`` generations.
+Each model runs on this thread in turns, under a window opened from a second thread as
+``probe run``'s is (``start_kineto_window``: ops with their input shapes), with this
+thread's recording switched off and on in alternate turns
+(``torch.autograd._enable_record_function``: the profiler stays on, this thread's ops
+go unrecorded). What a turn's ops paid: the recorded turns' CPU time less the unrecorded
+ones' (medians), over the ops a turn recorded. Printed beside the median gap between an
+op's children in the same window and their ratio, for five models: a decoder generating
+without and with a KV cache (``tests/torch_corpus/decoder.py``), the staged MLP
+(``tests/torch_corpus/staged_mlp.py``), a small convnet, and a loop of three tiny ops.
 
-    python benchmarks/profiler_op_cost.py [--rounds 3] [--generations 4]
+    python benchmarks/profiler_op_cost.py [--rounds 2] [--turns 8]
 
 Needs torch (``pip install '.[torch]'``).
 """
@@ -29,68 +29,130 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[1]
 
 
-def opened_elsewhere(start: Callable[[], Any]) -> tuple[Any, threading.Thread]:
-    """A window opened on a thread of its own, and that thread."""
+def opened_elsewhere(start: Callable[[], Any]) -> Any:
+    """A window opened on a thread of its own, as probe's session opens it."""
     opened: list[Any] = []
     opener = threading.Thread(target=lambda: opened.append(start()))
     opener.start()
     opener.join()
-    return opened[0], opener
+    return opened[0]
+
+
+def models() -> dict[str, Callable[[], None]]:
+    """name -> one turn of the model's work on the calling thread."""
+    import torch
+    from torch import nn
+
+    sys.path.insert(0, str(REPO / "tests" / "torch_corpus"))
+    argv, sys.argv = sys.argv, sys.argv[:1]  # staged_mlp reads its options on import
+    try:
+        import decoder
+        import staged_mlp
+    finally:
+        sys.argv = argv
+    model = decoder.built()  # one intra-op thread, as every model here
+    prompts = [torch.randint(0, decoder.VOCAB, (1, decoder.PROMPT)) for _ in range(2)]
+    layers = [(nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU()) for _ in range(4)]
+    convnet = nn.Sequential(*[m for layer in layers for m in layer]).eval()
+    image, a, b = torch.randn(1, 8, 16, 16), torch.randn(4), torch.randn(4)
+
+    def generations(cache: bool) -> Callable[[], None]:
+        def turn() -> None:
+            for prompt in prompts:
+                decoder.generate(model, prompt, cache)
+
+        return turn
+
+    def mlp() -> None:
+        for _ in range(20):
+            staged_mlp.postprocess(staged_mlp.infer(staged_mlp.preprocess(1)))
+
+    def convnet_calls() -> None:
+        with torch.inference_mode():
+            for _ in range(30):
+                convnet(image)
+
+    def tiny() -> None:
+        for _ in range(3000):
+            (a + b).mul_(0.5).relu()
+
+    return {
+        "decoder": generations(False), "decoder_kv_cache": generations(True),
+        "staged_mlp": mlp, "convnet": convnet_calls, "tiny_ops": tiny,
+    }  # fmt: skip
+
+
+def sibling_gap_ns(ops: Any) -> float:
+    """The median gap between consecutive children of one op, on any thread."""
+    from probe.analyzers.op_breakdown import PAID_OVER_GAP, profiler_op_cost_ns
+
+    cost = profiler_op_cost_ns(ops)
+    return float("nan") if cost is None else cost / PAID_OVER_GAP
+
+
+def one_window(work: Callable[[], None], turns: int, path: Path) -> tuple[float, float, float]:
+    """(paid ns an op, the trace's sibling gap ns, what probe reads as the cost an op)."""
+    import torch
+
+    from probe.analyzers.op_breakdown import profiler_op_cost_ns
+    from probe.rundir.kineto import read_kineto
+    from probe.rundir.schema import SPAN_RANGE_PREFIX
+    from probe.samplers.torch_windows import start_kineto_window
+
+    record = torch.autograd._enable_record_function
+
+    def cpu_ns() -> int:
+        started = time.thread_time_ns()
+        work()
+        return time.thread_time_ns() - started
+
+    window = opened_elsewhere(start_kineto_window)
+    off, on = [], []
+    for _ in range(turns):
+        record(False)
+        try:
+            off.append(cpu_ns())
+        finally:
+            record(True)
+        on.append(cpu_ns())
+    window.save(path)
+    ops = read_kineto(path).tables["ops"]
+    # probe's spans are recorded as ops (staged_mlp's stages); the run's reader makes
+    # them ranges again, and the Python between a stage's ops is not the profiler's
+    ours = ops["name"].astype(str).str.startswith(SPAN_RANGE_PREFIX)
+    mine = ops[(ops["tid"] == threading.get_native_id()) & ~ours]
+    paid = (statistics.median(on) - statistics.median(off)) / (len(mine) / turns)
+    return paid, sibling_gap_ns(mine), profiler_op_cost_ns(mine) or float("nan")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--generations", type=int, default=4)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--turns", type=int, default=8)
     args = p.parse_args()
-    import torch
-
-    from probe.rundir.kineto import read_kineto
-    from probe.rundir.reader import calibrated_op_cost_ns
-    from probe.samplers.torch_windows import start_kineto_window
-
-    sys.path.insert(0, str(REPO / "tests" / "torch_corpus"))
-    import decoder
-
-    model = decoder.built()
-    prompt = torch.randint(0, decoder.VOCAB, (1, decoder.PROMPT))
-
-    def generation_cpu_ns(n: int) -> float:
-        times = []
-        for _ in range(n):
-            started = time.thread_time_ns()
-            decoder.generate(model, prompt, False)
-            times.append(time.thread_time_ns() - started)
-        return statistics.median(times)
-
-    generation_cpu_ns(2)  # warm-up
-    me = threading.get_native_id()
-    print(f"decoder, {args.generations} generations a window; ns an op:")
+    work = models()
+    for turn in work.values():  # warm-up: first-call allocations
+        turn()
+    ratios = []
+    print("ns an op: paid (recorded turns less unrecorded), the trace's gap, probe's reading")
     with tempfile.TemporaryDirectory() as tmp:
         for k in range(args.rounds):
-            plain = generation_cpu_ns(args.generations)
-            window, opener = opened_elsewhere(start_kineto_window)
-            profiled = generation_cpu_ns(args.generations)
-            path = Path(tmp) / f"w{k}.json"
-            window.save(path)
-            ops = read_kineto(path).tables["ops"]
-            per_generation = int((ops["tid"] == me).sum()) / args.generations
-            calibration_ops = int((ops["tid"] == opener.native_id).sum())
-            paid = (profiled - plain) / per_generation
-            calibrated = calibrated_op_cost_ns(
-                window.calibration_calls, window.added_ns_per_call, calibration_ops
-            ) or float("nan")
-            print(
-                f"  round {k + 1}: a generation {plain / 1e6:.1f} ms plain, "
-                f"{profiled / 1e6:.1f} ms in the window ({per_generation:,.0f} ops): "
-                f"paid {paid:,.0f}, calibrated {calibrated:,.0f} ({paid / calibrated:.1f}x)",
-                flush=True,
-            )
+            for name, turn in work.items():
+                paid, gap, read = one_window(turn, args.turns, Path(tmp) / f"{name}-{k}.json")
+                ratios.append(paid / gap)
+                print(
+                    f"  {name:17} paid {paid:6,.0f}  gap {gap:6,.0f}  paid/gap {paid / gap:4.2f}"
+                    f"  read {read:6,.0f} ({read / paid:4.2f} of paid)",
+                    flush=True,
+                )
+    print(f"paid over gap: {min(ratios):.2f}-{max(ratios):.2f}, median {np.median(ratios):.2f}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ shares its cores, as a ratio to the same window on an idle host, measured in one
 The target is ``tests/torch_corpus/decoder.py`` (150 requests, one window). Each round
 runs it under ``probe run --no-report`` twice, once alone and once beside ``--hogs``
 CPU-bound processes (order alternating), and reads the first window's trace: the
-target's ops in it (probe's calibration ops left out), its wall length, and the
+target's ops in it (none of probe's own thread), its wall length, and the
 target's CPU in it (``target_cpu_s`` in meta.json). Printed per round, then the median
 ratio of ops beside the hogs over ops alone. A window timed by the wall clock holds
 about the share of a core the target got (~0.4 beside two hogs on two cores, from

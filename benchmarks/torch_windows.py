@@ -42,15 +42,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def op_cost_ns(window, path: Path) -> float:
-    """The window's per-op cost as the run's reader computes it: what the profiler added
-    to a calibration call over the ops each call recorded on this (the opening) thread."""
+def op_cost_ns(path: Path) -> float:
+    """The window's per-op cost as the diagnosis reads it off the trace's own ops
+    (``analyzers.op_breakdown.profiler_op_cost_ns``)."""
+    from probe.analyzers.op_breakdown import profiler_op_cost_ns
     from probe.rundir.kineto import read_kineto
-    from probe.rundir.reader import calibrated_op_cost_ns
 
-    ops = read_kineto(path).tables["ops"]
-    own = int((ops["tid"] == threading.get_native_id()).sum())
-    cost = calibrated_op_cost_ns(window.calibration_calls, window.added_ns_per_call, own)
+    cost = profiler_op_cost_ns(read_kineto(path).tables["ops"])
     return float("nan") if cost is None else cost
 
 
@@ -124,7 +122,7 @@ def main() -> int:
                                 closed - closing,
                                 during,
                                 slowest,
-                                op_cost_ns(window, path),
+                                op_cost_ns(path),
                                 path.stat().st_size / 1e6,
                             )
                         )

@@ -124,7 +124,8 @@ def host_ops_html(cpu: dict[str, Any]) -> Markup:
         "<table><tr><th>thread</th><th>traced ms</th><th>in ops</th><th>outside any op "
         "(Python, waits)</th><th>top-level ops</th><th>median op µs</th></tr>{}"
         "</table><p class='muted'>Ops by self time (each op's time less its children's "
-        "and the profiler's own cost per op, {} ns), {} kinds in all:</p><table><tr>"
+        "and the profiler's own cost per op, {} ns as the trace's gaps read it), {} kinds "
+        "in all:</p><table><tr>"
         "<th>op</th><th>self share</th><th>self ms</th><th>calls</th><th>mean µs "
         "(inclusive)</th><th>first input</th></tr>{}</table>{}",
         threads,

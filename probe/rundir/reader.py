@@ -45,7 +45,6 @@ from probe.rundir.validate import check_meta, check_table
 
 __all__ = [
     "Run",
-    "calibrated_op_cost_ns",
     "compact",
     "compact_and_load",
     "compacting",
@@ -333,20 +332,18 @@ def _torch_windows(
         except ProbeError as e:
             notes.append(f"torch.profiler window {entry.get('file')} unreadable: {e}")
             continue
-        # the ops probe's own thread ran to measure the profiler's cost are not the target's
+        # probe's own thread is not the target's: a run written before 2026-12-07 has the
+        # ops it ran there to measure the profiler's cost (now read off the target's ops)
         own = entry.get("probe_tid")
-        own_ops = 0
         if own is not None:
             for name, table in trace.tables.items():
                 if "tid" in table:
-                    mine = table["tid"] == own
-                    own_ops += int(mine.sum()) if name == "ops" else 0
-                    trace.tables[name] = table[~mine].reset_index(drop=True)
+                    trace.tables[name] = table[table["tid"] != own].reset_index(drop=True)
         _spans_to_ranges(trace.tables)
         base = int(trace.meta.get("baseTimeNanoseconds") or 0)
         closed = entry.get("closed_unix_ns")
         cut = _drop_ranges_cut_by_the_stop(trace.tables, closed - base) if closed else 0
-        entry = {**entry, "op_cost_ns": _op_cost_ns(entry, own_ops, notes), "cut_ranges": cut}
+        entry = {**entry, "cut_ranges": cut}
         out.append((entry, trace))
     return out
 
@@ -385,38 +382,6 @@ def _drop_ranges_cut_by_the_stop(tables: dict[str, Any], closed_ns: int) -> int:
     cut = host & (ranges["ts_ns"] + ranges["dur_ns"] >= closed_ns)
     tables["annotations"] = ranges[~cut].reset_index(drop=True)
     return int(cut.sum())
-
-
-def calibrated_op_cost_ns(
-    calls: int, added_ns_per_call: float | None, own_ops: int
-) -> float | None:
-    """The profiler's cost per op from a window's calibration: what it added to each of
-    ``calls`` calls over the ops each call recorded (``own_ops`` on the calibrating
-    thread, counted in the trace). None where that cannot be known."""
-    if calls and added_ns_per_call is not None and own_ops >= calls and added_ns_per_call > 0:
-        return float(added_ns_per_call) / (own_ops / calls)
-    return None
-
-
-def _op_cost_ns(entry: dict[str, Any], own_ops: int, notes: list[str]) -> float:
-    """The profiler's own cost per op in this window: what it added to each calibration
-    call (probe.samplers.torch_windows._call_ns) over the ops each call recorded, counted
-    in the trace itself (a torch that records the call with more or fewer ops stays
-    right). A run written before the calibration was recorded this way carries the cost
-    itself. 0 with a note where it cannot be known: the analyses then take off nothing."""
-    if "op_cost_ns" in entry:
-        return float(entry["op_cost_ns"] or 0.0)
-    calibration = entry.get("calibration") or {}
-    calls, added = int(calibration.get("calls") or 0), calibration.get("added_ns_per_call")
-    cost = calibrated_op_cost_ns(calls, added, own_ops)
-    if cost is not None:
-        return cost
-    notes.append(
-        f"torch.profiler window {entry.get('file')}: the profiler's own cost per op could "
-        f"not be measured ({own_ops} calibration ops, {added} ns added a call); the op "
-        "timings are taken as recorded"
-    )
-    return 0.0
 
 
 # Runs (or schedules) the job that writes a table's Parquet: (the table, the job).

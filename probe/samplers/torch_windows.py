@@ -102,22 +102,6 @@ __all__ = [
 
 
 class Window(Protocol):
-    # The profiler's own cost, measured as the window opened and again before it closes:
-    # what it added to one call of ``calibration_calls`` (see _call_ns), the lesser of
-    # the two. Per op, it is this over the ops each call recorded, which the run's reader
-    # counts in the trace (probe.rundir.reader).
-    @property
-    def added_ns_per_call(self) -> float: ...
-    @property
-    def calibration_calls(self) -> int: ...
-
-    added_at_open: float  # the two measures, each what the profiler added a call
-    added_at_close: float | None  # None until calibrate_again
-
-    def calibrate_again(self) -> None:
-        """Measure the profiler's cost again, the window still open (see
-        ``_KinetoWindow.calibrate_again``)."""
-
     def save(self, path: Path) -> None:
         """Stop recording and write the window's Kineto trace to ``path``."""
 
@@ -159,53 +143,16 @@ class _KinetoWindow:
         )
         with kinetos_lines_held_back():  # its ERROR line about the thread it runs on
             _prepare_profiler(config, activities)
-        self._chunks = torch.zeros(_CALIBRATION_CHUNKS)
-        # this thread's ops unrecorded while the profiler is on (a thread-local switch)
-        self._record: Callable[[bool], None] | None = getattr(
-            torch.autograd, "_enable_record_function", None
-        )
-        # where the switch is missing: the calls' time before the profiler is on
-        self._unprofiled_ns = _call_ns(self._chunks) if self._record is None else 0.0
         with kinetos_lines_held_back():
             _enable_profiler(config, activities)
         self._recording = True
         self.closed_off_the_gil = False
         self._disable = _disable_profiler
-        self.added_at_open = self._added_ns()
-        self.added_at_close: float | None = None
         self._spans_before = spans.range_domain()
         try:  # the profiler is on: whatever fails here must not leave it so
             spans.set_range_domain(SpanRanges(self._spans_before))
         except Exception:  # a torch without either range: the window, without spans
             pass
-
-    def calibrate_again(self) -> None:
-        """The calibration's calls once more, profiled, the lesser cost kept: the one
-        made as the window opened read 1.6-2.4x the others' in 9 of 60 runs of the
-        decoder (151-220 us added a call against 84-112, 2026-12-06), which put the
-        KV-cache estimate at 2.2-2.8x where the rest read 1.7-2.3x. Each measure is
-        taken against unrecorded calls of its own (``_added_ns``)."""
-        if not self._recording or self.added_at_close is not None:
-            return
-        self.added_at_close = self._added_ns()
-
-    def _added_ns(self) -> float:
-        """What the profiler adds to one calibration call, the profiler on: calls with
-        this thread's recording switched off and on, alternated (``_paired_added_ns``);
-        a torch without the switch, against the calls timed before the profiler was on."""
-        if self._record is None:
-            return _call_ns(self._chunks) - self._unprofiled_ns
-        return _paired_added_ns(self._chunks, self._record)
-
-    @property
-    def added_ns_per_call(self) -> float:
-        if self.added_at_close is None:
-            return self.added_at_open
-        return min(self.added_at_open, self.added_at_close)
-
-    @property
-    def calibration_calls(self) -> int:  # every call's ops are in the trace, both times
-        return _CALIBRATION_CALLS * (1 if self.added_at_close is None else 2)
 
     def save(self, path: Path) -> None:
         # torch 2.13 answers a stop with no session running by a result whose save
@@ -225,12 +172,6 @@ class _KinetoWindow:
                 with _closing:
                     close(str(path))
         self.closed_off_the_gil = close is not None
-
-
-def _calibrations(window: Window) -> dict[str, float]:
-    """Each of a window's measures of the profiler's cost, for meta.json."""
-    kept = {"at_open": window.added_at_open, "at_close": window.added_at_close}
-    return {k: round(v, 1) for k, v in kept.items() if v is not None}
 
 
 # Held while a window closes without the GIL, and taken before the process forks: a
@@ -403,60 +344,6 @@ def _torch_ranges() -> tuple[Callable[[str], Any], Callable[[Any], None]]:
     return enter, exit_
 
 
-# One call of ``tensor.split(1)`` on this many elements records ~3 ops per chunk (narrow,
-# slice, as_strided: 193 in torch 2.13) and lets the GIL go once; 64 chunks make the
-# profiler's cost (~600 ns an op here) ~100 us a call, far above the clock's grain.
-_CALIBRATION_CHUNKS = 64
-_CALIBRATION_CALLS = 12
-
-
-def _call_ns(chunks: Any, calls: int = _CALIBRATION_CALLS) -> float:
-    """The least CPU time of this thread over ``calls`` calls of ``chunks.split(1)``.
-
-    Thread CPU time, not wall time, and many ops in one call, not one op a call: a small
-    op lets the GIL go and takes it back, and while the target's threads run Python each
-    op waited for the GIL; timed one op at a time by the wall clock, the profiled ops came
-    out cheaper than the unprofiled ones in 1 run in 5 beside a busy thread (the op cost
-    read 0 in a clean-clone CI run), where this read 520-760 ns an op busy and 540-670 ns
-    idle (torch 2.13, CPU; /tmp experiment of 2026-11-24, in the closing note). Profiled,
-    the calls' ops are recorded on probe's thread, which the run's reader drops from the
-    target's tables after counting them (the window's ``probe_tid``)."""
-    best = float("inf")
-    for _ in range(calls):
-        t0 = time.thread_time_ns()
-        chunks.split(1)
-        best = min(best, time.thread_time_ns() - t0)
-    return float(best)
-
-
-def _paired_added_ns(
-    chunks: Any,
-    record: Callable[[bool], None],
-    calls: int = _CALIBRATION_CALLS,
-    call_ns: Callable[[Any], float] = lambda chunks: _call_ns(chunks, calls=1),
-) -> float:
-    """The least CPU time of ``calls`` calls (``_call_ns``) recorded less the least of as
-    many unrecorded, each unrecorded call just before a recorded one: ``record(False)``
-    switches torch's op recording off for this thread alone, the profiler still on. The
-    host runs a thread's CPU at speeds that move by 2x for tens of milliseconds (a
-    shared machine); measured apart, the unrecorded calls before the profiler opened
-    and the recorded ones after, the difference took the host's change between them for
-    the profiler's cost: over the windows of 30 runs of the decoder the calibration read
-    0.31-1.01 of the gap each ``split`` leaves between its children in the same calls
-    (mostly the profiler's bookkeeping, a measure of the thread's speed at it; standard
-    deviation 0.16), and paired, in 24 runs of the next sitting, 0.56-0.95 (0.08;
-    2026-12-06)."""
-    recorded = unrecorded = float("inf")
-    for _ in range(calls):
-        record(False)
-        try:
-            unrecorded = min(unrecorded, call_ns(chunks))
-        finally:
-            record(True)
-        recorded = min(recorded, call_ns(chunks))
-    return recorded - unrecorded
-
-
 def tear_cupti_down_after_windows(
     cuda_version: str | None, env: MutableMapping[str, str] = os.environ
 ) -> bool:
@@ -624,10 +511,6 @@ class TorchWindows:
             started = self._clock()
             cut, target_cpu_s = self._hold_open(started)
             path = self.dir / f"window-{n}.json"
-            try:  # the opening's measure stands; the window must still close
-                window.calibrate_again()
-            except Exception:
-                pass
             closing = self._clock()
             # on Kineto's clock (Unix time): a range ending after it was open at the stop
             closed_unix_ns = self._unix_clock()
@@ -648,11 +531,6 @@ class TorchWindows:
                     "start_s": round(started - self._origin, 3),
                     "end_s": round(closing - self._origin, 3),
                     "open_s": round(started - opening, 3),
-                    "calibration": {
-                        "calls": window.calibration_calls,
-                        "added_ns_per_call": round(window.added_ns_per_call, 1),
-                        **_calibrations(window),
-                    },
                     "probe_tid": threading.get_native_id(),
                     "close_s": close_s,
                     # the target's Python threads stopped while it closed: all of it with

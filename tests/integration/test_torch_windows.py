@@ -17,6 +17,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace
 
 from probe.analyzers.analysis import analyze
 from probe.analyzers.diff import held_error
+from probe.analyzers.op_breakdown import profiler_op_cost_ns
 from probe.analyzers.ops import growing_prefix
 from probe.analyzers.timeline import TimelineLimits
 from probe.analyzers.trace_diagnosis import diagnose_trace
@@ -72,25 +73,24 @@ def test_a_decoder_s_window_holds_its_main_thread_s_ops_with_the_growing_prefix(
     first = figures["windows"][len(retried)]
     assert first["start_s"] >= figures["forward_at_s"] + figures["settings"]["warmup_s"] - 0.01
     assert not first["short_of_work"] and len(retried) < figures["settings"]["windows"]
-    assert first["calibration"]["added_ns_per_call"] > 0 and first["close_s"] > 0
+    assert first["close_s"] > 0
     # closed without the GIL where probe._torchclose is built: the decoder ran on
     gil_free = importlib.util.find_spec("probe._torchclose") is not None
     assert first["stall_s"] == (0.0 if gil_free else first["close_s"]), first
     # a Kineto trace a reader outside probe opens: the file as torch wrote it
     trace = read_kineto(r.run_dir / first["file"])
-    ops = trace.tables["ops"]
-    assert set(ops["tid"]) >= {first["probe_tid"]}  # probe's own calibration ops, kept raw
-    # read back with the run, probe's ops are gone and the target's remain, with shapes
-    [(entry, window)] = [w for w in load(r.run_dir).torch_windows if w[0]["file"] == first["file"]]
-    # the profiler's cost per op, from the calibration's ops counted in the trace: a few
-    # hundred ns where the whole op, unprofiled, takes ~1 us (torch_windows._call_ns)
-    assert 50 < entry["op_cost_ns"] < 5000
+    # read back with the run: the target's ops, with shapes (probe's thread runs none)
+    [window] = [w for e, w in load(r.run_dir).torch_windows if e["file"] == first["file"]]
     target_ops = window.tables["ops"]
-    assert first["probe_tid"] not in set(target_ops["tid"]) and len(target_ops) > 1000
+    assert len(target_ops) == len(trace.tables["ops"]) > 1000
+    # the profiler's cost per op, read off the target's own ops: ~1-4 us an op on this
+    # machine kind (benchmarks/profiler_op_cost.py), where the unprofiled op takes ~1 us
+    op_cost_ns = profiler_op_cost_ns(target_ops)
+    assert op_cost_ns is not None and 200 < op_cost_ns < 20_000
     linear = target_ops[target_ops["name"] == "aten::linear"]
     assert linear["input_dims"].str.startswith("[[1,").mean() > 0.9
     # the decoding steps re-run on a prefix one token longer each: what a KV cache saves
-    found = growing_prefix(target_ops, entry["op_cost_ns"])
+    found = growing_prefix(target_ops, op_cost_ns)
     assert found is not None and "T" in found.shape and found.steps >= 8
     d = json.loads((r.run_dir / "diagnosis.json").read_text())
     assert d["torch"]["window"] == first["file"]

@@ -8,7 +8,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from probe.analyzers.op_breakdown import op_breakdown, ops_in_ranges
+from probe.analyzers.op_breakdown import (
+    PAID_OVER_GAP,
+    op_breakdown,
+    ops_in_ranges,
+    profiler_op_cost_ns,
+)
 
 
 def ops(rows: list[tuple[str, int, int, int, str]]) -> pd.DataFrame:
@@ -119,6 +124,8 @@ def test_a_range_s_time_inside_ops_counts_top_level_ops_on_its_thread_cut_at_its
     # 50-230: the linear's last 50, the add, the cat's first 30
     assert table.loc["request", "in_ops_ns"] == 50 + 20 + 30
     assert table.loc["idle", "in_ops_ns"] == 0  # thread 2's relu ended at 50
+    # the top-level ops that started inside: the linear and the add; the add and the cat
+    assert list(table.loc[["infer", "request", "idle"], "top_ops"]) == [2, 2, 0]
 
 
 def test_a_range_on_several_threads_is_read_on_the_thread_that_held_most_of_it():
@@ -152,3 +159,37 @@ def test_a_collection_holds_a_range_s_python_but_not_an_op_its_thread_ran_meanwh
     assert table.loc["idle", "paused_ns"] == 20  # 100-120, thread 2 in no op
     # no collections: none paused
     assert (ops_in_ranges(ranges, top)["paused_ns"] == 0).all()
+
+
+def nested_calls(tid: int, calls: int, gaps: list[int], start: int = 0) -> list[tuple]:
+    """``calls`` linears on ``tid``, 50 us of Python apart, each holding len(gaps) + 1
+    children of 100 ns separated by ``gaps`` (the profiler's bookkeeping between them)."""
+    rows, at = [], start
+    for _ in range(calls):
+        child, children = at + 200, []
+        for gap in [*gaps, 0]:
+            children.append(("aten::t", tid, child, 100, '["float"]'))
+            child += 100 + gap
+        rows += [("aten::linear", tid, at, child - at + 200, '["float"]'), *children]
+        at += child - at + 200 + 50_000
+    return rows
+
+
+def test_the_profiler_s_cost_per_op_is_read_off_the_gaps_between_an_op_s_children():
+    # 40 calls of 4 children 400, 500 and 600 ns apart: the median gap 500, the cost per
+    # op twice it (PAID_OVER_GAP); the 50 us of Python between the calls are not its
+    frame = ops(nested_calls(1, 40, [400, 500, 600]))
+    assert profiler_op_cost_ns(frame) == PAID_OVER_GAP * 500
+
+
+def test_the_gaps_are_siblings_on_one_thread_even_where_threads_run_at_once():
+    # thread 2's calls start 150 ns after thread 1's: by time their children interleave
+    frame = ops(nested_calls(1, 20, [300, 300]) + nested_calls(2, 20, [300, 300], start=150))
+    assert profiler_op_cost_ns(frame) == PAID_OVER_GAP * 300
+
+
+def test_a_trace_with_too_few_nested_ops_gives_no_profiler_cost():
+    assert profiler_op_cost_ns(ops(nested_calls(1, 5, [400]))) is None  # 5 gaps
+    flat = ops([("aten::add", 1, i * 1000, 100, '["float"]') for i in range(100)])
+    assert profiler_op_cost_ns(flat) is None
+    assert profiler_op_cost_ns(flat.iloc[:0]) is None

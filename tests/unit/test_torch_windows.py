@@ -14,7 +14,6 @@ from probe.samplers.torch_windows import (
     TorchWindowSettings,
     _experimental_config,
     _loaded_libtorch_cpu,
-    _paired_added_ns,
     a_forward_pass_is_running,
     python_threads_cpu_ns,
     tear_cupti_down_after_windows,
@@ -22,16 +21,9 @@ from probe.samplers.torch_windows import (
 
 
 class FakeWindow:
-    added_ns_per_call = added_at_open = 0.0
-    added_at_close: float | None = None
-    calibration_calls = 12
-
     def __init__(self, log: list, clock) -> None:
         self.log, self.clock = log, clock
         log.append(("start", clock()))
-
-    def calibrate_again(self) -> None:
-        self.log.append(("calibrate", self.clock()))
 
     def save(self, path: Path) -> None:
         self.log.append(("save", self.clock(), path.name))
@@ -79,8 +71,7 @@ def test_windows_open_after_the_first_forward_pass_and_its_warm_up_and_stop_at_t
     assert [e["file"] for e in f["windows"]] == ["torch/window-1.json", "torch/window-2.json"]
     assert not first["cut"] and first["end_s"] - first["start_s"] >= 0.05 - ms
     assert (tmp_path / "torch" / "window-2.json").exists() and f["unavailable"] == ""
-    # each window's profiler cost measured again before it closes (calibrate_again)
-    assert [e[0] for e in log] == ["start", "calibrate", "save"] * 2
+    assert [e[0] for e in log] == ["start", "save"] * 2
 
 
 def test_the_run_s_end_closes_an_open_window_and_writes_it_marked_cut(tmp_path):
@@ -134,59 +125,6 @@ def test_a_window_whose_file_was_not_written_is_reported_and_the_thread_ends(tmp
     f = w.figures()
     assert not w._thread.is_alive() and f["windows"] == []
     assert f["unavailable"].startswith("window 1 could not be written")
-
-
-def test_a_second_calibration_that_fails_leaves_the_opening_s_and_the_window_closes(tmp_path):
-    class Failing(FakeWindow):
-        added_ns_per_call = added_at_open = 900.0
-
-        def calibrate_again(self):
-            raise RuntimeError("a torch call failed")
-
-    s = TorchWindowSettings(windows=1, window_s=0.01, warmup_s=0.0, every_s=0.01)
-    log: list = []
-    w, _ = windows(tmp_path, s, start_window=lambda: Failing(log, time.monotonic))
-    w.start()
-    w._thread.join(5)
-    [window] = w.figures()["windows"]
-    assert not w._thread.is_alive() and [e[0] for e in log] == ["start", "save"]
-    assert window["calibration"] == {"calls": 12, "added_ns_per_call": 900.0, "at_open": 900.0}
-
-
-def test_the_profiler_s_cost_is_measured_in_pairs_so_the_host_s_speed_cancels():
-    # a call takes 30 us unrecorded and 100 us recorded at the host's usual speed; the
-    # host runs the thread at half speed for the first 8 calls, then as usual. Measured
-    # apart -- the unrecorded calls in the slow stretch, the recorded ones after it -- the
-    # cost would read 100 - 60 = 40 us
-    recording = [True]
-    calls: list[bool] = []
-
-    def call_ns(_chunks) -> float:
-        calls.append(recording[0])
-        speed = 2.0 if len(calls) <= 8 else 1.0
-        return speed * (100_000.0 if recording[0] else 30_000.0)
-
-    def record(on: bool) -> None:
-        recording[0] = on
-
-    assert _paired_added_ns(None, record, calls=12, call_ns=call_ns) == 70_000.0
-    assert calls == [False, True] * 12 and recording == [True]  # left recording
-
-
-def test_a_paired_calibration_that_raises_leaves_the_thread_recording():
-    recording = [True]
-
-    def call_ns(_chunks) -> float:
-        if not recording[0]:
-            raise RuntimeError("an op failed")
-        return 1.0
-
-    def record(on: bool) -> None:
-        recording[0] = on
-
-    with pytest.raises(RuntimeError):
-        _paired_added_ns(None, record, call_ns=call_ns)
-    assert recording == [True]
 
 
 def test_a_forward_pass_is_seen_in_another_thread_s_frames_inside_an_nn_module_call():
@@ -464,7 +402,7 @@ def test_a_window_the_target_was_stalled_through_is_retried_soon_and_not_counted
         "window-1.json",
         "window-2.json",
     ]
-    assert [e[0] for e in log] == ["start", "calibrate", "save"] * 2
+    assert [e[0] for e in log] == ["start", "save"] * 2
 
 
 def test_a_window_whose_target_cpu_cannot_be_read_lasts_its_length(tmp_path):

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from probe.analyzers.op_breakdown import PAID_OVER_GAP
 from probe.analyzers.trace_diagnosis import diagnose_trace
 from probe.reports.json import DiagnosisJson, json_safe
 from probe.reports.terminal import span_time_lines
@@ -129,6 +130,25 @@ def test_a_trace_s_document_has_its_host_ops_and_threads_beside_its_gpu_tables(t
     assert thread["top_level_ops"] == 20 and thread["span_ns"] == 19 * 50_000
     assert thread["in_ops_ns"] == 19 * 45_000
     assert cpu["growing_prefix"] is None
+
+
+def test_a_trace_from_elsewhere_has_its_profiler_s_cost_read_off_its_own_ops(tmp_path):
+    # 30 linears, each an aten::t and an aten::addmm 0.8 us apart (the profiler's
+    # bookkeeping between them), 40 us of Python between the linears
+    events = []
+    for i in range(30):
+        at = 50.0 * i
+        for name, ts, dur in (("aten::linear", at, 6.0), ("aten::t", at + 0.5, 1.0),
+                              ("aten::addmm", at + 2.3, 3.0)):  # fmt: skip
+            events.append(
+                {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts,
+                 "dur": dur, "args": {"Input Dims": [[1, 4]], "Input type": ["float"]}}
+            )  # fmt: skip
+    trace = read_kineto(write_trace(tmp_path / "t.json", events))
+    read = diagnose_trace(trace).to_dict()["cpu"]["profiler_op_cost_ns"]
+    assert read == pytest.approx(PAID_OVER_GAP * 800, abs=0.1)
+    # a cost given (a run's, or none) is the one taken off
+    assert diagnose_trace(trace, op_cost_ns=0.0).to_dict()["cpu"]["profiler_op_cost_ns"] == 0
 
 
 def test_a_cpu_trace_with_python_between_ops_and_no_span_says_what_would_tell_the_model_s(

@@ -11,6 +11,7 @@ import pytest
 
 from probe.analyzers.attention import UnfusedAttention
 from probe.analyzers.gpu_timeline import GAP_CAUSES
+from probe.analyzers.op_breakdown import PAID_OVER_GAP
 from probe.analyzers.ops import PrefixFinding
 from probe.analyzers.rules import Finding
 from probe.analyzers.trace_fixes import TraceEvidence, trace_proposed, trace_recommendations
@@ -243,6 +244,17 @@ def test_the_profiler_s_own_cost_in_the_ops_is_taken_off_the_window_not_the_pyth
     ev = evidence("none", kernels(), span_ops=CPU_MODEL, profiler_ns={1: 200_000_000})
     [rec] = [r for r in trace_recommendations(ev) if r.id == "inference_runtime"]
     assert rec.p == pytest.approx(300 / 800)
+
+
+def test_the_profiler_s_bookkeeping_between_a_stage_s_top_level_ops_is_not_its_python():
+    # infer's 300 ms outside ops hold 100,000 top-level ops' bookkeeping: 1 us of each
+    # op's cost (the gap: PAID_OVER_GAP) lies outside the ops' intervals, 100 ms in all
+    staged = CPU_MODEL.assign(top_ops=[110_000, 100_000, 10_000])
+    cost = PAID_OVER_GAP * 1_000
+    ev = evidence("none", kernels(), span_ops=staged, op_cost_ns=cost, profiler_ns={1: 200_000_000})
+    [rec] = [r for r in trace_recommendations(ev) if r.id == "inference_runtime"]
+    assert rec.evidence["profiler_ms"] == pytest.approx(100)
+    assert rec.p == pytest.approx(200 / 800)
 
 
 def test_no_compiled_graph_on_a_gpu_nor_without_spans_nor_where_ops_hold_the_time():
