@@ -252,26 +252,28 @@ def input_shapes(dims: object) -> list[tuple[int, ...]]:
 # turns with the thread's recording switched on over turns with it off (alternated, the
 # profiler on), over the ops a turn recorded, against that gap in the same window. Five
 # models (a decoder with and without a KV cache, an MLP, a small convnet, a loop of three
-# tiny ops), 52 windows in four sittings (2026-12-07; `python
-# benchmarks/profiler_op_cost.py`): 1.26-2.36, median 1.86, the sittings' medians
+# tiny ops), 67 windows in five sittings (2026-12-07; `python
+# benchmarks/profiler_op_cost.py`): 1.26-2.47, median 1.84, the sittings' medians
 # 1.56-2.02. The gap holds one op's bookkeeping between two intervals, the rest of it
-# falls inside them; the cost it reads is within 0.68-1.27 of what was paid.
+# falls inside them; the cost it reads is within 0.75-1.47 of what was paid.
 PAID_OVER_GAP = 1.85
 # fewer gaps than this and the median is not the thread's speed at its bookkeeping
 _MIN_GAPS = 20
 
 
-def profiler_op_cost_ns(ops: pd.DataFrame) -> float | None:
+def profiler_op_cost_ns(ops: pd.DataFrame, runtime: pd.DataFrame | None = None) -> float | None:
     """What torch.profiler's recording cost each op of this trace, read off the trace
     itself: ``PAID_OVER_GAP`` times the median gap between consecutive ops inside one
-    op (nothing of the model's own runs there: the gap is the profiler's bookkeeping, at
-    the speed the host ran the traced threads). None where the trace has too few such
-    gaps (``_MIN_GAPS``): a trace without nested ops. Measured on traces recorded with
-    shapes and without stacks (probe run's windows, ``record_shapes=True``)."""
+    C++ op (``namespace::name``: nothing of the model's own runs between them, the gap is
+    the profiler's bookkeeping at the speed the host ran the traced thread). Not inside a
+    compiled region ("Torch-Compiled Region: 0/0": its generated code runs between its
+    ops, 25 us a gap on a BF16 encoder's trace), nor a gap in which the thread made a
+    CUDA runtime call (``runtime``: a cuDNN op launches between its children). None
+    where the trace has too few such gaps (``_MIN_GAPS``). Measured on traces recorded
+    with shapes and without stacks (probe run's windows, ``record_shapes=True``)."""
     if ops.empty:
         return None
     frame = ops[["name", "tid", "ts_ns", "dur_ns"]].copy()
-    frame = frame[~recorded_ranges(frame["name"].astype(str))]
     frame = frame.sort_values(["tid", "ts_ns", "dur_ns"], ascending=[True, True, False])
     frame = frame.reset_index(drop=True)
     parent = op_parents(frame)
@@ -280,11 +282,29 @@ def profiler_op_cost_ns(ops: pd.DataFrame) -> float | None:
     # rows in (tid, start) order: a child's next sibling is the next row with its parent
     nested = np.flatnonzero(parent >= 0)
     order = nested[np.argsort(parent[nested], kind="stable")]
-    same = parent[order][1:] == parent[order][:-1]
-    gaps = starts[order][1:][same] - ends[order][:-1][same]
-    if len(gaps) < _MIN_GAPS:
+    first, then = order[:-1], order[1:]
+    cpp = frame["name"].astype(str).str.fullmatch(r"\w+::\w+").to_numpy()
+    kept = (parent[then] == parent[first]) & cpp[np.maximum(parent[then], 0)]
+    first, then = first[kept], then[kept]
+    if runtime is not None and not runtime.empty:
+        tids = frame["tid"].to_numpy()
+        calls = _runtime_calls_in(runtime, tids[first], ends[first], starts[then])
+        first, then = first[calls == 0], then[calls == 0]
+    if len(first) < _MIN_GAPS:
         return None
-    return PAID_OVER_GAP * float(np.median(np.maximum(gaps, 0)))
+    return PAID_OVER_GAP * float(np.median(np.maximum(starts[then] - ends[first], 0)))
+
+
+def _runtime_calls_in(
+    runtime: pd.DataFrame, tids: np.ndarray, a: np.ndarray, b: np.ndarray
+) -> np.ndarray:
+    """For each interval [a, b) on thread ``tids``: the runtime calls that started in it."""
+    found = np.zeros(len(a), dtype="int64")
+    for tid, calls in runtime.groupby("tid"):
+        mine = np.flatnonzero(tids == tid)
+        at = np.sort(calls["ts_ns"].to_numpy("int64"))
+        found[mine] = np.searchsorted(at, b[mine]) - np.searchsorted(at, a[mine])
+    return found
 
 
 def op_parents(frame: pd.DataFrame) -> np.ndarray:

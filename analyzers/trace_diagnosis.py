@@ -133,7 +133,7 @@ def diagnose_trace(
     findings = trace_findings(timeline, copies)
     window = float(timeline.devices["window_ns"].sum()) if len(timeline.devices) else 0.0
     if op_cost_ns is None:
-        op_cost_ns = profiler_op_cost_ns(t["ops"]) or 0.0
+        op_cost_ns = profiler_op_cost_ns(t["ops"], t["runtime"]) or 0.0
     prefix = growing_prefix(t["ops"], op_cost_ns)
     ops = op_breakdown(t["ops"], op_cost_ns=op_cost_ns)
     if window == 0.0:  # no GPU work: the host's traced span is the window

@@ -1,6 +1,6 @@
 """What torch.profiler adds to each op of a model, beside what probe reads off the trace
 (``analyzers.op_breakdown.profiler_op_cost_ns``: ``PAID_OVER_GAP`` times the median gap
-between consecutive ops inside one op) -- the source of that ratio.
+between consecutive ops inside one C++ op) -- the source of that ratio.
 
 Each model runs on this thread in turns, under a window opened from a second thread as
 ``probe run``'s is (``start_kineto_window``: ops with their input shapes), with this

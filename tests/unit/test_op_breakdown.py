@@ -193,3 +193,25 @@ def test_a_trace_with_too_few_nested_ops_gives_no_profiler_cost():
     flat = ops([("aten::add", 1, i * 1000, 100, '["float"]') for i in range(100)])
     assert profiler_op_cost_ns(flat) is None
     assert profiler_op_cost_ns(flat.iloc[:0]) is None
+
+
+def test_gaps_inside_a_compiled_region_or_around_a_cuda_call_are_not_the_profiler_s():
+    # 40 linears with children 500 ns apart; inside a compiled region (generated code
+    # between its ops) and around a kernel launch between two children, 20 us gaps
+    plain = nested_calls(1, 40, [500])
+    region = [("Torch-Compiled Region: 0/0", 2, 0, 10_000_000, "[]")] + [
+        ("aten::mm", 2, 100 + 20_100 * i, 100, '["float"]') for i in range(100)
+    ]
+    frame = ops(plain + region)
+    assert profiler_op_cost_ns(frame) == PAID_OVER_GAP * 500
+    # thread 3: 40 cudnn ops, each two children 20 us apart with a launch between them
+    cudnn = nested_calls(3, 40, [20_000])
+    launches = [
+        {"tid": 3, "ts_ns": r[2] + 200 + 100 + 5_000, "dur_ns": 3_000}
+        for r in cudnn
+        if r[0] == "aten::linear"
+    ]
+    runtime = pd.DataFrame(launches)
+    frame = ops(plain + cudnn)
+    assert profiler_op_cost_ns(frame) > PAID_OVER_GAP * 500  # the median: half are 20 us
+    assert profiler_op_cost_ns(frame, runtime) == PAID_OVER_GAP * 500
