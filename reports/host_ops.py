@@ -24,7 +24,9 @@ def host_op_lines(cpu: dict[str, Any], *, rows: int = 6, indent: str = "  ") -> 
         )
     ops = (cpu.get("ops") or [])[:rows]
     if ops:
-        lines.append(f"{indent}ops by self time (less the profiler's own cost per op):")
+        cost = cpu.get("profiler_op_cost_ns") or 0.0
+        paid = f", {cost:,.0f} ns as the trace's gaps read it" if cost else ", none taken off"
+        lines.append(f"{indent}ops by self time (less the profiler's own cost per op{paid}):")
         lines += [
             f"{indent}  {str(o['name'])[:44]:<44} {o['self_share']:6.1%}  {o['calls']:>7,} calls"
             f", mean {o['mean_ns'] / 1e3:,.1f} us{'  ' + o['dtype'] if o['dtype'] else ''}"

@@ -214,3 +214,13 @@ def test_a_growing_prefix_says_how_many_steps_off_the_host_s_speed_were_scaled_i
     steady = {**prefix, "rescaled_steps": 0}
     [line] = [x for x in host_op_lines({"growing_prefix": steady}) if "growing prefix" in x]
     assert "usual speed" not in line and "usual speed" not in str(_prefix_html(steady))
+
+
+def test_the_host_ops_say_what_the_profiler_s_cost_per_op_was_read_as_or_that_none_was():
+    from probe.reports.host_ops import host_op_lines
+
+    op = {"name": "aten::addmm", "self_share": 0.5, "calls": 10, "mean_ns": 5000.0, "dtype": ""}
+    [read] = [x for x in host_op_lines({"ops": [op], "profiler_op_cost_ns": 1712.4}) if "self" in x]
+    assert "1,712 ns as the trace's gaps read it" in read
+    [none] = [x for x in host_op_lines({"ops": [op], "profiler_op_cost_ns": 0.0}) if "self" in x]
+    assert "none taken off" in none
