@@ -27,8 +27,10 @@ runtime buys (the waits in it are not separated here).
 
 The profiler's own cost per op (``op_cost_ns``) is read off the trace itself
 (``profiler_op_cost_ns``: the gaps between an op's children are its bookkeeping, at the
-speed the host ran the traced thread) and taken off each op's self time (never below 0),
-so that a window's thousands of tiny ops do not read as their own cost. Until 2026-12-07
+speed the host ran the traced thread) and taken off the self times where it falls
+(``_self_times``: part inside each op's interval, part between it and its neighbours,
+inside its parent's), never below 0, so that a window's thousands of tiny ops do not
+read as their own cost. Until 2026-12-07
 probe run's windows calibrated it on probe's own thread as each opened (small view ops,
 the least of 12 calls): on five models that read 0.2-0.4 of what the target's ops paid,
 the ops' shapes recorded for more inputs and the target's caches colder
@@ -331,9 +333,15 @@ def op_parents(frame: pd.DataFrame) -> np.ndarray:
 
 
 def _self_times(durations: np.ndarray, parent: np.ndarray, op_cost_ns: float) -> np.ndarray:
+    """Each op's time less its children's and the profiler's bookkeeping inside its
+    interval: its own, less the part that falls outside an op (one gap's worth,
+    ``op_cost_ns / PAID_OVER_GAP``), and that part of each of its children, which falls
+    between them (never below 0)."""
     nested = parent >= 0
     children = np.bincount(parent[nested], weights=durations[nested], minlength=len(durations))
-    return np.maximum(durations - children - op_cost_ns, 0.0)
+    count = np.bincount(parent[nested], minlength=len(durations))
+    outside = op_cost_ns / PAID_OVER_GAP
+    return np.maximum(durations - children - (op_cost_ns - outside) - count * outside, 0.0)
 
 
 def _outermost_of_name(names: np.ndarray, parent: np.ndarray) -> np.ndarray:

@@ -61,11 +61,22 @@ def test_a_recursive_op_s_inclusive_time_counts_once_and_its_self_time_whole():
     assert table["aten::cat"]["mean_ns"] == 30
 
 
-def test_the_profiler_s_cost_per_op_comes_off_each_op_s_self_time_never_below_zero():
-    table = by_name(op_breakdown(TRACE, op_cost_ns=15).ops)
-    assert table["aten::addmm"]["self_ns"] == 70 - 10 - 15
-    assert table["aten::t"]["self_ns"] == 0  # 10 ns of op, 15 of profiler: nothing left
+def test_the_profiler_s_cost_per_op_comes_off_the_self_times_where_it_falls_never_below_zero():
+    table = by_name(op_breakdown(TRACE, op_cost_ns=6).ops)
+    # 6 ns an op: a gap's worth (6 / PAID_OVER_GAP) lies outside each op's interval, in
+    # its parent's; the rest inside its own. addmm holds its own and its copy's gap
+    between = 6 / PAID_OVER_GAP
+    # (the table's self times are whole ns)
+    assert table["aten::addmm"]["self_ns"] == pytest.approx(
+        70 - 10 - (6 - between) - between, abs=0.5
+    )
+    # linear holds its own part and the gaps of its t and its addmm
+    assert table["aten::linear"]["self_ns"] == pytest.approx(
+        100 - 80 - (6 - between) - 2 * between, abs=0.5
+    )
     assert table["aten::linear"]["total_ns"] == 100  # inclusive time is as traced
+    # 40 ns an op: t's 10 ns hold less than its own part of that
+    assert by_name(op_breakdown(TRACE, op_cost_ns=40).ops)["aten::t"]["self_ns"] == 0
 
 
 def test_an_op_cut_by_the_profiler_s_stop_does_not_count_the_stop_s_wait():
