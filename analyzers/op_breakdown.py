@@ -91,26 +91,38 @@ class OpBreakdown:
         return float((top["ts_ns"] + top["dur_ns"]).max() - top["ts_ns"].min())
 
 
-def op_breakdown(ops: pd.DataFrame, *, op_cost_ns: float = 0.0) -> OpBreakdown:
-    """``ops``: the trace's ops table (name, tid, ts_ns, dur_ns, input_types)."""
+def op_breakdown(
+    ops: pd.DataFrame, *, op_cost_ns: float | None = 0.0, runtime: pd.DataFrame | None = None
+) -> OpBreakdown:
+    """``ops``: the trace's ops table (name, tid, ts_ns, dur_ns, input_types).
+    ``op_cost_ns`` None: read off these ops (``profiler_op_cost_ns``, with ``runtime``)."""
     if ops.empty:
         return OpBreakdown(
-            pd.DataFrame(columns=OP_COLUMNS), pd.DataFrame(columns=THREAD_COLUMNS), op_cost_ns
+            pd.DataFrame(columns=OP_COLUMNS),
+            pd.DataFrame(columns=THREAD_COLUMNS),
+            op_cost_ns or 0.0,
         )
-    frame = ops[["name", "tid", "ts_ns", "dur_ns", "input_types"]].copy()
-    frame["name"] = frame["name"].astype(str)
-    frame["dur_ns"] = _without_the_stop(frame)  # the stop: the final end of ranges too
-    frame = frame[~recorded_ranges(frame["name"])]
-    # a thread's ops by start, the enclosing one first where two start together
-    frame = frame.sort_values(["tid", "ts_ns", "dur_ns"], ascending=[True, True, False])
-    frame = frame.reset_index(drop=True)
-    parent = op_parents(frame)
+    frame, parent = _nested(ops[["name", "tid", "ts_ns", "dur_ns", "input_types"]])
+    if op_cost_ns is None:
+        op_cost_ns = _cost_from_gaps(frame, parent, runtime) or 0.0
     frame["parent"] = parent
     frame["self_ns"] = _self_times(frame["dur_ns"].to_numpy("int64"), parent, op_cost_ns)
     frame["outermost"] = _outermost_of_name(frame["name"].to_numpy(), parent)
     top = frame[parent < 0][["tid", "ts_ns", "dur_ns"]].reset_index(drop=True)
     ops_per_thread = frame.groupby("tid").size()
     return OpBreakdown(_by_name(frame), _by_thread(top, ops_per_thread), op_cost_ns, top)
+
+
+def _nested(ops: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """The ops without the profiler's stop and the recorded ranges, a thread's by start
+    (the enclosing one first where two start together), and each one's parent row."""
+    frame = ops.copy()
+    frame["name"] = frame["name"].astype(str)
+    frame["dur_ns"] = _without_the_stop(frame)  # the stop: the final end of ranges too
+    frame = frame[~recorded_ranges(frame["name"])]
+    frame = frame.sort_values(["tid", "ts_ns", "dur_ns"], ascending=[True, True, False])
+    frame = frame.reset_index(drop=True)
+    return frame, op_parents(frame)
 
 
 def ops_in_ranges(
@@ -131,21 +143,17 @@ def ops_in_ranges(
     starts = ranges["ts_ns"].to_numpy("int64")
     ends = starts + ranges["dur_ns"].to_numpy("int64")
     tids = ranges["tid"].to_numpy()
-    inside, counted = np.zeros(len(ranges)), np.zeros(len(ranges), dtype="int64")
+    inside = np.zeros(len(ranges))
     for tid, ops in top_level.groupby("tid"):
         mine = np.flatnonzero(tids == tid)
         if len(mine):
-            op_starts = np.sort(ops["ts_ns"].to_numpy("int64"))
             inside[mine] = _covered(
                 ops["ts_ns"].to_numpy("int64"), ops["dur_ns"].to_numpy("int64"),
                 starts[mine], ends[mine],
             )  # fmt: skip
-            counted[mine] = np.searchsorted(op_starts, ends[mine]) - np.searchsorted(
-                op_starts, starts[mine]
-            )
     each = pd.DataFrame(
         {"name": ranges["name"].astype(str).to_numpy(), "tid": tids, "range_ns": ends - starts,
-         "in_ops_ns": inside, "top_ops": counted,
+         "in_ops_ns": inside, "top_ops": _starts_in(top_level, tids, starts, ends),
          "paused_ns": paused_outside_ops(pauses, top_level, tids, starts, ends)}
     )  # fmt: skip
     table = each.groupby(["name", "tid"]).agg(
@@ -275,36 +283,38 @@ def profiler_op_cost_ns(ops: pd.DataFrame, runtime: pd.DataFrame | None = None) 
     with shapes and without stacks (probe run's windows, ``record_shapes=True``)."""
     if ops.empty:
         return None
-    frame = ops[["name", "tid", "ts_ns", "dur_ns"]].copy()
-    frame = frame.sort_values(["tid", "ts_ns", "dur_ns"], ascending=[True, True, False])
-    frame = frame.reset_index(drop=True)
-    parent = op_parents(frame)
+    return _cost_from_gaps(*_nested(ops[["name", "tid", "ts_ns", "dur_ns"]]), runtime)
+
+
+def _cost_from_gaps(
+    frame: pd.DataFrame, parent: np.ndarray, runtime: pd.DataFrame | None
+) -> float | None:
+    """``profiler_op_cost_ns`` on ops already nested (``_nested``)."""
     starts = frame["ts_ns"].to_numpy("int64")
     ends = starts + frame["dur_ns"].to_numpy("int64")
     # rows in (tid, start) order: a child's next sibling is the next row with its parent
     nested = np.flatnonzero(parent >= 0)
     order = nested[np.argsort(parent[nested], kind="stable")]
     first, then = order[:-1], order[1:]
-    cpp = frame["name"].astype(str).str.fullmatch(r"\w+::\w+").to_numpy()
+    cpp = frame["name"].str.fullmatch(r"\w+::\w+").to_numpy()
     kept = (parent[then] == parent[first]) & cpp[np.maximum(parent[then], 0)]
     first, then = first[kept], then[kept]
     if runtime is not None and not runtime.empty:
         tids = frame["tid"].to_numpy()
-        calls = _runtime_calls_in(runtime, tids[first], ends[first], starts[then])
+        calls = _starts_in(runtime, tids[first], ends[first], starts[then])
         first, then = first[calls == 0], then[calls == 0]
     if len(first) < _MIN_GAPS:
         return None
     return PAID_OVER_GAP * float(np.median(np.maximum(starts[then] - ends[first], 0)))
 
 
-def _runtime_calls_in(
-    runtime: pd.DataFrame, tids: np.ndarray, a: np.ndarray, b: np.ndarray
-) -> np.ndarray:
-    """For each interval [a, b) on thread ``tids``: the runtime calls that started in it."""
+def _starts_in(events: pd.DataFrame, tids: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For each interval [a, b) on thread ``tids``: how many of ``events`` (``tid``,
+    ``ts_ns``) started in it."""
     found = np.zeros(len(a), dtype="int64")
-    for tid, calls in runtime.groupby("tid"):
+    for tid, mine_events in events.groupby("tid"):
         mine = np.flatnonzero(tids == tid)
-        at = np.sort(calls["ts_ns"].to_numpy("int64"))
+        at = np.sort(mine_events["ts_ns"].to_numpy("int64"))
         found[mine] = np.searchsorted(at, b[mine]) - np.searchsorted(at, a[mine])
     return found
 

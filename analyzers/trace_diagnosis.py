@@ -34,7 +34,6 @@ from probe.analyzers.op_breakdown import (
     op_breakdown,
     ops_in_ranges,
     paused_outside_ops,
-    profiler_op_cost_ns,
     recorded_ranges,
 )
 from probe.analyzers.ops import PrefixFinding, growing_prefix
@@ -132,10 +131,9 @@ def diagnose_trace(
     timeline = gpu_timeline(t["kernels"], t["copies"], t["runtime"], t["ops"], t["annotations"])
     findings = trace_findings(timeline, copies)
     window = float(timeline.devices["window_ns"].sum()) if len(timeline.devices) else 0.0
-    if op_cost_ns is None:
-        op_cost_ns = profiler_op_cost_ns(t["ops"], t["runtime"]) or 0.0
+    ops = op_breakdown(t["ops"], op_cost_ns=op_cost_ns, runtime=t["runtime"])
+    op_cost_ns = ops.op_cost_ns  # given, or read off the ops
     prefix = growing_prefix(t["ops"], op_cost_ns)
-    ops = op_breakdown(t["ops"], op_cost_ns=op_cost_ns)
     if window == 0.0:  # no GPU work: the host's traced span is the window
         window = ops.host_span_ns
     if pauses is None:

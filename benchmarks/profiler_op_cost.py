@@ -87,19 +87,11 @@ def models() -> dict[str, Callable[[], None]]:
     }  # fmt: skip
 
 
-def sibling_gap_ns(ops: Any) -> float:
-    """The median gap between consecutive children of one op, on any thread."""
-    from probe.analyzers.op_breakdown import PAID_OVER_GAP, profiler_op_cost_ns
-
-    cost = profiler_op_cost_ns(ops)
-    return float("nan") if cost is None else cost / PAID_OVER_GAP
-
-
 def one_window(work: Callable[[], None], turns: int, path: Path) -> tuple[float, float, float]:
     """(paid ns an op, the trace's sibling gap ns, what probe reads as the cost an op)."""
     import torch
 
-    from probe.analyzers.op_breakdown import profiler_op_cost_ns
+    from probe.analyzers.op_breakdown import PAID_OVER_GAP, profiler_op_cost_ns
     from probe.rundir.kineto import read_kineto
     from probe.rundir.schema import SPAN_RANGE_PREFIX
     from probe.samplers.torch_windows import start_kineto_window
@@ -122,12 +114,13 @@ def one_window(work: Callable[[], None], turns: int, path: Path) -> tuple[float,
         on.append(cpu_ns())
     window.save(path)
     ops = read_kineto(path).tables["ops"]
-    # probe's spans are recorded as ops (staged_mlp's stages); the run's reader makes
-    # them ranges again, and the Python between a stage's ops is not the profiler's
+    # probe's spans are recorded as ops (staged_mlp's stages): ranges, not ops a turn
+    # recorded (the run's reader makes them ranges again)
     ours = ops["name"].astype(str).str.startswith(SPAN_RANGE_PREFIX)
     mine = ops[(ops["tid"] == threading.get_native_id()) & ~ours]
     paid = (statistics.median(on) - statistics.median(off)) / (len(mine) / turns)
-    return paid, sibling_gap_ns(mine), profiler_op_cost_ns(mine) or float("nan")
+    read = profiler_op_cost_ns(mine) or float("nan")
+    return paid, read / PAID_OVER_GAP, read
 
 
 def main() -> None:
