@@ -180,6 +180,109 @@ def test_the_sampler_takes_the_stack_read_at_the_tick_over_the_one_it_finds_with
     sampler.close()
 
 
+def _ticking(module: FakeModule, **more) -> tuple[StackSampler, list[int], list[object]]:
+    """A sampler on ``module``'s thread 7 (TID 70), its CPU clock 1 ms on each tick, and
+    the frames each of its stack walks started from."""
+    clock = [0]
+    sampler = sampler_on(module, {7: sys._getframe()}, lambda: clock[0], lambda t: clock[0], **more)
+    walked: list[object] = []
+    walk = sampler._stack_id
+
+    def counted(frame):
+        walked.append(frame)
+        return walk(frame)
+
+    sampler._stack_id = counted  # type: ignore[method-assign]
+    sampler.sample()  # the first tick takes each thread's baselines
+
+    def tick(at_tick: tuple[int, ...]) -> int:
+        module.chains[70] = at_tick
+        clock[0] += 1_000_000
+        module.at_ns, module.cpu[70] = clock[0], clock[0]
+        assert sampler.wait(0.0) is False
+        sampler.sample()
+        return sampler._stack_of[70]
+
+    return sampler, walked, tick  # type: ignore[return-value]
+
+
+def _frames_at(base: int, at_tick: tuple[int, ...]) -> tuple[int, ...]:
+    """The same chain with its frames elsewhere (a coroutine's frames live in its object)."""
+    return tuple(base + k if k % 3 == 0 else a for k, a in enumerate(at_tick))
+
+
+def test_a_chain_read_again_is_the_same_stack_without_a_second_walk():
+    module = FakeModule({7: 70}, {})
+    for code in (parse.__code__, serve.__code__, score.__code__):
+        module.live[id(code)] = code
+    sampler, walked, tick = _ticking(module)
+    in_parse = chain((parse.__code__, 2), (serve.__code__, 2))
+    first = tick(in_parse)  # type: ignore[operator]
+    assert len(walked) == 1
+    # the same instructions, its frames at other addresses: the stack kept, no walk
+    assert tick(_frames_at(5000, in_parse)) == first and len(walked) == 1  # type: ignore[operator]
+    assert tick(in_parse) == first and len(walked) == 1  # type: ignore[operator]
+    in_score = chain((score.__code__, 2), (serve.__code__, 4))
+    assert tick(in_score) != first and len(walked) == 2  # type: ignore[operator]
+    assert sampler.peek is not None and sampler.peek.read == 4  # each counted as read
+    # kept as numbers: nothing of probe's own type piles up in the target's heap
+    assert all(type(v) is int for kept in sampler._chains.values() for v in kept)
+    rows = sampler.drain()["samples"]
+    assert _column(rows, "stack_id") == [first, first, first, sampler._stack_of[70]]
+    sampler.close()
+
+
+def test_a_chain_whose_stack_could_change_or_whose_codes_are_not_held_is_walked_each_time():
+    module = FakeModule({7: 70}, {})
+    for code in (parse.__code__, serve.__code__):
+        module.live[id(code)] = code
+    in_parse = chain((parse.__code__, 2), (serve.__code__, 2))
+    # deeper than the sampler walks: serve's code is not interned, so not kept alive
+    _, walked, tick = _ticking(module, max_depth=1)
+    tick(in_parse), tick(in_parse)  # type: ignore[operator]
+    assert len(walked) == 2
+    # a leaf whose call the classifier reads from the live bytecode (an operator's)
+    sampler, walked, tick = _ticking(module)
+    sampler._classifier.settled = lambda code, lasti: False  # type: ignore[method-assign]
+    first, again = tick(in_parse), tick(in_parse)  # type: ignore[operator]
+    assert len(walked) == 2 and first == again
+
+
+def test_the_chains_kept_are_at_most_max_chains():
+    module = FakeModule({7: 70}, {})
+    for code in (parse.__code__, serve.__code__):
+        module.live[id(code)] = code
+    sampler, walked, tick = _ticking(module, max_chains=2)
+    for lasti in (2, 4, 6, 2):
+        tick(chain((parse.__code__, lasti), (serve.__code__, 2)))  # type: ignore[operator]
+        assert len(sampler._chains) <= 2
+    assert len(walked) == 4  # the third filled it: emptied, the first walked again
+
+
+def test_an_operator_s_site_is_not_settled_a_call_s_is():
+    from probe.samplers.waits import WaitClassifier
+
+    def add(a, b):
+        return a + b
+
+    classifier = WaitClassifier()
+    code = add.__code__
+    for k in range(0, len(code.co_code), 2):
+        classifier.classify(code, k)
+    binop = next(k for k in range(0, len(code.co_code), 2) if _is_binary_op(code, k))
+    assert not classifier.settled(code, binop)
+    call = serve.__code__
+    at_call = next(k for k in range(0, len(call.co_code), 2) if classifier.classify(call, k)[0])
+    assert classifier.settled(call, at_call)
+    assert not classifier.settled(score.__code__, 0)  # never classified: nothing to keep
+
+
+def _is_binary_op(code, offset: int) -> bool:
+    import dis
+
+    return dis.opname[code.co_code[offset]] == "BINARY_OP"
+
+
 def test_a_thread_read_at_the_tick_is_timed_there_not_where_the_gil_came():
     # The tick reads thread 7 (TID 70) at 10 ms, 20 ms, 30 ms, its CPU clock then 0, 9, 10
     # ms; the GIL comes 4 ms, 0 ms, 3 ms later, the clock read with it 2 ms further on.
