@@ -1062,7 +1062,10 @@ FIXES: tuple[Fix, ...] = (
             "    # before: for x in items: total += (x - c) ** 2\n"
             "    arr = np.asarray(items)\n"
             "    total = ((arr - c) ** 2).sum()\n"
-            "Broadcasting (`a[:, None, :] - b[None, :, :]`) replaces nested loops."
+            "Broadcasting (`a[:, None, :] - b[None, :, :]`) replaces nested loops. Text "
+            "work (tokenising, parsing) does not vectorise with numpy: hand the whole text "
+            "to compiled code instead of a call per token (a tokenizer library such as "
+            "Hugging Face `tokenizers`; one regular expression over the text)."
         ),
         scope="path",
         constants=("vectorize", "vectorize_least", "vectorize_most"),
