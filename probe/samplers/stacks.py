@@ -203,7 +203,6 @@ class StackSampler:
         exclude: Iterable[int] = (),
         max_depth: int = 128,
         max_stacks: int = 50_000,
-        max_chains: int = 512,
         root_marker: tuple[str, str] | None = ("runpy.py", "_run_code"),
         kernel_states: kernel.KernelStates | None = None,
         max_kernel_reads: int = 16,
@@ -281,10 +280,6 @@ class StackSampler:
         # kernel's answer is checked against it (_kernel_state). Numbers, not the frame.
         self._leaf: dict[int, tuple[int, int, int]] = {}
         self._stack_of: dict[int, int] = {}  # tid -> the stack id read at its last tick
-        # a tick's chain (its instruction addresses) -> its leaf's frame id and
-        # instruction, and its stack id (_remember_chain)
-        self._chains: dict[tuple[int, ...], tuple[int, int, int]] = {}
-        self._max_chains = max_chains
 
         self._rows = _SampleColumns()
         self._new_frames: list[tuple[Any, ...]] = []
@@ -486,7 +481,9 @@ class StackSampler:
             wall, cpu_d = _interval(last, ts, cpu, before)
             if last is not None and wall <= 0:
                 continue
-            read, chain_sid = self._tick_stack(got, frame)
+            read: FrameType | PeekedFrame = frame
+            if got is not None and self.peek is not None:
+                read = self.peek.frame(got.chain, self._known_code) or frame
             leaf = (ident, id(read.f_code), read.f_lasti)
             sid = self._stack_of.get(tid)
             if sid is None or last is None or cpu != last[1] or leaf != self._leaf.get(tid):
@@ -494,9 +491,7 @@ class StackSampler:
                 # nanosecond, its leaf frame and instruction as they were -- cannot be in
                 # another stack: a pool's parked threads are not walked again (200 of
                 # them: ~0.9 ms a tick, benchmarks/sampler_tick_cost.py).
-                sid = chain_sid if chain_sid is not None else self._stack_id(read)
-                if chain_sid is None and isinstance(read, PeekedFrame) and got and got.chain:
-                    self._remember_chain(got.chain, read, sid)
+                sid = self._stack_id(read)
             ran = last is None or cpu != last[1]
             queued = self._queued(tid, ran, last is None, wall - cpu_d, tick_queued)
             seen.append((tid, sid, wall, cpu_d, queued, ts))
@@ -522,46 +517,6 @@ class StackSampler:
             for ident in [i for i in self._tid if i not in frames]:
                 del self._tid[ident]
         return seen
-
-    def _tick_stack(
-        self, got: TickRead | None, frame: FrameType
-    ) -> tuple[FrameType | PeekedFrame, int | None]:
-        """The thread's leaf frame as the tick read it (``frame``, read with the GIL, where
-        the tick did not), and its stack id where the tick read the same chain before."""
-        if got is None or self.peek is None:
-            return frame, None
-        if got.chain:
-            hit = self._chains.get(got.chain[2::3])
-            if hit is not None:
-                fid, lasti, sid = hit
-                self.peek.read += 1
-                return PeekedFrame(self._codes[fid - 1], lasti, None), sid
-        return self.peek.frame(got.chain, self._known_code) or frame, None
-
-    def _remember_chain(self, chain: tuple[int, ...], read: PeekedFrame, sid: int) -> None:
-        """Keep a chain read at the tick with its leaf frame and stack id, by its frames'
-        instruction addresses: each lies inside one code object, and a chain is kept only
-        where the sampler keeps all of its code objects alive (interned: ``_codes``), so
-        no other code can come to sit at those addresses. Its stack is then the same at
-        every later read: checking the chain and walking it (``TickPeek.frame``,
-        ``_stack_id``) took ~40 of the ~130 us a tick held the GIL for a decoder's thread
-        (torch, ~25 frames deep; 2026-12-07, `/tmp` timers inside a ``probe run``), time
-        a one-thread target waits. Not kept: a leaf whose call is read from the live,
-        adaptive bytecode (``WaitClassifier.settled``), or the overflow stack. Kept as
-        numbers (the leaf's frame id and instruction, the stack id): no object of
-        probe's own type piles up in the target's heap, where the leak verdict counts
-        objects by type, and tuples of numbers are not tracked by its collector."""
-        if sid == OVERFLOW_STACK_ID or not self._classifier.settled(read.f_code, read.f_lasti):
-            return
-        interned = self._frame_ids
-        f: PeekedFrame | None = read
-        while f is not None:
-            if id(f.f_code) not in interned:
-                return  # deeper than max_depth, or a torn read's code: not held alive
-            f = f.f_back
-        if len(self._chains) >= self._max_chains:
-            self._chains.clear()
-        self._chains[chain[2::3]] = (interned[id(read.f_code)], read.f_lasti, sid)
 
     def _ended_since_the_tick(
         self, ident: int, got: TickRead, tick_ns: int, before: int, now: int, name: str

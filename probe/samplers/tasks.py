@@ -168,19 +168,6 @@ def _pending_tasks() -> list[asyncio.Task[Any]]:
     return [t for t in tasks if not t.done()]
 
 
-_REGISTRIES = ("_all_tasks", "_scheduled_tasks", "_eager_tasks")  # 3.11; 3.12+ both others
-
-
-def _any_tasks() -> Callable[[], bool]:
-    """Whether asyncio's registries hold a task at all: their lengths, without the copy
-    and the look at each task that ``_pending_tasks`` makes (always True where they are
-    not where this Python keeps them)."""
-    registries = [r for n in _REGISTRIES if (r := getattr(asyncio.tasks, n, None)) is not None]
-    if not registries:
-        return lambda: True
-    return lambda: any(map(len, registries))
-
-
 class TaskSampler:
     """Samples the pending asyncio tasks of every event loop in the process."""
 
@@ -191,7 +178,6 @@ class TaskSampler:
         thread_of: Callable[[int], int | None],
         clock: Callable[[], int] = time.perf_counter_ns,
         pending: Callable[[], list[Any]] = _pending_tasks,
-        any_tasks: Callable[[], bool] | None = None,
         max_tasks: int = 16,
         timer: Callable[[], float] = time.thread_time,
         budget_share: float = 0.01,
@@ -202,7 +188,6 @@ class TaskSampler:
         self._thread_of = thread_of  # Python ident -> thread id, when sampled
         self._clock = clock
         self._pending = pending
-        self._any_tasks = any_tasks or _any_tasks()
         self._max_tasks = max_tasks
         self._start_at = start_at  # n -> where a tick's walk starts among n tasks
         # task -> (the future it waited on, stack, reason, whether it is its loop's main
@@ -231,16 +216,8 @@ class TaskSampler:
         now = self._clock() if now is None else now
         if self._loops:
             self._read_loops(now)
-        if not self._budget.due(now):
-            return
-        if self._any_tasks():
+        if self._budget.due(now):
             self._budget.spend(now, lambda: self._tick(now))
-        else:
-            # torch imports asyncio: a model's service with no task took the registry's
-            # copy, budget and timers every tick, ~25 us with the GIL (/tmp timers
-            # inside a decoder's ``probe run``, 2026-12-07); nothing to walk: the next
-            # tick's interval starts here, as ``_tick``'s would
-            self._last_ns = now
 
     def _meet(self, loop: Any, tid: int | None) -> None:
         """Read ``loop``'s ready queue from now on (once a tick per loop)."""

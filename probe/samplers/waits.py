@@ -427,13 +427,6 @@ class WaitClassifier:
             return _operator_callee(code, lasti, hit[1]), None, hit[3]
         return hit[1], hit[2], hit[3]
 
-    def settled(self, code: CodeType, lasti: int) -> bool:
-        """Whether ``classify``'s answer for this site, once given, stays: not where the
-        callee is read from the live bytecode, which the interpreter specialises and
-        despecialises as the run goes (``_operator_callee``)."""
-        hit = self._sites.get((id(code), lasti))
-        return hit is not None and hit[0] is code and hit[1] not in _OPERATOR_SITES
-
     def _code_info(self, code: CodeType) -> _Instructions:
         info = self._code.get(id(code))
         if info is not None and info[0] is code:

@@ -266,45 +266,6 @@ def test_a_loop_that_takes_no_weak_reference_is_left_unread_not_an_error():
     assert sampler.drain()["loop_samples"] == []
 
 
-def test_a_tick_with_no_task_in_asyncio_s_registry_copies_nothing_and_starts_the_interval():
-    # torch imports asyncio: a model's service with no task at all pays no registry copy
-    with loop_with_tasks() as _:
-        stacks = StackSampler()
-        stacks.sample()
-        now, copies, any_tasks = [0], [0], [False]
-
-        def pending() -> list[asyncio.Task]:
-            copies[0] += 1
-            return list(asyncio.tasks._all_tasks)  # type: ignore[attr-defined]
-
-        sampler = TaskSampler(
-            stack_of=stacks.await_stack_id,
-            thread_of=stacks.thread_id_of,
-            clock=lambda: now[0],
-            pending=pending,
-            any_tasks=lambda: any_tasks[0],
-            timer=lambda: 0.0,
-        )
-        for k in range(3):
-            now[0] = k * 10_000_000
-            sampler.sample()
-        assert copies == [0] and sampler.drain()["task_samples"] == []
-        any_tasks[0], now[0] = True, 30_000_000
-        sampler.sample()
-        rows = sampler.drain()["task_samples"]
-        # the interval since the last tick with nothing to copy, not since the start
-        assert copies == [1] and rows and {r[5] for r in rows} == {10_000_000}
-
-
-def test_asyncio_s_registry_is_read_as_holding_a_task_while_one_runs():
-    from probe.samplers.tasks import _any_tasks
-
-    async def inside() -> bool:
-        return _any_tasks()()
-
-    assert asyncio.run(inside()) is True
-
-
 def test_costly_ticks_are_spaced_to_stay_under_one_percent_of_the_time():
     with loop_with_tasks() as _:
         stacks = StackSampler()
