@@ -310,7 +310,12 @@ class Session:
         if self.memory is not None:
             self.memory.sample()  # the last snapshot: what was still held at the end
         self.gc_pauses.uninstall()  # the census and the collection below are probe's
-        self.heap.sample(count_types=self._heap_count_at_end(), force=True)
+        # with --memory, types are counted once more beside the last snapshot, always: the
+        # growth from the first count to the last spans the run. Skipping a count under a
+        # second old (as before) lost the run's last 10 of 30 entries in a CI run whose
+        # snapshot fell behind its loop. (At stop the target's threads may still run: the
+        # hazard of _collect, accepted with --memory as it always was.)
+        self.heap.sample(count_types=self.memory is not None, force=True)
         # after the census above: what a full collection frees (the leak verdict's witness)
         self._full_collection = self.heap.full_collection()
         try:
@@ -410,16 +415,6 @@ class Session:
         return figures
 
     # -- collector thread --------------------------------------------------------------
-    def _heap_count_at_end(self) -> bool:
-        """With --memory, count types once more at the end unless the last count is
-        recent: the growth from the first count to the last spans the run. (At stop the
-        target's threads may still run: the same hazard as above, accepted with --memory
-        as it always was.)"""
-        if self.memory is None:
-            return False
-        last = self.heap.last_count_ns
-        return last is None or self._clock() - last >= self.settings.flush_interval_s * 1e9
-
     def _collect(self) -> None:
         if self.tree is not None:
             self.tree.sample()

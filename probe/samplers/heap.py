@@ -146,7 +146,6 @@ class HeapSampler:
         self._malloc_in_use = malloc_in_use
         self._gc_objects = gc_objects
         self._timer = timer  # what a count costs, in seconds
-        self.last_count_ns: int | None = None
         self._previous: Counter[type] = Counter()
         self._snapshot = 0
         self.count_cost_s = 0.0  # time spent counting types, all counts together
@@ -171,7 +170,6 @@ class HeapSampler:
         cost = self._timer() - started
         self.count_cost_s += cost
         self._snapshot += 1
-        self.last_count_ns = now
         # The first count keeps every type: the baseline growth is measured from (a few
         # thousand rows, once). Then the most numerous types, and the ones that grew most
         # since the count before: a leaking type is often few objects beside the
