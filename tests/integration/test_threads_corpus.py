@@ -730,7 +730,9 @@ def test_estimates_land_near_the_speedups_their_fixes_realize_by_the_wall_clock(
         )
         assert diff.returncode == 0, diff.stderr
         c = json.loads(diff.stdout)
-        assert c["basis"] == "job" and c["applied"] == [fix], c
+        # the fix's id, with "@STAGE" where the diagnosis gave it to more than one stage
+        # (a CI run's tokenize_pool had multiprocess on two: analyzers.diff._named)
+        assert c["basis"] == "job" and [a.partition("@")[0] for a in c["applied"]] == [fix], c
         # probe diff reads the gain from the two runs' own wall times (probe's overhead in
         # each: on tokenize_pool's GIL-bound threads it varies by up to a third from run
         # to run, issue 17's, so its reading is held to the direction, not to the truth)
