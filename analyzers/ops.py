@@ -39,6 +39,19 @@ decoder's windows: longer activations evict the weights from the caches, work a 
 saves too), and leaving the off-speed steps out instead (the rule before) took the
 window's fastest steps for its speed: where the host ran fast for the first 11 of 60
 steps, it left 37 out and found no growth at all (2026-12-06).
+
+The line is fitted a segment of the step at a time, and the segments' lines summed
+(``segments``): a segment runs from one op called from Python (one not inside another)
+to the next, the Python between them included, so the segments of a step add up to
+it. Under ``probe run`` a window's steps are interrupted -- the stack sampler's tick
+takes the GIL, a page fault, the other core's work -- and each interruption lands in one
+segment: the decoder's profiled steps spread 1.0-3.2 ms where the same work takes ~1 ms,
+and a step-at-a-time fit on a 0.1-s window (~2 generations) read 1.22-2.46x in 16 runs
+(0.1-s windows, one sitting, 2026-12-07), the segments' 1.36-1.98x in the same windows;
+the usual-speed model over unprofiled steps (a, b from ``benchmarks/kv_step_costs.py``)
+gives ~1.45x. Only the steps running the sequence of calls most of them run are fitted so
+(a step the window opened inside has fewer); where no sequence is most steps' (control
+flow that varies from step to step), the steps' times are fitted whole.
 """
 
 from __future__ import annotations
@@ -56,6 +69,10 @@ __all__ = ["PrefixFinding", "growing_prefix"]
 _SEQUENCE_OPS = ("aten::linear", "aten::addmm", "aten::matmul", "aten::mm", "aten::bmm")
 # at least this many steps of +1 in a row: fewer could be a coincidence of shapes
 _MIN_STEPS = 4
+# the segments' fit pairs at most this many steps (~20,000 pairs; a block of 64 segments'
+# slopes, ~10 MB): a bound on memory, not on accuracy (a 0.2-s window of the decoder
+# holds ~100 steps)
+_PAIRED_STEPS = 200
 # a step ran off the host's usual speed when its shape-constant ops took this many times
 # (or this fraction of) their time at the window's median step. In 5,514 steps of 59
 # windows of the decoder (tests/torch_corpus/decoder.py, 2026-12-06) that ratio against
@@ -80,6 +97,7 @@ class PrefixFinding:
     speedup: float  # the steps' time over their time with a KV cache (the model above)
     tid: int = 0  # the thread the steps ran on
     rescaled_steps: int = 0  # the host ran them off its usual speed: scaled (module doc)
+    segments: int = 0  # the fit's, per step (module doc); 0: the steps' times were fitted
 
 
 def growing_prefix(ops: pd.DataFrame, op_cost_ns: float = 0.0) -> PrefixFinding | None:
@@ -135,18 +153,20 @@ class _ThreadOps:
     starts: np.ndarray
     durations: np.ndarray
     keys: np.ndarray  # one code per (name, input shapes)
+    names: np.ndarray  # one code per name
+    top: np.ndarray  # not inside an op that started before it: called from Python
 
     @classmethod
     def of(cls, ops: pd.DataFrame) -> _ThreadOps:
         ordered = ops.sort_values("ts_ns", kind="stable")
-        keys, _ = pd.factorize(
-            ordered["name"].astype(str) + "|" + ordered["input_dims"].astype(str)
-        )
-        return cls(
-            ordered["ts_ns"].to_numpy(dtype="int64"),
-            ordered["dur_ns"].to_numpy(dtype="float64"),
-            keys,
-        )
+        name = ordered["name"].astype(str)
+        keys, _ = pd.factorize(name + "|" + ordered["input_dims"].astype(str))
+        names, _ = pd.factorize(name)
+        starts = ordered["ts_ns"].to_numpy(dtype="int64")
+        durations = ordered["dur_ns"].to_numpy(dtype="float64")
+        ends = starts + durations.astype("int64")
+        covered = np.maximum.accumulate(np.r_[np.iinfo("int64").min, ends[:-1]])
+        return cls(starts, durations, keys, names, starts >= covered)
 
 
 @dataclass
@@ -223,7 +243,11 @@ def _estimate(
     scale = _off_speed(thread, bounds, fit)
     y = np.array(step_ns, dtype="float64") / scale
     tf, yf = t[fit], y[fit]
-    b, a = _theil_sen(tf, yf) if len(set(tf)) > 1 else (0.0, float(np.median(y)))
+    by_segment = _segment_fit(thread, bounds, fit, t, scale, op_cost_ns)
+    if by_segment is not None:  # the module doc: a line for each segment, summed
+        b, a = float(by_segment[0].sum()), float(by_segment[1].sum())
+    else:
+        b, a = _theil_sen(tf, yf) if len(set(tf)) > 1 else (0.0, float(np.median(y)))
     b, a = max(float(b), 0.0), max(float(a), 0.0)
     for run in runs:
         cached += (a + b * run.lengths[0]) + (len(run.lengths) - 1) * (a + b)
@@ -242,7 +266,62 @@ def _estimate(
         per_token_ns=b,
         speedup=max(1.0, speedup),
         rescaled_steps=int((scale != 1.0).sum()),
+        segments=0 if by_segment is None else len(by_segment[0]),
     )
+
+
+def _segment_fit(
+    thread: _ThreadOps,
+    bounds: list[tuple[int, int]],
+    whole: np.ndarray,
+    lengths: np.ndarray,
+    scale: np.ndarray,
+    op_cost_ns: float,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Slopes and intercepts, one per segment of a step (module doc: from one call made
+    from Python to the next), of the whole steps that run the usual sequence of such
+    calls (that of more than half of them); None where no sequence is, or fewer than
+    ``_MIN_STEPS`` steps or one length are left."""
+    tops = np.flatnonzero(thread.top)
+    by_sequence: dict[bytes, list[int]] = {}
+    cuts: list[np.ndarray] = []
+    for i, (first, last) in enumerate(bounds):
+        inner = tops[(tops > first) & (tops < last)]
+        cuts.append(inner)
+        if whole[i]:
+            by_sequence.setdefault(thread.names[inner].tobytes(), []).append(i)
+    if not by_sequence:
+        return None
+    kept = max(by_sequence.values(), key=len)  # a step the window cut has fewer calls
+    usual = 2 * len(kept) > int(whole.sum())  # the sequence of most steps, or none
+    if not usual or len(kept) < _MIN_STEPS or len(set(lengths[kept])) < 2:
+        return None
+    rows = []
+    for i in kept:
+        first, last = bounds[i]
+        edges = np.r_[first, cuts[i], last]  # a whole step ends where the next starts
+        ns = np.diff(thread.starts[edges]) - np.diff(edges) * op_cost_ns
+        rows.append(np.maximum(ns, 0.0) / scale[i])
+    return _theil_sen_columns(lengths[kept].astype("float64"), np.array(rows))
+
+
+def _theil_sen_columns(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_theil_sen`` on each column of ``y`` (steps x segments). The pairs' slopes are
+    held a block of columns at a time, and the steps evenly subsampled to at most
+    ``_PAIRED_STEPS``: a bounded memory, whatever the window holds."""
+    if len(t) > _PAIRED_STEPS:
+        keep = np.linspace(0, len(t) - 1, _PAIRED_STEPS).astype(int)
+        t, y = t[keep], y[keep]
+    i, j = np.triu_indices(len(t), k=1)
+    dt = t[j] - t[i]
+    i, j, dt = i[dt != 0], j[dt != 0], dt[dt != 0]
+    b = np.concatenate(
+        [
+            np.median((y[j, k : k + 64] - y[i, k : k + 64]) / dt[:, None], axis=0)
+            for k in range(0, y.shape[1], 64)
+        ]
+    )
+    return b, np.median(y - t[:, None] * b, axis=0)
 
 
 def _off_speed(thread: _ThreadOps, bounds: list[tuple[int, int]], whole: np.ndarray) -> np.ndarray:

@@ -366,6 +366,7 @@ def _prefix_dict(found: PrefixFinding | None) -> dict[str, Any] | None:
         "steps_ms": round(sum(found.step_ns) / 1e6, 3),
         "speedup": round(found.speedup, 3),
         "rescaled_steps": found.rescaled_steps,
+        "segments": found.segments,  # fitted a segment at a time (analyzers.ops); 0: whole
     }
 
 

@@ -527,7 +527,7 @@ def _kv_cache(ev: TraceEvidence, m: TraceModel) -> Proposed | None:
         p, found.speedup,
         {"op": found.op, "shape": found.shape, "steps": found.steps,
          "per_token_us": round(found.per_token_ns / 1e3, 2),
-         "rescaled_steps": found.rescaled_steps},
+         "rescaled_steps": found.rescaled_steps, "segments": found.segments},
         "Amdahl on the decoding steps' time, s = their time over a + b*T0 for the prompt "
         "and a + b a step after (a, b fitted on the steps, those the host ran off its usual "
         "speed scaled to it: analyzers.ops)",
