@@ -781,18 +781,21 @@ def test_full_collections_walking_a_catalog_kept_for_the_run_are_the_limit_and_f
     truth = truth_of("rerank_catalog")
     assert truth["py_spy_native_collector"] >= 0.4, truth  # half its samples, from outside
     # the fix's gain: plain pairs taken beside the probe run, on this host, this minute
-    # (the docstring's five pairs read 1.62-1.78 one day, 1.65-1.83 the next)
+    # (the docstring's five pairs read 1.62-1.78 one day, 1.65-1.83 the next), their
+    # median: one pair of a CI run read 1.29 beside 1.62, and the mean of the two put a
+    # 1.85x estimate 27% over it (2026-12-07)
     script = CORPUS / "rerank_catalog.py"
-    pairs = [fix_realized(script)]
+    pairs = [fix_realized(script), fix_realized(script)]
     d = diagnosis_of(run_probe, "rerank_catalog")
-    pairs.append(fix_realized(script))
+    pairs += [fix_realized(script), fix_realized(script)]
     primary = d["primary"]
     assert (primary["kind"], primary["subkind"]) == ("cpu", "gc"), primary
     assert primary["stage"].startswith("gather_candidates"), primary
     assert d["findings"][0]["evidence"]["full_collections"] >= 20, d["findings"][0]
     freeze = next(r for r in d["recommendations"] if r["id"] == "gc_freeze")
     assert "gc.freeze()" in freeze["how"], freeze
-    assert abs(freeze["estimated_speedup"] / statistics.mean(pairs) - 1) <= 0.25, (freeze, pairs)
+    realised = statistics.median(pairs)
+    assert abs(freeze["estimated_speedup"] / realised - 1) <= 0.25, (freeze, pairs)
 
 
 def test_collections_walking_a_cache_the_requests_fill_are_the_limit_but_no_freeze_is_promised(
@@ -836,13 +839,14 @@ def test_a_served_app_s_collections_of_its_start_up_trie_are_told_to_freeze_it(r
     # realised with SUGGEST_FREEZE=1 in plain pairs taken here, beside the probe run: the
     # docstring's five read 1.50x, where a clean-clone CI run's estimate was 2.44x (its
     # collections held 59% of the serving time, 34% in every run here): the truth of the
-    # host and minute the estimate was made on
+    # host and minute the estimate was made on, the median of four pairs (two pairs read
+    # 1.35x and 1.59x here, and their mean put a 1.85x estimate 26% over, 2026-12-07)
     pairs = [
         plain_answers("suggest_api", {"SUGGEST_FREEZE": "1"})
         / plain_answers("suggest_api", {"SUGGEST_FREEZE": "0"})
-        for _ in range(2)
+        for _ in range(4)
     ]
-    realised = statistics.mean(pairs)
+    realised = statistics.median(pairs)
     assert abs(freeze["estimated_speedup"] / realised - 1) <= 0.25, (freeze, pairs)
     # its own Python and the collector's walks are about as large: never a confident
     # verdict that leaves the collector out
