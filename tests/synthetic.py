@@ -115,7 +115,15 @@ class RunBuilder:
         if not any(r[0] == thread for r in self.rows["threads"]):
             self.rows["threads"].append((thread, thread, f"thread-{thread}", T0))
 
-    def resources(self, ts_ms: float, cpu_s: float, rss_bytes: int, *, pid: int = 42) -> None:
+    def resources(
+        self,
+        ts_ms: float,
+        cpu_s: float,
+        rss_bytes: int,
+        *,
+        pid: int = 42,
+        children_cpu_s: float = float("nan"),
+    ) -> None:
         nan = float("nan")
         self.rows["resources"].append(
             (
@@ -135,6 +143,7 @@ class RunBuilder:
                 nan,
                 nan,
                 nan,
+                children_cpu_s,
             )
         )
 

@@ -145,6 +145,10 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("num_fds", "float64"),
         ("open_files", "float64"),
         ("sockets", "float64"),
+        # CPU seconds (user and system) of the process's children it has waited for, and
+        # theirs (the kernel's cutime + cstime): a child that lived between two readings
+        # (a subprocess per call) is never read itself; NaN in runs before 2026-12-07
+        ("children_cpu_s", "float64"),
     ],
     # Per OS thread CPU of every process in the tree (native threads included).
     "os_threads": [

@@ -294,6 +294,8 @@ class ResourceSampler:
             fds,
             files,
             socks,
+            # Linux's psutil has them; elsewhere the column stays NaN
+            float(getattr(cpu, "children_user", nan) + getattr(cpu, "children_system", nan)),
         )
         return row, threads
 

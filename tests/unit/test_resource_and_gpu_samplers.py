@@ -42,7 +42,7 @@ class FakeProc:
 
     def cpu_times(self):
         self._check()
-        return NS(user=self.user, system=0.5)
+        return NS(user=self.user, system=0.5, children_user=1.25, children_system=0.25)
 
     def memory_info(self):
         return NS(rss=self.rss)
@@ -128,6 +128,7 @@ def test_process_tree_rows_include_children_and_skip_vanished_ones():
     assert [(r[1], r[3]) for r in rows] == [(10, True), (11, False), (10, True)]
     first = rows[0]
     assert first[6] == 300 and first[7] == 150 and first[13] == 7 and first[15] == 3
+    assert first[16] == 1.5  # the children it waited for: user and system
     assert math.isnan(rows[2][7])  # USS only on slow ticks
     assert {r[2] for r in out["os_threads"]} == {10, 11, 12}
     assert out["system"][0][1:] == (42.0, 1 << 30, 5, 6, 0.25)
