@@ -182,6 +182,35 @@ def _process_cores(
     return used / span_s
 
 
+def _children_cpu(resources: pd.DataFrame, lo: int | None, hi: int | None) -> float | None:
+    """CPU seconds of the children the target waited for between ``lo`` and ``hi`` (the
+    whole run if None): its last reading's count less its first. None where the run does
+    not have it (before 2026-12-07, or off Linux) or read it fewer than twice."""
+    if resources.empty or "children_cpu_s" not in resources:
+        return None
+    r = resources[resources["is_root"].astype(bool)].dropna(subset=["children_cpu_s"])
+    if lo is not None and hi is not None:
+        inside = r[(r["ts_ns"] >= lo) & (r["ts_ns"] <= hi)]
+        if len(inside) >= 2:
+            r = inside
+    if len(r) < 2:
+        return None
+    ordered = r.sort_values("ts_ns")["children_cpu_s"]
+    return max(0.0, float(ordered.iloc[-1] - ordered.iloc[0]))
+
+
+def _children_seen(resources: pd.DataFrame) -> dict[str, int]:
+    """The tree's other processes, by how long they were read: under a quarter of the
+    run (a child per call) or longer (a pool's workers, a helper kept running)."""
+    others = resources[~resources["is_root"].astype(bool)]
+    if others.empty:
+        return {"short_lived_children": 0, "long_lived_children": 0}
+    span = float(resources["ts_ns"].max() - resources["ts_ns"].min())
+    lived = others.groupby("pid")["ts_ns"].agg(lambda ts: float(ts.max() - ts.min()))
+    short = int((lived < 0.25 * span).sum())
+    return {"short_lived_children": short, "long_lived_children": len(lived) - short}
+
+
 def _sampled_cores(samples: pd.DataFrame) -> float:
     """Mean cores the sampled threads used (their CPU clocks, exact) over the samples'
     span: the process's own, where the sidecar did not read it twice. Niced, it may not
@@ -404,6 +433,8 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
             (_collector_figure(meta, "kernel_states") or {}).get("unavailable") or ""
         ),
         copy_cores=bd.copy_cores,
+        children_cpu_s=_children_cpu(run.tables["resources"], lo, hi),
+        **_children_seen(run.tables["resources"]),
         collector=collector_time(
             run.tables.get("gc_pauses", pd.DataFrame()),
             bd.work_samples,

@@ -395,6 +395,8 @@ def _concurrent_io(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | N
         return _raised_limit(ctx, f, row)
     # Not for sleeps: a sleep on the request path is the service's own choice (polling,
     # back-off, pacing), not a call to overlap.
+    if f.kind == "io" and f.subkind == "subprocess" and ctx.sequential:
+        return _concurrent_children(ctx, f, row)
     if not (f.kind == "io" and f.subkind in ("network", "disk") and ctx.sequential):
         return None
     if f.subkind == "network" and reads_a_stream(ctx.bd.streams, f.stage):
@@ -422,6 +424,109 @@ def _concurrent_io(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | N
     speedup = _concurrency_speedup(cap, workers, model) if cap else amdahl(p, local)
     overlap = _Overlap(p, wait, workers, ratio, speedup, offered, None if cap else calls)
     return _concurrent_io_proposal(ctx, f, row, overlap)
+
+
+def _concurrent_children(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
+    """A job waiting on child processes one at a time (a tool run per item:
+    ``subprocess.run``, ``Popen.communicate``): overlapped, the children run side by side
+    as far as the cores hold their CPU. The children's CPU is the kernel's count of those
+    the process waited for (``RunFacts.children_cpu_s``), shared among the stages by their
+    waits on children; without it no estimate is made: a child that already keeps every
+    core busy (``xz -T0``, an encoder's threads) gains nothing from company, and a child
+    that lives between two readings of the process tree is never read itself. Pool size
+    by Goetz's rule on a call's off-CPU wait over its CPU (the children's and the stage's
+    own); the waits, so many at a time, take no less than the children's CPU over the
+    cores, and the rest of the job stays as it ran (a figure from below: the job's own
+    work may overlap the children too). A service's requests (per-request demands) are
+    left: their MVA has no station for a child's CPU yet. So is a wait on a process kept
+    running (a pool's workers, a helper fed through a pipe): calls to it overlap only as
+    far as it serves them, which nothing here measures; proposed only where the tree's
+    other processes came and went (a child per call)."""
+    children, facts = ctx.facts.children_cpu_s, ctx.facts
+    if children is None or ctx.demands or ctx.bd.wall_s <= 0:
+        return None
+    if facts.long_lived_children or facts.short_lived_children < 2:
+        return None
+    rows = ctx.rows
+    waited_all = float((rows["path_s"] * rows["wait_subprocess"]).sum())
+    path_s, wait = float(row["path_s"]), float(row["wait_subprocess"])
+    waited_s = path_s * wait  # the stage's seconds waiting on its children
+    if waited_s <= 0 or waited_all <= 0:
+        return None
+    child_s = children * waited_s / waited_all
+    own_s = path_s * (1.0 - wait)  # the stage's own time besides the waits
+    off_cpu = max(0.0, waited_s - child_s)
+    ratio = off_cpu / max(child_s + own_s, 1e-9)
+    cores = ctx.cores
+    # the nearest pool to Goetz's figure: children on the CPU, rounded up from a sliver of
+    # off-CPU wait, would only queue for the cores
+    workers = int(min(ctx.model.io_workers_max, max(2, round(cores * (1.0 + ratio)))))
+    # the wall clock's part the stage's waits held, and what they would hold overlapped
+    wall = ctx.bd.wall_s
+    before = f.share * wait * wall
+    after = max(before / workers, min(before, child_s / cores))
+    # and the whole job no shorter than its CPU -- its threads' (sampled, exact) and every
+    # child's -- over the cores (bottleneck law): the children compete with the job's own
+    # work for them once the waits overlap
+    floor = min(wall, (ctx.bd.cpu_s + children) / cores)
+    speedup = wall / max(wall - before + after, floor)
+    if speedup <= 1.0:
+        return None
+    c = _Children(wait, waited_s, child_s, ratio, workers, cores, before, floor, speedup)
+    return _children_proposal(f, row, c)
+
+
+@dataclass(frozen=True)
+class _Children:
+    """What ``_concurrent_children`` worked out for its proposal."""
+
+    wait: float  # of the stage's time, the share waiting on children
+    waited_s: float  # those waits' seconds
+    child_s: float  # the children's CPU in them
+    ratio: float  # off-CPU wait over CPU, Goetz's
+    workers: int
+    cores: float
+    before: float  # the wall's seconds the waits held
+    floor: float  # the job's CPU over the cores
+    speedup: float
+
+
+def _children_proposal(f: Finding, row: pd.Series, c: _Children) -> Proposal:
+    at_once = c.cores / max(c.child_s / c.waited_s, 1e-9)
+    return Proposal(
+        stage=f.stage,
+        p=f.share,
+        s=local_speedup_for(f.share, c.speedup),
+        how={
+            "what": _WAITED_ON["subprocess"],
+            "pace": "one child at a time",
+            "wait": c.wait,
+            "workers": c.workers,
+            "top_call": row["top_call"],
+            "sketch": _CHILDREN.format(workers=c.workers, function=function_of(f.stage))
+            + f"The children used {c.child_s:.1f} s of CPU in its {c.waited_s:.1f} s of "
+            f"waits: {c.cores:g} core(s) run about {at_once:.1f} of them at once. ",
+        },
+        evidence={
+            **_evidence(f),
+            "wait_share": round(c.wait, 4),
+            "waited_s": round(c.waited_s, 3),
+            "children_cpu_s": round(c.child_s, 3),
+            "job_cpu_floor_s": round(c.floor, 3),
+            "wait_to_service": round(c.ratio, 2),
+            "workers": c.workers,
+            "cores": round(c.cores, 2),
+        },
+        model=(
+            f"{c.workers} calls in flight (Goetz: {c.cores:g} core(s) x (1 + off-CPU wait / "
+            f"CPU = {c.ratio:.2f})); the waits ({c.before:.2f} s of the wall) overlapped, no "
+            f"shorter than the children's {c.child_s:.2f} s of CPU over {c.cores:g} core(s), "
+            f"the rest of the job as it ran, and the whole no shorter than its {c.floor:.2f} "
+            "s of CPU (its threads' and its children's) over the cores (bottleneck law)"
+        ),
+        speedup=c.speedup,
+        ceiling=ceiling(f.share * c.wait),
+    )
 
 
 def _raised_limit(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
@@ -1011,6 +1116,13 @@ _OFF_THE_LOOP = (
     "call inside a coroutine holds the event loop: every other request waits behind it. "
 )
 _WAITED_ON = {"network": "the network", "disk": "the disk", "subprocess": "another process"}
+_CHILDREN = (
+    "    from concurrent.futures import ThreadPoolExecutor\n"
+    "    with ThreadPoolExecutor(max_workers={workers}) as pool:\n"
+    "        results = list(pool.map({function}, items))  # a child each, side by side\n"
+    "or, in asyncio, `await asyncio.create_subprocess_exec(...)` under an "
+    "asyncio.Semaphore({workers}). "
+)
 _RAISE_THE_LIMIT = (
     "{holding:.1f} of its calls were out at a time, as many as its {limit} let out, while "
     "{in_line:.1f} more waited in line. Raise the limit to {workers}, as far as the far "

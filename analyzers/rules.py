@@ -208,6 +208,13 @@ class RunFacts:
     # the garbage collector's collections (``analyzers.collector``): None where the run
     # did not time them (a run before 2026-12-05, a collector the target turned off)
     collector: CollectorTime | None = None
+    # CPU seconds of the child processes the target waited for over the run (the kernel's
+    # count: ``resources.children_cpu_s``); None where the run does not have it
+    children_cpu_s: float | None = None
+    # the process tree's other processes seen: those read over less than a quarter of the
+    # run (a child per call) and the rest (a pool's workers, a helper kept running)
+    short_lived_children: int = 0
+    long_lived_children: int = 0
 
 
 @dataclass(frozen=True)

@@ -289,3 +289,56 @@ def test_calls_over_one_kept_alive_connection_are_not_counted_and_overlap_as_man
 def test_calls_a_connection_each_are_not_told_to_pool_connections(tmp_path):
     d = diagnose(load(_asked_one_after_another(tmp_path / "each", calls=24)))
     assert "kept open" not in d.recommendations[0].how
+
+
+def _children_one_at_a_time(path, *, children_cpu_s: float | None, kept: bool = False):
+    """compress_jobs.py's shape: a 4-s job, 86% of it waiting on a child process (one per
+    call, one at a time), 14% building the next input on its own CPU; the children's CPU
+    the kernel counted ``children_cpu_s`` over the run (None: a run without the count).
+    ``kept``: one child read through the whole run (a helper fed through a pipe)."""
+    b = RunBuilder(duration_s=4.0, cpu_count=2)
+    wait = b.stack("main", "main", "compress", leaf_call="_selector.poll")
+    work = b.stack("main", "main", "make_doc")
+    for k in range(400):
+        if k % 100 < 86:
+            b.sample(1, k * 10 + 10, wait, cpu_ms=0.1, reason="subprocess")
+        else:
+            b.sample(1, k * 10 + 10, work)
+    for k in range(0, 4001, 100):
+        counted = float("nan") if children_cpu_s is None else children_cpu_s * k / 4000
+        b.resources(k, 0.14 * k / 1000.0, 100 << 20, children_cpu_s=counted)
+        b.system(k, 60.0)
+        child = 7 if kept else 100 + k // 200  # a new child every 0.2 s, read twice
+        b.resources(k + 5, 0.5, 10 << 20, pid=child)
+    b.write(path)
+    return path
+
+
+def test_children_waited_for_one_at_a_time_are_overlapped_as_far_as_the_cores_hold_them(
+    tmp_path,
+):
+    def proposed(children_cpu_s):
+        run = load(
+            _children_one_at_a_time(tmp_path / str(children_cpu_s), children_cpu_s=children_cpu_s)
+        )
+        d = diagnose(run)
+        return next((r for r in d.recommendations if r.id == "concurrent_io"), None)
+
+    # children on one core each, 3.4 s of CPU in 3.4 s of waits: two cores run two at a
+    # time, and the job's 0.56 s of its own CPU beside them bounds nothing here
+    one_core = proposed(3.4)
+    assert one_core is not None and one_core.evidence["workers"] == 2
+    assert one_core.estimated_speedup == pytest.approx(4.0 / (4.0 - 3.44 + 3.4 / 2), rel=0.03)
+    assert "create_subprocess_exec" in one_core.how and "ThreadPoolExecutor" in one_core.how
+    # children mostly waiting themselves (0.4 s of CPU): Goetz sizes a larger pool
+    waiting = proposed(0.4)
+    assert waiting is not None and waiting.evidence["workers"] > 2
+    assert waiting.estimated_speedup > one_core.estimated_speedup
+    # children that keep both cores busy: company buys nothing
+    assert proposed(6.9) is None
+    # a run without the children's CPU (before 2026-12-07): no figure to give
+    assert proposed(None) is None
+    # one child kept running, fed call after call: how many calls it serves at once is
+    # not measured, so nothing is promised
+    kept = load(_children_one_at_a_time(tmp_path / "kept", children_cpu_s=0.4, kept=True))
+    assert all(r.id != "concurrent_io" for r in diagnose(kept).recommendations)
