@@ -168,11 +168,7 @@ def _process_cores(
     in the CPU ``modes`` given."""
     if resources.empty:
         return 0.0
-    r = resources
-    if lo is not None and hi is not None:
-        inside = r[(r["ts_ns"] >= lo) & (r["ts_ns"] <= hi)]
-        if inside["ts_ns"].nunique() >= 2:
-            r = inside
+    r = _within(resources, lo, hi)
     cpu = sum(r[f"cpu_{mode}_s"] for mode in modes)
     span_s = float(r["ts_ns"].max() - r["ts_ns"].min()) / 1e9
     if span_s <= 0:
@@ -182,17 +178,23 @@ def _process_cores(
     return used / span_s
 
 
+def _within(resources: pd.DataFrame, lo: int | None, hi: int | None) -> pd.DataFrame:
+    """The readings between ``lo`` and ``hi`` where those hold two ticks or more, else all
+    of them (the whole run when ``lo`` or ``hi`` is None)."""
+    if lo is None or hi is None:
+        return resources
+    inside = resources[(resources["ts_ns"] >= lo) & (resources["ts_ns"] <= hi)]
+    return inside if inside["ts_ns"].nunique() >= 2 else resources
+
+
 def _children_cpu(resources: pd.DataFrame, lo: int | None, hi: int | None) -> float | None:
     """CPU seconds of the children the target waited for between ``lo`` and ``hi`` (the
     whole run if None): its last reading's count less its first. None where the run does
     not have it (before 2026-12-07, or off Linux) or read it fewer than twice."""
     if resources.empty or "children_cpu_s" not in resources:
         return None
-    r = resources[resources["is_root"].astype(bool)].dropna(subset=["children_cpu_s"])
-    if lo is not None and hi is not None:
-        inside = r[(r["ts_ns"] >= lo) & (r["ts_ns"] <= hi)]
-        if len(inside) >= 2:
-            r = inside
+    root = resources[resources["is_root"].astype(bool)].dropna(subset=["children_cpu_s"])
+    r = _within(root, lo, hi)
     if len(r) < 2:
         return None
     ordered = r.sort_values("ts_ns")["children_cpu_s"]

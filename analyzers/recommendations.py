@@ -442,7 +442,8 @@ def _concurrent_children(ctx: RuleContext, f: Finding, row: pd.Series) -> Propos
     running (a pool's workers, a helper fed through a pipe): calls to it overlap only as
     far as it serves them, which nothing here measures; proposed only where the tree's
     other processes came and went (a child per call)."""
-    children, facts = ctx.facts.children_cpu_s, ctx.facts
+    facts = ctx.facts
+    children = facts.children_cpu_s
     if children is None or ctx.demands or ctx.bd.wall_s <= 0:
         return None
     if facts.long_lived_children or facts.short_lived_children < 2:
