@@ -745,8 +745,12 @@ def _doubts_text(primary: Finding) -> str:
     doubts = primary.evidence.get("doubts") or []
     if not doubts:
         return ""
-    if primary.rule == "collector_pauses":  # timed, not sampled: no run settles it better
-        return f" Confidence {confidence_words(primary.confidence)}: {'; '.join(doubts)}."
+    if primary.rule == "collector_pauses":  # timed: only its rival's samples settle better
+        longer = primary.evidence.get("within_sampling_error")
+        to_settle = " To settle it: a longer run." if longer else ""
+        return (
+            f" Confidence {confidence_words(primary.confidence)}: {'; '.join(doubts)}.{to_settle}"
+        )
     # a longer run on a host busy with other work measures the same mix again
     alone = bool(primary.evidence.get("without_other_load"))
     # a stage that both computes and waits measures the same split however long it runs

@@ -287,6 +287,35 @@ def test_a_stage_the_collector_nearly_matches_says_so_and_no_longer_run_is_asked
     assert "To settle it" not in summary and summary.endswith("either is worth fixing first.")
 
 
+def test_a_stage_s_lead_over_the_collector_is_read_at_its_sampling_error():
+    # suggest_api in a CI run: `complete` 39% of its own against the collector's 28%, from
+    # ~600 samples, read 0.56 with the lead at face value: a confident verdict that left
+    # the collector out. The stage's time is sampled, the collector's timed
+    bd = job({"complete (app.py)": 0.62, "rank (app.py)": 0.05})
+    collector = collected(0.38, 0.33, {"complete (app.py)": 1.45})  # of its 6.2 s: 48% own
+    few = classify(bd, RunFacts(process_cores=1.0, collector=collector))[0]
+    many = classify(bd, RunFacts(process_cores=1.0, collector=collector, sample_hz=1e6))[0]
+    assert few.stage == many.stage == "complete (app.py)"
+    # at a million samples the bound is the face value: the lead of 10 points of 48
+    assert many.confidence == pytest.approx(0.2 / 0.5, abs=0.01)
+    assert few.confidence < 0.6 * many.confidence
+
+
+def test_a_lead_within_the_sampling_error_asks_for_a_longer_run():
+    bd = job({"complete (app.py)": 0.62, "rank (app.py)": 0.05})
+    collector = collected(0.42, 0.37, {"complete (app.py)": 1.45})  # 48% own against 42%
+    top = classify(bd, RunFacts(process_cores=1.0, collector=collector))[0]
+    assert top.stage == "complete (app.py)" and top.confidence == pytest.approx(0.1)
+    assert top.evidence["doubts"][-1] == (
+        "its lead of 5 points is within the sampling error of 670 samples"
+    )
+    assert _summary([top], [], bd).endswith("To settle it: a longer run.")
+    # the collector ahead of a stage as close: a longer run settles that too
+    paused = classify(bd, RunFacts(process_cores=1.0, collector=collected(0.66, 0.61, {})))[0]
+    assert paused.rule == "collector_pauses" and "sampling error" in paused.evidence["doubts"][-1]
+    assert _summary([paused], [], bd).endswith("To settle it: a longer run.")
+
+
 def test_collections_under_half_a_served_app_s_time_are_said_as_its_largest_part():
     bd = job({"complete (app.py)": 0.30, "rank (app.py)": 0.10})
     collector = CollectorTime(
