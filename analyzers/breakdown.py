@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 
 from probe.analyzers.attribution import attribute, split_run_queue_waits
+from probe.analyzers.batch_window import HeldBatches, given_to_the_batcher
 from probe.analyzers.constants import constant
 from probe.analyzers.path import PATH, critical_path
 from probe.analyzers.roles import PARKED_MAIN_ROLES
@@ -146,6 +147,9 @@ class Breakdown:
     # Per stage whose asyncio tasks awaited TCP connections: what the kernel counted on
     # them, and whether the stage reads a stream its far end paces (``analyzers.streams``)
     streams: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # Requests answered in batches that waited out their window with nothing left to
+    # come (``analyzers.batch_window``): the loop's idle time in them is the batcher's
+    batches: HeldBatches | None = None
 
 
 def _empty_requests() -> RequestFigures:
@@ -163,11 +167,12 @@ def _empty_requests() -> RequestFigures:
 
 def _attributed_samples(
     run: Run,
-) -> tuple[pd.DataFrame, frozenset[int], pd.DataFrame, pd.DataFrame]:
+) -> tuple[pd.DataFrame, frozenset[int], pd.DataFrame, pd.DataFrame, HeldBatches | None]:
     """(attributed sample rows with their timestamps and stack labels, the stacks blocked
     entering a briefly held lock, the tasks queued for a limit per function:
     ``tasks.queued_for_a_limit``, the stages' awaited connections:
-    ``streams.stream_reads``)."""
+    ``streams.stream_reads``, the batches held past their last request:
+    ``batch_window``)."""
     samples = split_run_queue_waits(run.tables["samples"])
     labels = label_stacks(
         run.tables["stacks"],
@@ -185,6 +190,12 @@ def _attributed_samples(
     tasks = run.tables.get("task_samples", pd.DataFrame())
     library = labels.loc[labels["user_function"] == LIBRARY, "stack_id"]
     kept, made = with_task_waits(joined, tasks, library)
+    spans = run.tables["spans"]
+    requests = spans[spans["category"] == "request"] if not spans.empty else spans
+    kept, for_the_batcher, batches = given_to_the_batcher(kept, requests, tasks, labels)
+    if not for_the_batcher.empty:  # (an empty frame's object columns would cast)
+        parts = [made, for_the_batcher] if not made.empty else [for_the_batcher]
+        made = pd.concat(parts, ignore_index=True)
     limits = queued_for_a_limit(tasks, labels, run.tables["stacks"], run.tables["frames"])
     streams = stream_reads(run.tables.get("awaited_sockets"), tasks, labels)
     if not made.empty:  # the rows made for the loop's tasks, labelled by their stacks
@@ -199,7 +210,7 @@ def _attributed_samples(
     texts = ("leaf_call", "idle_role", "transfer", "limit", "imported")
     for column in ("user_function", "location", "function", *texts):
         joined[column] = joined[column].fillna("" if column in texts else UNKNOWN)
-    return _charged_to_their_tasks(joined), brief, limits, streams
+    return _charged_to_their_tasks(joined), brief, limits, streams, batches
 
 
 def _charged_to_their_tasks(samples: pd.DataFrame) -> pd.DataFrame:
@@ -675,7 +686,7 @@ def _function_table(
 
 def breakdown(run: Run) -> Breakdown:
     """Per-stage (or per-function) breakdown of a loaded run (``probe.rundir.load``)."""
-    attributed, brief, limits, streams = _attributed_samples(run)
+    attributed, brief, limits, streams, batches = _attributed_samples(run)
     samples, idle = _idle_capacity(attributed)
     hz = float((run.meta.get("settings") or {}).get("hz") or DEFAULT_HZ)
     spans = run.tables["spans"]
@@ -728,6 +739,7 @@ def breakdown(run: Run) -> Breakdown:
         work_samples=samples,
         copy_cores=copy_cores(copies, wall_s),
         streams=streams,
+        batches=batches,
     )
 
 

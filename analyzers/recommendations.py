@@ -811,6 +811,51 @@ def _gc_freeze(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
     )
 
 
+def _close_held_batches(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
+    """The batcher's stage, where the requests' batches waited out their window with
+    every request in flight in them (``analyzers.batch_window``): closed at the requests
+    in flight, each cycle loses the event loop's idle time in its hold."""
+    held = ctx.bd.batches
+    if held is None or f.stage != held.stage or held.speedup is None:
+        return None
+    size = max(2, round(held.mean_batch))
+    return Proposal(
+        stage=f.stage,
+        p=1.0 - 1.0 / held.speedup,  # the share it takes away: the speedup is all of it
+        s=math.inf,
+        how={
+            "batch": held.mean_batch,
+            "bursts": held.bursts,
+            "hold": held.hold_ms,
+            "closed": held.closed_share,
+            "fill": held.fill_ms,
+            "sketch": _HELD_BATCHES.format(size=size, wait_s=max(held.fill_ms, 1.0) / 1e3),
+        },
+        evidence={
+            **_evidence(f),
+            "batches": held.bursts,
+            "mean_batch": round(held.mean_batch, 2),
+            "hold_ms": round(held.hold_ms, 2),
+            "fill_ms": round(held.fill_ms, 2),
+            "cycle_ms": round(held.cycle_ms, 2),
+            "closed_share": round(held.closed_share, 3),
+            "held_s": round(held.held_s, 3),
+            "cycles_s": round(held.cycles_s, 3),
+            "loop_cpu_share": round(held.loop_cpu_share or 0.0, 4),
+        },
+        model=(
+            f"a closed loop (each client sends again once answered), bounded twice: the "
+            f"holds gone, {held.cycles_s:.2f} s of cycles over {held.cycles_s - held.held_s:.2f}"
+            f" s ({held.without_holds:.2f}x); the event loop then busy all the time, its "
+            f"thread's CPU {held.loop_cpu_share or 0:.0%} of the cycles (bottleneck law: "
+            f"{1 / (held.loop_cpu_share or 1):.2f}x). The lower bound, and low: a request's "
+            "work costs less once the loop no longer idles between batches (warm caches)"
+        ),
+        speedup=held.speedup,
+        ceiling=held.speedup,
+    )
+
+
 def _dynamic_batching(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
     if not (f.kind in ("cpu", "gpu") and float(row["tensor_share"]) >= 0.5 and ctx.sequential):
         return None
@@ -1124,6 +1169,12 @@ _CHILDREN = (
     "or, in asyncio, `await asyncio.create_subprocess_exec(...)` under an "
     "asyncio.Semaphore({workers}). "
 )
+_HELD_BATCHES = (
+    "    MAX_BATCH = {size}            # the requests in flight, not the most it could take\n"
+    "    MAX_WAIT_S = {wait_s:.3f}     # or the window cut to what a batch takes to fill\n"
+    "(Triton: max_queue_delay_microseconds; TorchServe: batch_size and max_batch_delay; "
+    "Ray Serve: @serve.batch(max_batch_size=..., batch_wait_timeout_s=...)). "
+)
 _RAISE_THE_LIMIT = (
     "{holding:.1f} of its calls were out at a time, as many as its {limit} let out, while "
     "{in_line:.1f} more waited in line. Raise the limit to {workers}, as far as the far "
@@ -1164,6 +1215,20 @@ FIXES: tuple[Fix, ...] = (
         constants=("io_workers_max", "contention_cpu"),
         finding_rule=_concurrent_io,
         rewrites_stage=True,
+    ),
+    Fix(
+        id="close_held_batches",
+        title="Close {stage}'s batches at the requests in flight",
+        how=(
+            "{stage}'s batches held {batch:.1f} requests each, every request in flight, "
+            "and then waited {hold:.0f} ms past the last with none on its way (no request "
+            "started in {closed:.0%} of {bursts} batches' waits): the window, not the "
+            "work, sets each request's time. Close a batch once it holds the requests "
+            "in flight, or cut its window to what it takes to fill ({fill:.1f} ms here):\n"
+            "{sketch}"
+        ),
+        scope="throughput",
+        finding_rule=_close_held_batches,
     ),
     Fix(
         id="vectorize_python",
