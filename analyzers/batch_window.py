@@ -49,7 +49,7 @@ task running (2.8-4.3x).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -158,7 +158,10 @@ def held_batches(requests: pd.DataFrame, s: BatchWindow = BATCH_WINDOW) -> HeldB
     whole = float((b["n"] == b["n"].mode().iloc[0]).mean())
     if min(closed, whole) < s.closed_share:
         return None
-    holds = b[b["first_end"] > b["last_start"]]
+    # the holds in order and apart (a burst sent before the last one's answer, one in
+    # ten at most, may overlap it: left out)
+    after_last = b["last_start"] >= b["first_end"].cummax().shift(fill_value=0)
+    holds = b[(b["first_end"] > b["last_start"]) & after_last]
     return HeldBatches(
         bursts=len(b),
         mean_batch=float(b["n"].mean()),
@@ -231,13 +234,11 @@ def given_to_the_batcher(
     made = made.assign(stack_id=stack, reason="sleep")
     stage = str(labels.loc[labels["stack_id"] == stack, "user_function"].iloc[0])
     given = float(made["wall_ns"].sum()) / 1e9
-    batches = HeldBatches(
-        **{
-            **held.__dict__,
-            "stage": stage,
-            "idle_held_s": given,
-            "loop_cpu_share": _loop_cpu_share(samples, held, set(idle["thread_id"])),
-        }
+    batches = replace(
+        held,
+        stage=stage,
+        idle_held_s=given,
+        loop_cpu_share=_loop_cpu_share(samples, held, set(idle["thread_id"])),
     )
     return kept, made.reset_index(drop=True), batches
 
