@@ -772,8 +772,9 @@ def _collector_doubts(
     paused: Finding, rest: list[Finding], n: float, facts: RunFacts, t: Thresholds
 ) -> Finding:
     """The collector's finding as the primary, its confidence lowered where the next
-    stage's own time (``_own_share``) comes close: which to fix first is then open. Not
-    the samples' doubts: the collections are timed, not sampled."""
+    stage's own time (``_own_share``) comes close: which to fix first is then open, the
+    lead read at its lower bound (``_lead_over_timed``: the stage's time is sampled).
+    Not the samples' other doubts: the collections are timed, not sampled."""
     collector = facts.collector
     if not rest or collector is None:
         return paused
