@@ -87,9 +87,15 @@ def test_the_journals_a_quick_verdict_left_load_and_report_the_full_way(tmp_path
     assert r.returncode == 0, r.stderr
     if json.loads((r.run_dir / "diagnosis.json").read_text())["primary"]["kind"] != "none":
         pytest.skip("the host was slow enough for the sampler's first tick: judged in full")
-    assert not list(r.run_dir.glob("*.parquet"))
     from probe.rundir.reader import load
 
+    if list(r.run_dir.glob("*.parquet")):
+        # the quick verdict declines a run with two readings of the process (its CPU
+        # share is read from two: analyzers.empty_run), which a slow host's 0.05-s run
+        # got in a clean-clone CI run (2026-12-07): judged in full, to the same verdict
+        readings = load(r.run_dir).tables["resources"]
+        assert readings["ts_ns"].nunique() > 1, readings
+        pytest.skip("the host was slow enough for a second reading of the process")
     run = load(r.run_dir)  # compacts them on this first load
     assert run.tables["samples"].empty and list(r.run_dir.glob("*.parquet"))
     assert not list(r.run_dir.glob("*.jsonl"))
