@@ -814,7 +814,7 @@ def _gc_freeze(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
 def _close_held_batches(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposal | None:
     """The batcher's stage, where the requests' batches waited out their window with
     every request in flight in them (``analyzers.batch_window``): closed at the requests
-    in flight, each cycle loses the event loop's idle time in its hold."""
+    in flight, the lower of its two bounds (``HeldBatches.speedup``)."""
     held = ctx.bd.batches
     if held is None or f.stage != held.stage or held.speedup is None:
         return None
@@ -1170,8 +1170,8 @@ _CHILDREN = (
     "asyncio.Semaphore({workers}). "
 )
 _HELD_BATCHES = (
-    "    MAX_BATCH = {size}            # the requests in flight, not the most it could take\n"
-    "    MAX_WAIT_S = {wait_s:.3f}     # or the window cut to what a batch takes to fill\n"
+    "    MAX_BATCH = {size}  # the requests in flight, not the most it could take\n"
+    "    MAX_WAIT_S = {wait_s:.3f}  # or the window cut to what a batch takes to fill\n"
     "(Triton: max_queue_delay_microseconds; TorchServe: batch_size and max_batch_delay; "
     "Ray Serve: @serve.batch(max_batch_size=..., batch_wait_timeout_s=...)). "
 )
@@ -1220,11 +1220,12 @@ FIXES: tuple[Fix, ...] = (
         id="close_held_batches",
         title="Close {stage}'s batches at the requests in flight",
         how=(
-            "{stage}'s batches held {batch:.1f} requests each, every request in flight, "
-            "and then waited {hold:.0f} ms past the last with none on its way (no request "
-            "started in {closed:.0%} of {bursts} batches' waits): the window, not the "
-            "work, sets each request's time. Close a batch once it holds the requests "
-            "in flight, or cut its window to what it takes to fill ({fill:.1f} ms here):\n"
+            "{stage}'s batches held {batch:.1f} requests each, every request in flight "
+            "({closed:.0%} of {bursts} batches were sent only once the last one's answers "
+            "began: its clients were all in each), and then waited {hold:.0f} ms past the "
+            "last with none on its way: the window, not the work, sets each request's "
+            "time. Close a batch once it holds the requests in flight, or cut its window "
+            "to what it takes to fill ({fill:.1f} ms here):\n"
             "{sketch}"
         ),
         scope="throughput",
