@@ -56,11 +56,11 @@ import pandas as pd
 
 from probe.analyzers.constants import constant
 from probe.analyzers.stacks import NOT_THE_SERVICE
+from probe.analyzers.tasks import LOOP_ROLE, kept_in_part
 from probe.rundir.schema import BLOCKING_REASONS
 
 __all__ = ["BATCH_WINDOW", "BatchWindow", "HeldBatches", "given_to_the_batcher", "held_batches"]
 
-_LOOP_ROLE = "event loop"
 # the batcher's task waits: a timeout over another task, a queue, a timer
 _BATCHER_WAITS = ("tasks", "sleep")
 
@@ -107,7 +107,6 @@ class HeldBatches:
     starts: tuple[int, ...]  # the holds, ns
     ends: tuple[int, ...]
     stage: str = ""  # the batcher's stage, once found (``given_to_the_batcher``)
-    idle_held_s: float = 0.0  # the loop's idle time in the holds, given to it
     # the event loop's thread's CPU over the cycles (its CPU clock's readings on the
     # samples in them); None where none fall in them
     loop_cpu_share: float | None = None
@@ -218,29 +217,22 @@ def given_to_the_batcher(
     stack = _batcher(tasks, labels, held) if held is not None else None
     if held is None or stack is None or "idle_role" not in samples:
         return samples, none.assign(reason=""), None
-    idle = samples[(samples["idle_role"] == _LOOP_ROLE) & samples["reason"].isin(BLOCKING_REASONS)]
+    idle = samples[(samples["idle_role"] == LOOP_ROLE) & samples["reason"].isin(BLOCKING_REASONS)]
     end = idle["ts_ns"].to_numpy(dtype="int64")
     wall = idle["wall_ns"].to_numpy(dtype="float64")
     inside = _held_ns(held, end) - _held_ns(held, end - wall.astype("int64"))
     part = pd.Series(np.clip(inside / np.maximum(wall, 1.0), 0.0, 1.0), index=idle.index)
     part = part[part > 0]
     made = samples.loc[part.index, ["thread_id", "wall_ns", "cpu_ns", "wait_ns", "ts_ns"]]
-    kept = samples.copy()
     for column in ("wall_ns", "cpu_ns", "wait_ns"):
         made[column] = made[column].astype("float64") * part
-        kept[column] = kept[column].astype("float64")
-        kept.loc[part.index, column] = kept.loc[part.index, column] * (1.0 - part)
-    kept = kept.drop(index=part.index[part >= 1.0 - 1e-9])
     made = made.assign(stack_id=stack, reason="sleep")
-    stage = str(labels.loc[labels["stack_id"] == stack, "user_function"].iloc[0])
-    given = float(made["wall_ns"].sum()) / 1e9
     batches = replace(
         held,
-        stage=stage,
-        idle_held_s=given,
+        stage=str(labels.loc[labels["stack_id"] == stack, "user_function"].iloc[0]),
         loop_cpu_share=_loop_cpu_share(samples, held, set(idle["thread_id"])),
     )
-    return kept, made.reset_index(drop=True), batches
+    return kept_in_part(samples, 1.0 - part), made.reset_index(drop=True), batches
 
 
 def _loop_cpu_share(samples: pd.DataFrame, held: HeldBatches, loops: set[int]) -> float | None:

@@ -761,11 +761,7 @@ def _lead_over_timed(
     against the collector's 28% from ~600 samples: a lead of 28% of its time at face
     value, 12% at the bound."""
     spread = math.sqrt(sampled / n) if n > 0 else 0.0
-    leader, runner = max(sampled, timed), min(sampled, timed)
-    lead = max(leader - runner - t.lead_z * spread, 0.0) / leader if leader > 0 else 0.0
-    if leader - runner >= t.lead_z * spread:
-        return lead, []
-    return lead, [_within_sampling_error(leader - runner, n)]
+    return _lead_at_bound(max(sampled, timed), min(sampled, timed), spread, n, t)
 
 
 def _collector_doubts(
@@ -949,16 +945,26 @@ def _runner_up_doubts(
     lead at its 99% lower bound (the share difference less its multinomial standard error
     sqrt((p1 + p2) / n) times z), as a share of the leader's, against ``clear_lead``."""
     spread = math.sqrt((primary.share + runner.share) / n) if n > 0 else 0.0
-    lead = max(primary.share - runner.share - t.lead_z * spread, 0.0) / primary.share
+    lead, sampling = _lead_at_bound(primary.share, runner.share, spread, n, t)
     if lead >= t.clear_lead:
         return 1.0, []
     # said as it is: "nearly as much" of 40% against 45%, not of 35% against 60%
     ratio = runner.share / primary.share
     how = "nearly as much" if ratio >= _NEARLY else f"{ratio:.0%} as much"
     doubts = [f"`{runner.stage}` takes {how} ({runner.share:.0%} against {primary.share:.0%})"]
-    if primary.share - runner.share < t.lead_z * spread:
-        doubts.append(_within_sampling_error(primary.share - runner.share, n))
-    return max(lead / t.clear_lead, 0.1), doubts
+    return max(lead / t.clear_lead, 0.1), [*doubts, *sampling]
+
+
+def _lead_at_bound(
+    leader: float, runner: float, spread: float, n: float, t: Thresholds
+) -> tuple[float, list[str]]:
+    """The leader's lead over the runner-up less ``lead_z`` times the difference's
+    standard error (``spread``), as a share of the leader's, and the doubt where the
+    error covers the lead (at ``n`` samples)."""
+    lead = max(leader - runner - t.lead_z * spread, 0.0) / leader if leader > 0 else 0.0
+    if leader - runner >= t.lead_z * spread:
+        return lead, []
+    return lead, [_within_sampling_error(leader - runner, n)]
 
 
 def _samples_behind(findings: list[Finding], facts: RunFacts) -> float:

@@ -35,13 +35,13 @@ from probe.analyzers.vocabulary import subkind_words
 from probe.rundir.schema import BLOCKING_REASONS
 
 __all__ = [
-    *("AWAITED_IO", "IN_LINE_COLUMNS", "LOOP_LAG", "LoopLag", "loop_lag", "loop_lag_notes"),
-    *("queued_for_a_limit", "with_task_waits"),
+    *("AWAITED_IO", "IN_LINE_COLUMNS", "LOOP_LAG", "LOOP_ROLE", "LoopLag", "loop_lag"),
+    *("kept_in_part", "loop_lag_notes", "queued_for_a_limit", "with_task_waits"),
 ]
 
 # Task wait reasons that are the work's own waits (the rest wait on other work)
 AWAITED_IO = ("network", "sleep", "subprocess")
-_LOOP_ROLE = "event loop"
+LOOP_ROLE = "event loop"  # ``analyzers.roles``' role of an asyncio loop
 # the attributed columns the rows made carry
 _ATTRIBUTED = ["thread_id", "stack_id", "wall_ns", "cpu_ns", "wait_ns", "reason", "ts_ns"]
 
@@ -62,7 +62,7 @@ def with_task_waits(
     none = pd.DataFrame(columns=_ATTRIBUTED)
     if tasks.empty or samples.empty or "idle_role" not in samples:
         return samples, none
-    idle = samples[(samples["idle_role"] == _LOOP_ROLE) & (samples["wait_ns"] > 0)]
+    idle = samples[(samples["idle_role"] == LOOP_ROLE) & (samples["wait_ns"] > 0)]
     library = tasks["stack_id"].isin(list(library_stacks))
     timers = (tasks["wait_reason"] == "sleep") & library
     ticks = _io_ticks(tasks[~timers], library[~timers])
@@ -76,17 +76,24 @@ def with_task_waits(
     if made.empty:
         return samples, none
     # what of each idle row no tick with I/O holds stays the loop's idle time
-    left = (1.0 - made.groupby("row")["fraction"].sum()).clip(lower=0.0)
-    kept = samples.drop(index=left.index[left <= 1e-9])
-    rest = left[left > 1e-9]
-    for column in ("wall_ns", "cpu_ns", "wait_ns") if not rest.empty else ():
-        kept[column] = kept[column].astype("float64")
-        kept.loc[rest.index, column] = kept.loc[rest.index, column] * rest
+    kept = kept_in_part(samples, (1.0 - made.groupby("row")["fraction"].sum()).clip(lower=0.0))
     made = made.merge(ticks.rename(columns={"ts_ns": "tick_ns"}), on=["thread_id", "tick_ns"])
     for column in ("wall_ns", "cpu_ns", "wait_ns"):
         made[column] = made[column] * made["fraction"] * made["share"]
     made = made.rename(columns={"wait_reason": "reason"})[_ATTRIBUTED]
     return kept, made.reset_index(drop=True)
+
+
+def kept_in_part(samples: pd.DataFrame, left: pd.Series) -> pd.DataFrame:
+    """``samples`` with each row ``left`` indexes kept to that fraction of its time
+    (``wall_ns``, ``cpu_ns``, ``wait_ns``), and dropped where none is left: the rest of
+    an idle row whose other part was given to what the loop waited for."""
+    kept = samples.drop(index=left.index[left <= 1e-9])
+    rest = left[left > 1e-9]
+    for column in ("wall_ns", "cpu_ns", "wait_ns") if not rest.empty else ():
+        kept[column] = kept[column].astype("float64")
+        kept.loc[rest.index, column] = kept.loc[rest.index, column] * rest
+    return kept
 
 
 def _pieces_by_tick(rows: pd.DataFrame, theirs: pd.DataFrame) -> pd.DataFrame:
