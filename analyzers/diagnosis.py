@@ -27,7 +27,7 @@ from probe.analyzers.capacity import Capacity, Demands, capacity
 from probe.analyzers.collector import collector_time, full_collections, over_words
 from probe.analyzers.empty_run import NOTHING_TO_JUDGE, SCHEMA
 from probe.analyzers.endpoints import EndpointFigures, endpoints
-from probe.analyzers.intra_op import intra_op_note, intra_op_oversubscription
+from probe.analyzers.intra_op import intra_op_note, intra_op_oversubscription, native_threads
 from probe.analyzers.leaks import (
     NO_LEAK,
     LeakVerdict,
@@ -443,7 +443,20 @@ def run_facts(run: Run, bd: Breakdown) -> RunFacts:
             bd.wall_s,
             (lo, hi) if bd.requests.count else (None, None),
         ),
+        native_cpu_share=_native_cpu_share(run),
     )
+
+
+def _native_cpu_share(run: Run) -> float:
+    """Of the target process's CPU less probe's, its native threads' share (the threads
+    neither Python's nor probe's); 0 where the run does not name probe's threads."""
+    own = (run.meta.get("collector") or {}).get("own_tids")
+    threads = run.tables.get("threads")
+    if own is None or threads is None or threads.empty:
+        return 0.0
+    python = {int(t) for t in threads["thread_id"]}
+    pid = int(run.meta.get("pid") or 0)
+    return native_threads(run.tables.get("os_threads"), pid, python, set(own))[1]
 
 
 def _leak(run: Run, bd: Breakdown) -> LeakVerdict:

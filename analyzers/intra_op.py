@@ -36,7 +36,7 @@ import pandas as pd
 from probe.analyzers.rules import THRESHOLDS
 from probe.analyzers.stacks import IMPORTS
 
-__all__ = ["IntraOp", "intra_op_note", "intra_op_oversubscription"]
+__all__ = ["IntraOp", "intra_op_note", "intra_op_oversubscription", "native_threads"]
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def _callers(samples: pd.DataFrame) -> tuple[float, int, float]:
     return float(per_tick.mean()), int(calling["thread_id"].nunique()), share
 
 
-def _native_threads(
+def native_threads(
     os_threads: pd.DataFrame | None, pid: int, python: set[int], own: set[int]
 ) -> tuple[int, float]:
     """(threads of the process neither Python's nor probe's that used CPU, their share
@@ -116,7 +116,7 @@ def intra_op_oversubscription(
     if callers < cores - THRESHOLDS.idle_cores:
         return None
     python = {int(t) for t in threads["thread_id"]}
-    native, native_share = _native_threads(os_threads, pid, python, set(own_tids))
+    native, native_share = native_threads(os_threads, pid, python, set(own_tids))
     if native_share < THRESHOLDS.finding_share:
         return None
     return IntraOp(callers, caller_threads, native, native_share, cores)

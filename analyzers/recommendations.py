@@ -326,8 +326,9 @@ def demands(bd: Breakdown, facts: RunFacts, cold: dict[str, Any] | None) -> dict
     The process's CPU over the serving window (probe's own threads left out), per
     request. Of it, the GIL's: its user time but numeric-library kernels. CPython holds
     the GIL while it interprets and inside C calls unless they release it, which numpy's
-    and torch's kernels do, and its I/O calls (the kernel's system time in them). Every thread
-    counts, the service's helpers too. A cold start's excess is left out: it happens once.
+    and torch's kernels do, and its I/O calls (the kernel's system time in them). Every
+    thread's CPU counts, the service's helpers too; the GIL's leaves out the threads the
+    interpreter does not know. A cold start's excess is left out: it happens once.
     """
     req = bd.requests
     if not req.count or not req.throughput_per_s:
@@ -344,6 +345,11 @@ def demands(bd: Breakdown, facts: RunFacts, cold: dict[str, Any] | None) -> dict
     # (shop_api's CPU route under uvicorn: 10% of its CPU in system time; counted as
     # holding the GIL, its ceiling read 216/s against 272/s measured without probe)
     holds_gil = (1.0 - bd.tensor_cpu_s / bd.cpu_s if bd.cpu_s > 0 else 1.0) * facts.user_share
+    # and threads the interpreter does not know never hold it: OpenBLAS's idle team spun
+    # 0.9 of a core beside an event loop that used 0.3, and the GIL's demand read 5.81 ms
+    # a request at 197 requests/s, over a second a second (batch_window_api's first
+    # version, session 88)
+    holds_gil *= 1.0 - facts.native_cpu_share
     d_cpu = cpu / req.count
     d_gil = d_cpu * holds_gil
     latency = req.total_s / req.count - (float(cold["seconds"]) / req.count if cold else 0.0)

@@ -208,6 +208,11 @@ class RunFacts:
     # the garbage collector's collections (``analyzers.collector``): None where the run
     # did not time them (a run before 2026-12-05, a collector the target turned off)
     collector: CollectorTime | None = None
+    # of the process's CPU (probe's left out), the share of its threads the interpreter
+    # does not know (``intra_op.native_threads``: BLAS and OpenMP teams, torch's intra-op
+    # threads): their CPU never holds the GIL. 0 where the run does not say which threads
+    # are probe's (before 2026-12-05)
+    native_cpu_share: float = 0.0
     # CPU seconds of the child processes the target waited for over the run (the kernel's
     # count: ``resources.children_cpu_s``); None where the run does not have it
     children_cpu_s: float | None = None

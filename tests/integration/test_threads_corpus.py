@@ -23,6 +23,7 @@ from tests.threads_corpus.drive import drive, free_port, wait_for_port
 from tests.threads_corpus.served_variants import answered
 
 from .conftest import REPO, probe_cmd
+from .host import taken_quietly
 
 pytestmark = pytest.mark.integration
 
@@ -682,7 +683,13 @@ FIXED_BY = {
 
 
 def wall_clock_of(*args: str | os.PathLike[str]) -> float:
-    """Seconds a plain ``python ARGS`` takes, no probe in it: the truth of a fix's gain."""
+    """Seconds a plain ``python ARGS`` takes, no probe in it: the truth of a fix's gain;
+    taken again while others held the host (tests/integration/host.py: a CI run's
+    serial_upstream pairs realized 3.11x where a quiet host gives 3.9-4.2x, stop 81)."""
+    return taken_quietly(lambda: _wall_clock_once(*args))[0]
+
+
+def _wall_clock_once(*args: str | os.PathLike[str]) -> float:
     started = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, *map(str, args)],
@@ -899,6 +906,24 @@ def test_batches_held_past_their_last_request_are_told_to_close_at_the_requests_
     ]
     realised = statistics.median(pairs)
     assert 0.5 * realised <= close["estimated_speedup"] <= 1.1 * realised, (close, pairs)
+
+
+def test_a_blas_team_spinning_beside_the_loop_holds_no_share_of_the_gil(run_probe, tmp_path):
+    # the same batching app with numpy's BLAS left at one thread per core: OpenBLAS's team
+    # spins between batches. Its CPU was counted as the GIL's: the capacity block read
+    # "bound by the GIL" at 163 requests/s with 191/s served in the same run
+    truth = truth_of("batch_window_blas_api")
+    loop, team = sorted(truth["threads"], key=lambda t: t["cpu_s"])
+    assert loop["wchans"]["do_epoll_wait"] > 0.5 and team["cpu_s"] > 0.5 * truth["wall_s"]
+    loop_cores = loop["cpu_s"] / truth["wall_s"]  # the most the GIL can be held
+    d = served_diagnosis(run_probe, tmp_path, "batch_window_blas_api")
+    assert d["recommendations"][0]["id"] == "close_held_batches", d["recommendations"]
+    c = d["capacity"]
+    gil = next(s for s in c["stations"] if s["name"] == "gil")
+    held = gil["demand_ms"] / 1e3 * c["measured_per_s"]  # the GIL's utilisation, modelled
+    # what the loop thread used outside probe, and half again for probe's own work in it
+    assert held <= 1.5 * loop_cores, (held, loop_cores, c["stations"])
+    assert c["bound_by"] == "cpu" and c["ceiling_per_s"] >= c["measured_per_s"], c
 
 
 def test_consumers_working_beside_a_paced_feed_are_off_the_path_the_feed_is_on_it(run_probe):

@@ -132,6 +132,31 @@ def test_io_bound_run_names_the_waiting_stage_and_recommends_concurrency(tmp_pat
     assert (law["bound_by"], law["max_throughput_per_s"]) == ("gil", pytest.approx(200, rel=0.02))
 
 
+def test_threads_the_interpreter_does_not_know_take_no_share_of_the_gil_s_demand(tmp_path):
+    # the io-bound run's 5 ms of CPU a request, three quarters of it on a thread that is
+    # neither Python's nor probe's (OpenBLAS's idle team spins so beside an event loop):
+    # that CPU is the cores', never the GIL's
+    b = RunBuilder(duration_s=2.0)
+    add_cpu(b, network_requests(b, 40), 0.1)
+    b.meta_extra["collector"] = {"own_tids": [7]}
+    path = b.write(tmp_path / "native")
+    python = int(load(path).tables["threads"]["thread_id"].iloc[0])
+    per_thread = {python: 0.05, 9_999: 0.15, 7: 0.3}  # 7: probe's own, left out
+    pd.DataFrame(
+        {
+            "ts_ns": [T0 + 2 * 10**9] * 3,
+            "pid": [42] * 3,
+            "tid": list(per_thread),
+            "cpu_user_s": list(per_thread.values()),
+            "cpu_system_s": [0.0] * 3,
+        }
+    ).to_parquet(path / "os_threads.parquet", index=False)
+    law = diagnose(load(path)).run["bottleneck"]
+    assert law["cpu_s_per_request"] == pytest.approx(0.005, rel=0.02)
+    assert law["gil_s_per_request"] == pytest.approx(0.00125, rel=0.02)
+    assert law["bound_by"] == "cpu"  # 5 ms on each of two cores: 400/s, the GIL's 800/s
+
+
 def test_cpu_python_stage_gets_vectorisation_estimated_by_amdahl(tmp_path):
     d = diagnose(load(cpu_python_run(tmp_path)))
     assert (d.primary["kind"], d.primary["subkind"], d.primary["stage"]) == (
