@@ -852,8 +852,8 @@ def _close_held_batches(ctx: RuleContext, f: Finding, row: pd.Series) -> Proposa
         model=(
             f"a closed loop (each client sends again once answered), bounded twice: the "
             f"holds gone, {held.cycles_s:.2f} s of cycles over {held.cycles_s - held.held_s:.2f}"
-            f" s ({held.without_holds:.2f}x); the event loop then busy all the time, its "
-            f"thread's CPU {held.loop_cpu_share or 0:.0%} of the cycles (bottleneck law: "
+            f" s ({held.without_holds:.2f}x); {held.serving} then busy all the time, on "
+            f"CPU today {held.loop_cpu_share or 0:.0%} of the cycles (bottleneck law: "
             f"{1 / (held.loop_cpu_share or 1):.2f}x). The lower bound, and low: a request's "
             "work costs less once the loop no longer idles between batches (warm caches)"
         ),

@@ -81,21 +81,15 @@ def test_too_few_bursts_are_no_pattern():
     assert held_batches(requests(batched(bursts=10))) is None
 
 
-def _batched_app(path, *, bursts: int = 40):
-    """An asyncio app's run: its loop idle in the selector through each batch's hold
-    but its last millisecond (the batch's work), its batcher task waiting in
-    ``wait_for`` meanwhile, the requests awaiting their answers in ``predict``."""
-    b = RunBuilder(duration_s=bursts * CYCLE / 1000 + 0.05)
+def _serving_loop(b: RunBuilder, bursts: int):
+    """Writes the batches' request spans and the loop's readings (thread 1: idle in the
+    selector through each hold but its last ms, the batch's work; busy the rest), and
+    yields (cycle's start, hold, ms) for every ms of every cycle."""
     loop = b.stack(
         "BaseEventLoop.run_forever", "BaseEventLoop._run_once", "select",
         filename="/usr/lib/python3.11/asyncio/base_events.py", leaf_call="_selector.poll",
     )  # fmt: skip
     busy = b.stack("BaseEventLoop.run_forever", "h11_send", filename="/usr/lib/python3.11/h11.py")
-    frames = (b.frame("batcher"), b.frame("wait_for", "/usr/lib/python3.11/asyncio/tasks.py"))
-    batcher = 900
-    b.rows["stacks"].append((batcher, ";".join(map(str, frames)), 10, "<await>"))
-    predict = b.stack("predict", leaf_call="<await>")
-    tasks = []
     for n, (start, end) in enumerate(batched(bursts)):
         b.span("POST /predict", start, end, category="request", request=f"r{n}",
                attrs='{"served": true, "method": "POST", "route": "/predict"}')  # fmt: skip
@@ -106,10 +100,24 @@ def _batched_app(path, *, bursts: int = 40):
             idle = hold[0] < ms < hold[1] - 1.0
             b.sample(1, ms, loop if idle else busy, wall_ms=1.0,
                      cpu_ms=0.0 if idle else 1.0, reason="network" if idle else "")  # fmt: skip
-            if hold[0] < ms < hold[1]:
-                at = T0 + int(ms * MS)
-                tasks.append((at, 1, batcher, "tasks", 1.0, MS, False))
-                tasks.append((at, 1, predict, "unknown", 8.0, MS, False))
+            yield c, hold, ms
+
+
+def _batched_app(path, *, bursts: int = 40):
+    """An asyncio app's run: its loop idle in the selector through each batch's hold
+    but its last millisecond (the batch's work), its batcher task waiting in
+    ``wait_for`` meanwhile, the requests awaiting their answers in ``predict``."""
+    b = RunBuilder(duration_s=bursts * CYCLE / 1000 + 0.05)
+    frames = (b.frame("batcher"), b.frame("wait_for", "/usr/lib/python3.11/asyncio/tasks.py"))
+    batcher = 900
+    b.rows["stacks"].append((batcher, ";".join(map(str, frames)), 10, "<await>"))
+    predict = b.stack("predict", leaf_call="<await>")
+    tasks = []
+    for _, hold, ms in _serving_loop(b, bursts):
+        if hold[0] < ms < hold[1]:
+            at = T0 + int(ms * MS)
+            tasks.append((at, 1, batcher, "tasks", 1.0, MS, False))
+            tasks.append((at, 1, predict, "unknown", 8.0, MS, False))
     add_cpu(b, bursts * CYCLE, 0.15)
     b.write(path)
     columns = ["ts_ns", "thread_id", "stack_id", "wait_reason", "tasks", "wall_ns", "main_task"]
@@ -145,3 +153,61 @@ def test_without_the_batcher_s_task_seen_the_idle_loop_stays_spare_capacity(tmp_
     d = diagnose(load(run))
     assert all(r.id != "close_held_batches" for r in d.recommendations)
     assert not any(f.stage.startswith("batcher") for f in d.findings)
+
+
+def _waits_in(b: RunBuilder, stack: int, caller: str, waiter: str, filename: str) -> int:
+    """A stack of the service's ``caller`` waiting in the library's ``waiter``."""
+    frames = (b.frame(caller), b.frame(waiter, filename))
+    b.rows["stacks"].append((stack, ";".join(map(str, frames)), 10, "waiter.acquire"))
+    return stack
+
+
+def _threaded_app(path, *, bursts: int = 40, batcher_thread: bool = True):
+    """The same batches served by sync handlers on eight threads of a pool (2-9), each
+    waiting on its answer's future in ``predict`` the whole cycle but its last ms, and a
+    batcher thread (10) waiting on its queue in ``next_batch`` through each hold but its
+    last ms, when it scores the batch; the loop (1) idle through the holds."""
+    b = RunBuilder(duration_s=bursts * CYCLE / 1000 + 0.05)
+    waiting = _waits_in(
+        b, 901, "predict", "Future.result", "/usr/lib/python3.11/concurrent/futures/_base.py"
+    )
+    handling = b.stack("predict", "featurize")
+    queued = _waits_in(b, 902, "next_batch", "Queue.get", "/usr/lib/python3.11/queue.py")
+    scoring = b.stack("batcher", "score_batch", leaf_call="np.dot")
+    for c, hold, ms in _serving_loop(b, bursts):
+        for thread in range(2, 10):
+            work = ms > c + CYCLE - 0.5
+            b.sample(thread, ms, handling if work else waiting, wall_ms=1.0,
+                     cpu_ms=1.0 if work else 0.0, reason="" if work else "lock")  # fmt: skip
+        if batcher_thread:
+            on = hold[1] - 1.0 <= ms <= hold[1]  # scoring the batch
+            b.sample(10, ms, scoring if on else queued, wall_ms=1.0,
+                     cpu_ms=1.0 if on else 0.0, reason="" if on else "lock")  # fmt: skip
+    add_cpu(b, bursts * CYCLE, 0.2)
+    return b.write(path)
+
+
+def test_a_batcher_thread_s_wait_and_the_handlers_waits_in_the_holds_are_the_window_s(tmp_path):
+    # batch_thread_api read "contention-bound in predict, waiting on locks" (confidence
+    # 100%) with "shorten what holds the lock": no lock is held, the handlers wait for
+    # their answers (eight threads at once) and the batcher for its window (one)
+    d = diagnose(load(_threaded_app(tmp_path / "run")))
+    primary = d.primary
+    assert (primary["kind"], primary["subkind"]) == ("io", "sleep"), primary
+    assert primary["stage"].startswith("next_batch"), primary
+    rec = d.recommendations[0]
+    assert rec.id == "close_held_batches" and rec.stage == primary["stage"]
+    assert all(
+        r.id != "reduce_lock_scope" or r.stage != primary["stage"] for r in d.recommendations
+    )
+    # one interpreter for every thread once the holds are gone: of each 35-ms cycle
+    # (1-ms readings), the loop's 6 ms outside the hold, the batcher's 1 and the
+    # handlers' 8 x 1
+    assert rec.evidence["loop_cpu_share"] == pytest.approx(15 / CYCLE, rel=0.03)
+    assert rec.estimated_speedup == pytest.approx(1 / rec.evidence["loop_cpu_share"], rel=0.01)
+
+
+def test_handlers_waiting_in_the_holds_with_no_batcher_thread_seen_are_not_given_to_one(tmp_path):
+    d = diagnose(load(_threaded_app(tmp_path / "run", batcher_thread=False)))
+    assert all(r.id != "close_held_batches" for r in d.recommendations)
+    assert not any(f.stage.startswith("next_batch") for f in d.findings)
