@@ -75,6 +75,9 @@ _BATCHER_WAITS = ("tasks", "sleep")
 # a batcher thread's (``queue.get(timeout=)``: a lock with a timeout, or a timer), and a
 # request's thread waiting for its answer (a future's condition)
 _THREAD_WAITS = ("lock", "sleep")
+# whose CPU bounds the fixed service (``HeldBatches.serving``), in the fix's words
+_ON_THE_LOOP = "the event loop's thread"
+_ON_EVERY_THREAD = "the service's threads, one interpreter for them all,"
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,7 @@ class HeldBatches:
     # in them): the event loop's, or with a batcher thread every thread's; None where
     # none fall in them
     loop_cpu_share: float | None = None
-    serving: str = "the event loop's thread"  # whose CPU that is, in words
+    serving: str = _ON_THE_LOOP  # whose CPU that is, in words
 
     @property
     def held_s(self) -> float:
@@ -266,14 +269,13 @@ def _given(
     if stack is not None:
         idle = samples["idle_role"] == LOOP_ROLE
         given = samples[idle & samples["reason"].isin(BLOCKING_REASONS)]
-        return stack, given, set(given["thread_id"]), HeldBatches.serving
+        return stack, given, set(given["thread_id"]), _ON_THE_LOOP
     stack, asking = _batcher_thread(samples, held, s)
     if stack is None:
         return None
     waits = samples["reason"].isin(_THREAD_WAITS) & (samples["idle_role"].fillna("") == "")
     ours = samples["user_function"].isin(asking) | (samples["stack_id"] == stack)
-    every = "the service's threads, one interpreter for them all,"
-    return stack, samples[waits & ours], set(samples["thread_id"]), every
+    return stack, samples[waits & ours], set(samples["thread_id"]), _ON_EVERY_THREAD
 
 
 def given_to_the_batcher(

@@ -4,7 +4,8 @@ A speedup realized by the wall clock is the service's only while the host is its
 clean-clone CI run (stop 81, 2026-12-07) took 9% longer than the one before it, and two
 of its tests read their truth off a host whose speed had halved for minutes:
 image_io_bound's plain fixed runs served 313, 218, 155, 156, 243 and 269 images/s in one
-test, where a quiet host serves 350-370 (the sample's docstring). Neither test could tell
+test, where a quiet host served 287-325 that day (350-370 on 2026-12-02, the sample's
+docstring). Neither test could tell
 that from a slow fix. This module measures it, from outside the measured process, as the
 share of the host's CPU time (all its cores, over the measurement's wall) that went to
 others: busy time in /proc/stat that is not the measured process tree's (read from
@@ -25,11 +26,11 @@ from typing import TypeVar
 T = TypeVar("T")
 
 # A measurement that lost more than this share of the host's CPU is taken again. Its
-# source: 20 plain runs of image_io_bound and serial_upstream (ten of each, both sides,
-# 2026-12-07). Quiet ones lost 0.2-2.4% (the kernel's threads, the sandbox's agent, steal
-# under 2%); one fixed image_io_bound run lost 6.6%, all of it stolen, and served 260
-# images/s against 287-325 in the other four: the service runs on about one core of the
-# two, so a share of the host is up to twice that of the service's core.
+# source: 20 plain runs of image_io_bound and serial_upstream (five of each side of
+# each, 2026-12-07). Nineteen lost 0-2.2% (the kernel's threads, the sandbox's agent,
+# steal under 2%); one fixed image_io_bound run lost 6.5%, all of it stolen, and served
+# 260 images/s against 287-325 in the other four: the service runs on about one core of
+# the two, so a share of the host is up to twice that of the service's core.
 LOST_AT_MOST = 0.05
 TRIES = 3
 
