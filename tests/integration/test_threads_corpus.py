@@ -757,7 +757,11 @@ def test_estimates_land_near_the_speedups_their_fixes_realize_by_the_wall_clock(
         # to run, issue 17's, so its reading is held to the direction, not to the truth)
         assert c["job_wall_s"]["speedup"] > 1.0 and c["relative_error"] is not None, c
         errors[name] = abs(c["predicted_speedup"] - realized) / realized
-        seen[name] = (round(c["predicted_speedup"], 2), round(realized, 2))
+        seen[name] = (
+            round(c["predicted_speedup"], 2),
+            round(realized, 2),
+            [round(p, 2) for p in pairs],
+        )
     assert statistics.median(errors.values()) <= 0.15, seen
     assert max(errors.values()) <= 0.25, seen
 
