@@ -218,12 +218,17 @@ def _batcher(tasks: pd.DataFrame, labels: pd.DataFrame, held: HeldBatches) -> in
     return int(mine.groupby("stack_id")["tasks"].sum().idxmax())
 
 
+def _thread_waits(samples: pd.DataFrame) -> pd.Series:
+    """Which rows are a thread of the service waiting on another thread or a timer, not a
+    pool's or a loop's idle."""
+    return samples["reason"].isin(_THREAD_WAITS) & (samples["idle_role"].fillna("") == "")
+
+
 def _waits_in_holds(samples: pd.DataFrame, held: HeldBatches) -> pd.DataFrame:
     """The service's threads' waits on another thread or a timer (not a pool's or a
     loop's idle) ending inside the holds, each with the hold it ends in (``hold``)."""
     at = samples["ts_ns"].to_numpy(dtype="int64")
-    waiting = _inside(held, at) & samples["reason"].isin(_THREAD_WAITS).to_numpy()
-    rows = samples[waiting & (samples["idle_role"].fillna("") == "").to_numpy()]
+    rows = samples[_inside(held, at) & _thread_waits(samples).to_numpy()]
     rows = rows[~rows["user_function"].isin(NOT_THE_SERVICE)]
     hold = np.searchsorted(np.array(held.starts), rows["ts_ns"].to_numpy(), side="right") - 1
     return rows.assign(hold=hold)
@@ -273,9 +278,13 @@ def _given(
     stack, asking = _batcher_thread(samples, held, s)
     if stack is None:
         return None
-    waits = samples["reason"].isin(_THREAD_WAITS) & (samples["idle_role"].fillna("") == "")
     ours = samples["user_function"].isin(asking) | (samples["stack_id"] == stack)
-    return stack, samples[waits & ours], set(samples["thread_id"]), _ON_EVERY_THREAD
+    return (
+        stack,
+        samples[_thread_waits(samples) & ours],
+        set(samples["thread_id"]),
+        _ON_EVERY_THREAD,
+    )
 
 
 def given_to_the_batcher(
